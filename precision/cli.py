@@ -1,0 +1,172 @@
+"""The ``precision`` command: ``run``, ``results``, ``list``.
+
+Every user error (unknown suite / solver / precision, malformed suite file, unreadable store)
+is one line on stderr and exit code 2, before the store is opened for writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from precision.precisions import VALID_FORMS, PrecisionError, parse_precision
+from precision.solvers.registry import SOLVERS, SolverError
+from probes.store import Store, StoreError
+from probes.suite import SuiteError, load_suite, shipped_suites
+
+EXIT_USAGE = 2
+DEFAULT_DB = "results.db"
+
+
+class UsageError(Exception):
+    """A one-line user error (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage dump) and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from probes.runner import pending_runs, run_suite
+    from reports.solver_table import solver_tables
+
+    suite = load_suite(args.suite, profile=args.profile)  # validates before the store opens
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    with Store(args.db) as store:
+        todo, skipped = pending_runs(suite, store)
+        print(
+            f"suite {suite.name}: {len(todo) + skipped} runs, {skipped} already in {args.db}, "
+            f"{len(todo)} to compute",
+            file=sys.stderr,
+        )
+        bar = None
+        if todo and not args.no_progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(todo), unit="run", file=sys.stderr, dynamic_ncols=True)
+
+        def progress(done: int, total: int, record: object) -> None:
+            if bar is not None:
+                bar.set_postfix_str(
+                    f"{record.subject} {record.precision} {record.task}", refresh=False  # type: ignore[attr-defined]
+                )
+                bar.update(1)
+
+        try:
+            summary = run_suite(suite, store, jobs=args.jobs, progress=progress)
+        finally:
+            if bar is not None:
+                bar.close()
+        rows = store.runs(suite=suite.name)
+    print(solver_tables(rows))
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "none new"
+    print(f"\n{summary.computed} computed ({statuses}), {summary.skipped} reused; store: {args.db}")
+    return 0
+
+
+def _cmd_results(args: argparse.Namespace) -> int:
+    from reports.solver_table import solver_tables
+
+    if not Path(args.db).exists():
+        raise UsageError(f"no results store at {args.db} (run 'precision run solvers' first)")
+    with Store(args.db, create=False) as store:
+        if args.suite and args.suite not in store.suites():
+            known = ", ".join(store.suites()) or "none"
+            raise UsageError(f"no results for suite '{args.suite}' in {args.db} (suites: {known})")
+        out = open(args.out, "w", encoding="utf-8", newline="") if args.out else sys.stdout
+        try:
+            if args.format == "csv":
+                store.export_csv(out, suite=args.suite)
+            elif args.format == "json":
+                store.export_json(out, suite=args.suite)
+            else:
+                out.write(solver_tables(store.runs(suite=args.suite)) + "\n")
+        finally:
+            if args.out:
+                out.close()
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    what = args.what
+    if what in ("suites", "all"):
+        print("suites:")
+        for name, path in sorted(shipped_suites().items()):
+            desc = ""
+            try:
+                desc = load_suite(str(path)).description
+            except SuiteError as exc:
+                desc = f"(invalid: {exc})"
+            print(f"  {name:<12} {desc}")
+    if what in ("solvers", "all"):
+        print("solvers:")
+        for name, spec in sorted(SOLVERS.items()):
+            print(f"  {name:<16} [{spec.task}] {spec.description}")
+    if what in ("precisions", "all"):
+        print("precisions:")
+        for name in ("bfloat16", "float16", "float32", "float64", "mp30", "mp50", "mp100"):
+            p = parse_precision(name)
+            print(f"  {name:<9} {p.bits:>4} bits  u = {p.unit_roundoff:.2e}  backend {p.backend_name}")
+        print(f"  forms: {VALID_FORMS}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``precision`` command."""
+    parser = _Parser(
+        prog="precision",
+        description="Measure error floors of sequence models and reference solvers in "
+        "float32, float64 and arbitrary precision.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run a probe suite and store its results",
+                         description="Compute every run of SUITE missing from the store, "
+                         "then print its floor tables.")
+    run.add_argument("suite", help="a shipped suite name (see 'precision list') or a .toml path")
+    run.add_argument("--db", default=DEFAULT_DB, help=f"SQLite results store (default {DEFAULT_DB})")
+    run.add_argument("--profile", default=None, help="budget profile defined in the suite")
+    run.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.set_defaults(func=_cmd_run)
+
+    res = sub.add_parser("results", help="print or export stored results",
+                         description="Dump the runs in the store as a table, CSV or JSON.")
+    res.add_argument("--db", default=DEFAULT_DB, help=f"SQLite results store (default {DEFAULT_DB})")
+    res.add_argument("--suite", default=None, help="only this suite")
+    res.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    res.add_argument("--out", default=None, help="write to this file instead of stdout")
+    res.set_defaults(func=_cmd_results)
+
+    lst = sub.add_parser("list", help="list suites, solvers and precisions",
+                         description="List shipped suites, reference solvers and precisions.")
+    lst.add_argument("what", nargs="?", default="all",
+                     choices=["all", "suites", "solvers", "precisions"])
+    lst.set_defaults(func=_cmd_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return int(args.func(args))
+    except (UsageError, SuiteError, PrecisionError, SolverError, StoreError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if not message.startswith("precision"):
+            message = f"precision: error: {message}"
+        print(message, file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("precision: interrupted; finished runs are stored, re-run to resume",
+              file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,320 @@
+"""The reference solvers by name, and :func:`run_solver`, which measures one of them.
+
+``run_solver("gd", "float32", problem={...}, params={...})`` generates the seeded problem,
+rounds its inputs into the precision, runs the solver there, computes the certified truth from
+the *rounded* inputs (DESIGN principle 3), and returns the per-step error trace with its
+detected floor. One code path for every solver and precision.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from precision import problems
+from precision.metrics import ErrorSummary, Floor, detect_floor, error_summary
+from precision.precisions import Precision, parse_precision
+from precision.solvers.cg import conjugate_gradient
+from precision.solvers.gd import gd, preconditioned_gd
+from precision.solvers.momentum import heavy_ball, nesterov
+from precision.solvers.newton_logistic import newton_logistic
+from precision.solvers.newton_schulz import newton_schulz
+from precision.solvers.ols import ols_normal, ols_qr, ols_svd, ridge
+from precision.truth import inverse_truth, least_squares_truth, logistic_truth, matvec, truth_bits
+
+
+class SolverError(ValueError):
+    """Unknown solver, bad parameter or impossible problem (a user error, not a result)."""
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    """A reference solver: its task family, its default parameters, one line of description."""
+
+    name: str
+    task: str  # "least_squares" | "inverse" | "logistic"
+    run: Callable[..., list[Any]]
+    defaults: dict[str, Any]
+    description: str
+    iterative: bool = True
+
+
+def _spectrum(H: np.ndarray) -> tuple[float, float]:
+    ev = np.linalg.eigvalsh((H + H.T) / 2)
+    return float(ev[0]), float(ev[-1])
+
+
+def _ls_step(xp: Any, X: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """Resolve symbolic step sizes ("optimal", "1/L") from the spectrum of H = X^T X / N."""
+    Xf = xp.to_numpy(X)
+    lo, hi = _spectrum(Xf.T @ Xf / Xf.shape[0])
+    out = dict(params)
+    step = out.get("step")
+    if step == "optimal":
+        out["step"] = 2.0 / (lo + hi)
+    elif step == "1/L":
+        out["step"] = 1.0 / hi
+    out["_lambda"] = (lo, hi)
+    return out
+
+
+def _run_gd(xp: Any, X: Any, y: Any, step: Any = "optimal", iters: int = 200) -> list[Any]:
+    p = _ls_step(xp, X, {"step": step})
+    return gd(xp, X, y, step=p["step"], iters=iters)
+
+
+def _run_pgd(xp: Any, X: Any, y: Any, step: Any = "optimal", iters: int = 200) -> list[Any]:
+    # Jacobi preconditioner P = diag(H)^{-1}, formed in the working precision.
+    n = float(X.shape[0])
+    diag_h = xp.sum(X * X, axis=0) / n
+    P = xp.diag(1.0 / diag_h)
+    if step in ("optimal", "1/L"):
+        Xf, Pf = xp.to_numpy(X), xp.to_numpy(P)
+        root = np.sqrt(np.diag(Pf))
+        lo, hi = _spectrum(root[:, None] * (Xf.T @ Xf / Xf.shape[0]) * root[None, :])
+        step = 2.0 / (lo + hi) if step == "optimal" else 1.0 / hi
+    return preconditioned_gd(xp, X, y, P=P, step=float(step), iters=iters)
+
+
+def _run_heavy_ball(
+    xp: Any, X: Any, y: Any, step: Any = "optimal", beta: Any = "optimal", iters: int = 200
+) -> list[Any]:
+    lo, hi = _ls_step(xp, X, {})["_lambda"]
+    if step == "optimal":  # Polyak's tuning for quadratics
+        step = 4.0 / (math.sqrt(hi) + math.sqrt(lo)) ** 2
+    if beta == "optimal":
+        q = (math.sqrt(hi / lo) - 1) / (math.sqrt(hi / lo) + 1)
+        beta = q * q
+    return heavy_ball(xp, X, y, step=float(step), beta=float(beta), iters=iters)
+
+
+def _run_nesterov(
+    xp: Any, X: Any, y: Any, step: Any = "optimal", beta: Any = "optimal", iters: int = 200
+) -> list[Any]:
+    lo, hi = _ls_step(xp, X, {})["_lambda"]
+    if step == "optimal":
+        step = 1.0 / hi
+    if beta == "optimal":
+        beta = (math.sqrt(hi / lo) - 1) / (math.sqrt(hi / lo) + 1)
+    return nesterov(xp, X, y, step=float(step), beta=float(beta), iters=iters)
+
+
+def _run_cg(xp: Any, X: Any, y: Any, iters: int | None = None) -> list[Any]:
+    return conjugate_gradient(xp, X, y, iters=3 * X.shape[1] if iters is None else iters)
+
+
+SOLVERS: dict[str, SolverSpec] = {
+    s.name: s
+    for s in [
+        SolverSpec("ols_normal", "least_squares", lambda xp, X, y: ols_normal(xp, X, y), {},
+                   "OLS by the normal equations and Cholesky", iterative=False),
+        SolverSpec("ols_qr", "least_squares", lambda xp, X, y: ols_qr(xp, X, y), {},
+                   "OLS by Householder QR", iterative=False),
+        SolverSpec("ols_svd", "least_squares", lambda xp, X, y: ols_svd(xp, X, y), {},
+                   "OLS by one-sided Jacobi SVD (pseudo-inverse)", iterative=False),
+        SolverSpec("ridge", "least_squares", lambda xp, X, y, lam=1e-2: ridge(xp, X, y, lam=lam),
+                   {"lam": 1e-2}, "ridge regression by Cholesky", iterative=False),
+        SolverSpec("gd", "least_squares", _run_gd, {"step": "optimal", "iters": 200},
+                   "gradient descent (step 'optimal' = 2/(lmin+lmax), '1/L', or a number)"),
+        SolverSpec("pgd", "least_squares", _run_pgd, {"step": "optimal", "iters": 200},
+                   "gradient descent preconditioned by diag(H)^-1"),
+        SolverSpec("heavy_ball", "least_squares", _run_heavy_ball,
+                   {"step": "optimal", "beta": "optimal", "iters": 200},
+                   "Polyak heavy-ball momentum (003 App. B)"),
+        SolverSpec("nesterov", "least_squares", _run_nesterov,
+                   {"step": "optimal", "beta": "optimal", "iters": 200},
+                   "Nesterov accelerated gradient (003 App. B)"),
+        SolverSpec("cg", "least_squares", _run_cg, {"iters": None},
+                   "conjugate gradient, Fletcher-Reeves, exact line search"),
+        SolverSpec("newton_schulz", "inverse",
+                   lambda xp, A, iters=30, alpha=None: newton_schulz(xp, A, iters=iters,
+                                                                     alpha=alpha),
+                   {"iters": 30, "alpha": None}, "Newton-Schulz inversion, order 2 (000 eq. 3.3)"),
+        SolverSpec("newton_schulz_p", "inverse",
+                   lambda xp, A, iters=20, order=3, alpha=None: newton_schulz(
+                       xp, A, iters=iters, order=order, alpha=alpha),
+                   {"iters": 20, "order": 3, "alpha": None},
+                   "Newton-Schulz order-p family (000 eq. 3.4)"),
+        SolverSpec("newton", "logistic",
+                   lambda xp, A, y, mu, iters=12: newton_logistic(xp, A, y, mu=mu, iters=iters),
+                   {"iters": 12}, "classic Newton on regularised logistic loss (000 eq. 3.6)"),
+        SolverSpec("damped_newton", "logistic",
+                   lambda xp, A, y, mu, iters=20: newton_logistic(xp, A, y, mu=mu, iters=iters,
+                                                                  damped=True),
+                   {"iters": 20}, "damped Newton, eta = 1/(1+lambda) (000 eq. 3.6)"),
+    ]
+}
+
+#: Problem generators per task family (their names as used in suite files).
+TASK_PROBLEMS: dict[str, tuple[str, ...]] = {
+    "least_squares": tuple(problems.PROBLEMS),
+    "inverse": ("spd",),
+    "logistic": ("logistic",),
+}
+
+
+@dataclass
+class SolverResult:
+    """Outcome of one solver run in one precision.
+
+    ``steps[k]`` is the :class:`ErrorSummary` of iterate k against the truth: for least squares
+    the predictions on the problem's query points, for ``inverse`` the matrix entries, for
+    ``logistic`` the weight vector. ``param_mse[k]`` is the MSE of the raw iterate.
+    """
+
+    solver: str
+    precision: str
+    status: str  # "ok" | "diverged" | "failed"
+    steps: list[ErrorSummary] = field(default_factory=list)
+    param_mse: list[float] = field(default_factory=list)
+    floor: Floor | None = None
+    error: str | None = None
+    wall_time: float = 0.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def final(self) -> ErrorSummary | None:
+        return self.steps[-1] if self.steps else None
+
+
+def get_solver(name: str) -> SolverSpec:
+    """The solver called ``name``; :class:`SolverError` listing the valid names otherwise."""
+    try:
+        return SOLVERS[name]
+    except KeyError:
+        raise SolverError(
+            f"unknown solver '{name}'; choose from: {', '.join(sorted(SOLVERS))}"
+        ) from None
+
+
+def resolve_params(spec: SolverSpec, params: dict[str, Any] | None) -> dict[str, Any]:
+    """Defaults overlaid with ``params``; unknown parameter names are a :class:`SolverError`."""
+    params = dict(params or {})
+    extra = set(params) - set(spec.defaults)
+    if extra:
+        raise SolverError(
+            f"solver '{spec.name}' has no parameter {', '.join(sorted(extra))}; "
+            f"its parameters: {', '.join(sorted(spec.defaults)) or 'none'}"
+        )
+    return {**spec.defaults, **params}
+
+
+def make_problem(task: str, problem: dict[str, Any]) -> Any:
+    """Build the seeded problem described by ``problem`` (a suite's problem table)."""
+    spec = dict(problem)
+    kind = spec.pop("kind", None) or spec.pop("name", None)
+    if kind is None:
+        raise SolverError("problem needs a 'kind'")
+    try:
+        if task == "inverse":
+            if kind != "spd":
+                raise SolverError(f"task 'inverse' takes problem kind 'spd', not '{kind}'")
+            return problems.spd_matrix(**spec)
+        if task == "logistic":
+            if kind != "logistic":
+                raise SolverError(f"task 'logistic' takes problem kind 'logistic', not '{kind}'")
+            return problems.logistic_regression(**spec)
+        return problems.make_least_squares(kind, **spec)
+    except TypeError as exc:
+        raise SolverError(f"problem '{kind}': {exc}") from None
+    except ValueError as exc:
+        if isinstance(exc, SolverError):
+            raise
+        raise SolverError(f"problem '{kind}': {exc}") from None
+
+
+def run_solver(
+    name: str,
+    precision: Precision | str,
+    problem: dict[str, Any],
+    params: dict[str, Any] | None = None,
+) -> SolverResult:
+    """Run solver ``name`` in ``precision`` on the problem described by ``problem``.
+
+    Raises :class:`SolverError` for user errors (unknown solver/problem, bad parameters).
+    Numerical breakdown (a non-positive Cholesky pivot, NaN/Inf) is a *result*: status
+    ``failed`` / ``diverged`` with the message, never an exception.
+    """
+    spec = get_solver(name)
+    p = parse_precision(precision)
+    prm = resolve_params(spec, params)
+    prob = make_problem(spec.task, problem)
+    xp = p.backend
+    bits = truth_bits(p)
+    result = SolverResult(solver=name, precision=p.name, status="ok", params=prm)
+    t0 = time.perf_counter()
+
+    if spec.task == "inverse":
+        A = xp.asarray(prob)
+        inputs: tuple[Any, ...] = (A,)
+        truth = inverse_truth(xp.to_exact(A), bits)
+
+        def target(it: Any) -> tuple[np.ndarray, np.ndarray]:
+            e = xp.to_exact(it)
+            return e, e
+    elif spec.task == "logistic":
+        A, yv = xp.asarray(prob.X), xp.asarray(prob.y)
+        inputs = (A, yv)
+        truth = logistic_truth(xp.to_exact(A), xp.to_exact(yv), prob.mu, bits)
+        prm = {**prm, "mu": prob.mu}
+
+        def target(it: Any) -> tuple[np.ndarray, np.ndarray]:
+            e = xp.to_exact(it)
+            return e, e
+    else:
+        X, yv = xp.asarray(prob.X), xp.asarray(prob.y)
+        inputs = (X, yv)
+        w_true = least_squares_truth(
+            xp.to_exact(X), xp.to_exact(yv), bits, ridge=float(prm.get("lam", 0.0))
+            if name == "ridge" else 0.0,
+        )
+        q_exact = _exact_float64(prob.X_query)
+        pred_true = matvec(q_exact, w_true, bits)
+
+        def target(it: Any) -> tuple[np.ndarray, np.ndarray]:
+            e = xp.to_exact(it)
+            return e, matvec(q_exact, e, bits)
+
+        truth = w_true
+
+    truth_pred = truth if spec.task != "least_squares" else pred_true
+    run_params = {k: v for k, v in prm.items() if k != "mu"}
+    try:
+        iterates = spec.run(xp, *inputs, **run_params) if spec.task != "logistic" else \
+            spec.run(xp, *inputs, mu=prm["mu"], **run_params)
+    except (ValueError, ArithmeticError, RuntimeError) as exc:
+        result.status = "failed"
+        result.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        result.wall_time = time.perf_counter() - t0
+        return result
+
+    for it in iterates:
+        if not xp.isfinite(it):
+            result.status = "diverged"
+            result.error = f"non-finite iterate at step {len(result.steps)}"
+            break
+        raw, pred = target(it)
+        result.steps.append(error_summary(pred, truth_pred))
+        result.param_mse.append(error_summary(raw, truth).mse)
+    result.floor = detect_floor(
+        [s.mse for s in result.steps], log10_trace=[s.log10_mse for s in result.steps]
+    )
+    result.wall_time = time.perf_counter() - t0
+    return result
+
+
+def _exact_float64(a: np.ndarray) -> np.ndarray:
+    """A float64 numpy array as an object array of exact arb values."""
+    import flint
+
+    arr = np.asarray(a, dtype=np.float64)
+    out = np.empty(arr.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, v in enumerate(arr.reshape(-1).tolist()):
+        flat[i] = flint.arb(v)
+    return out

@@ -1,0 +1,229 @@
+"""Suites are data: load a suite TOML file, validate it, expand it into run configs.
+
+A solver suite (``probes/suites/solvers.toml`` is the shipped example)::
+
+    name = "solvers"
+    description = "..."
+    precisions = ["float32", "float64", "mp50"]
+    seeds = [0]
+
+    [problems.well]            # a labelled problem: task family + generator arguments
+    task = "least_squares"
+    kind = "controlled"
+    dim = 5
+    n_samples = 20
+    kappa = 10.0
+
+    [solvers.gd]               # a solver, the problems it runs on, its parameters
+    problems = ["well"]
+    params = { iters = 600 }
+    precisions = ["float32"]   # optional: overrides the suite's list for this solver
+
+    [profiles.quick]           # optional: a budget profile overriding top-level keys
+    precisions = ["float32", "mp30"]
+
+Every (solver, problem, precision, seed) becomes one run; its resolved config is hashed into
+the run id, so re-running a suite skips what the store already holds. Validation happens here,
+before anything touches the store: any problem is one :class:`SuiteError` line.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from precision.precisions import PrecisionError, parse_precision
+from precision.solvers.registry import SolverError, get_solver, make_problem, resolve_params
+from probes.store import config_hash
+
+#: Bump when the meaning of a run config changes (so old results are not reused).
+CONFIG_VERSION = 1
+
+_TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers", "profiles"}
+_PROBLEM_META = {"task"}
+_SOLVER_KEYS = {"problems", "params", "precisions"}
+
+
+class SuiteError(ValueError):
+    """A suite that cannot be found, parsed or run (one line, for the CLI)."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run of a suite: everything needed to compute it, and its id."""
+
+    run_id: str
+    suite: str
+    solver: str
+    problem_label: str
+    precision: str
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A parsed, validated suite."""
+
+    name: str
+    description: str
+    path: str
+    data: dict[str, Any]
+
+
+def shipped_suites() -> dict[str, Path]:
+    """Names and paths of the suites shipped in ``probes/suites``."""
+    root = resources.files("probes") / "suites"
+    return {
+        Path(str(p)).stem: Path(str(p)) for p in root.iterdir() if str(p).endswith(".toml")
+    }
+
+
+def load_suite(name_or_path: str, profile: str | None = None) -> Suite:
+    """Load a shipped suite by name, or a suite file by path, applying ``profile``."""
+    shipped = shipped_suites()
+    if name_or_path in shipped:
+        path = shipped[name_or_path]
+    else:
+        path = Path(name_or_path)
+        if not path.suffix == ".toml" or not path.is_file():
+            raise SuiteError(
+                f"unknown suite '{name_or_path}'; shipped suites: {', '.join(sorted(shipped))} "
+                "(or give the path of a .toml suite file)"
+            )
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"malformed suite file {path}: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"cannot read suite file {path}: {exc}") from None
+    data = _apply_profile(data, profile, path)
+    suite = Suite(
+        name=str(data.get("name") or path.stem),
+        description=str(data.get("description", "")),
+        path=str(path),
+        data=data,
+    )
+    expand(suite)  # validates everything up front
+    return suite
+
+
+def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dict[str, Any]:
+    profiles = data.get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise SuiteError(f"{path}: 'profiles' must be a table")
+    if profile is None:
+        return data
+    if profile not in profiles:
+        valid = ", ".join(sorted(profiles)) or "none defined"
+        raise SuiteError(f"suite {path.stem} has no profile '{profile}' (profiles: {valid})")
+    override = profiles[profile]
+    bad = set(override) - {"precisions", "seeds", "solvers"}
+    if bad:
+        raise SuiteError(f"{path}: profile '{profile}' cannot override {', '.join(sorted(bad))}")
+    merged = {k: v for k, v in data.items()}
+    for key in ("precisions", "seeds"):
+        if key in override:
+            merged[key] = override[key]
+    for solver, table in override.get("solvers", {}).items():
+        base = dict(merged.get("solvers", {}).get(solver, {}))
+        if not base:
+            raise SuiteError(f"{path}: profile '{profile}' names unknown solver entry '{solver}'")
+        if "params" in table:
+            base["params"] = {**base.get("params", {}), **table["params"]}
+        for k in ("problems", "precisions"):
+            if k in table:
+                base[k] = table[k]
+        merged["solvers"] = {**merged["solvers"], solver: base}
+    return merged
+
+
+def _list_of(value: Any, what: str, where: str, kind: type) -> list[Any]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, kind) for v in value):
+        raise SuiteError(f"{where}: '{what}' must be a non-empty list of {kind.__name__}")
+    return value
+
+
+def expand(suite: Suite) -> list[RunConfig]:
+    """All runs of ``suite`` in a deterministic order; raises :class:`SuiteError` if invalid."""
+    data, where = suite.data, suite.path
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise SuiteError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    precisions = _list_of(data.get("precisions"), "precisions", where, str)
+    seeds = _list_of(data.get("seeds", [0]), "seeds", where, int)
+    problems = data.get("problems")
+    solvers = data.get("solvers")
+    if not isinstance(problems, dict) or not problems:
+        raise SuiteError(f"{where}: needs at least one [problems.<label>] table")
+    if not isinstance(solvers, dict) or not solvers:
+        raise SuiteError(f"{where}: needs at least one [solvers.<name>] table")
+    try:
+        for p in precisions:
+            parse_precision(p)
+    except PrecisionError as exc:
+        raise SuiteError(f"{where}: {exc}") from None
+
+    runs: list[RunConfig] = []
+    for solver_name, entry in solvers.items():
+        if not isinstance(entry, dict):
+            raise SuiteError(f"{where}: [solvers.{solver_name}] must be a table")
+        bad = set(entry) - _SOLVER_KEYS
+        if bad:
+            raise SuiteError(f"{where}: [solvers.{solver_name}] unknown key(s) {sorted(bad)}")
+        try:
+            spec = get_solver(solver_name)
+            params = resolve_params(spec, entry.get("params", {}))
+        except SolverError as exc:
+            raise SuiteError(f"{where}: {exc}") from None
+        labels = _list_of(entry.get("problems"), "problems", f"{where} [solvers.{solver_name}]",
+                          str)
+        precs = entry.get("precisions", precisions)
+        precs = _list_of(precs, "precisions", f"{where} [solvers.{solver_name}]", str)
+        for label in labels:
+            if label not in problems:
+                raise SuiteError(
+                    f"{where}: solver '{solver_name}' names unknown problem '{label}' "
+                    f"(defined: {', '.join(sorted(problems))})"
+                )
+            prob = dict(problems[label])
+            task = prob.pop("task", None)
+            if task != spec.task:
+                raise SuiteError(
+                    f"{where}: solver '{solver_name}' solves '{spec.task}' problems but "
+                    f"problem '{label}' has task '{task}'"
+                )
+            for seed in seeds:
+                prob_seeded = {**prob, "seed": seed}
+                try:
+                    make_problem(task, prob_seeded)
+                except SolverError as exc:
+                    raise SuiteError(f"{where}: problem '{label}': {exc}") from None
+                for prec_text in precs:
+                    try:
+                        prec = parse_precision(prec_text).name
+                    except PrecisionError as exc:
+                        raise SuiteError(f"{where}: {exc}") from None
+                    config = {
+                        "version": CONFIG_VERSION,
+                        "kind": "solver",
+                        "solver": solver_name,
+                        "task": task,
+                        "problem_label": label,
+                        "problem": prob_seeded,
+                        "params": params,
+                        "precision": prec,
+                    }
+                    runs.append(RunConfig(
+                        run_id=config_hash(config), suite=suite.name, solver=solver_name,
+                        problem_label=label, precision=prec, config=config,
+                    ))
+    seen: set[str] = set()
+    unique = []
+    for r in runs:
+        if r.run_id not in seen:
+            seen.add(r.run_id)
+            unique.append(r)
+    return unique
