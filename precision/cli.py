@@ -112,7 +112,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print("precisions:")
         for name in ("bfloat16", "float16", "float32", "float64", "mp30", "mp50", "mp100"):
             p = parse_precision(name)
-            print(f"  {name:<9} {p.bits:>4} bits  u = {p.unit_roundoff:.2e}  backend {p.backend_name}")
+            print(f"  {name:<9} {p.bits:>4} bits  u = {p.unit_roundoff:.2e}  "
+                  f"backend {p.backend_name}")
         print(f"  forms: {VALID_FORMS}")
     return 0
 
@@ -130,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Compute every run of SUITE missing from the store, "
                          "then print its floor tables.")
     run.add_argument("suite", help="a shipped suite name (see 'precision list') or a .toml path")
-    run.add_argument("--db", default=DEFAULT_DB, help=f"SQLite results store (default {DEFAULT_DB})")
+    run.add_argument("--db", default=DEFAULT_DB,
+                     help=f"SQLite results store (default {DEFAULT_DB})")
     run.add_argument("--profile", default=None, help="budget profile defined in the suite")
     run.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -138,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     res = sub.add_parser("results", help="print or export stored results",
                          description="Dump the runs in the store as a table, CSV or JSON.")
-    res.add_argument("--db", default=DEFAULT_DB, help=f"SQLite results store (default {DEFAULT_DB})")
+    res.add_argument("--db", default=DEFAULT_DB,
+                     help=f"SQLite results store (default {DEFAULT_DB})")
     res.add_argument("--suite", default=None, help="only this suite")
     res.add_argument("--format", choices=["table", "csv", "json"], default="table")
     res.add_argument("--out", default=None, help="write to this file instead of stdout")

@@ -21,7 +21,9 @@ FLOAT_BITS: dict[str, int] = {"float16": 11, "bfloat16": 8, "float32": 24, "floa
 #: Largest ``N`` accepted in ``mpN``; beyond this the store's float columns lose meaning.
 MAX_MP_DIGITS = 2000
 
-VALID_FORMS = "float16, bfloat16, float32, float64, mpN (N decimal digits, 1 <= N <= 2000, e.g. mp50)"
+VALID_FORMS = (
+    "float16, bfloat16, float32, float64, mpN (N decimal digits, 1 <= N <= 2000, e.g. mp50)"
+)
 
 _MP_RE = re.compile(r"^mp(\d+)$")
 
@@ -86,7 +88,7 @@ class Precision:
         return backend_for(self)
 
     def cast(self, data: Any) -> Any:
-        """Round ``data`` (numpy array, nested lists, scalar) into this precision's backend array."""
+        """Round ``data`` (numpy array, nested lists, scalar) into this precision's array."""
         return self.backend.asarray(data)
 
     def __str__(self) -> str:

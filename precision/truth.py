@@ -53,7 +53,9 @@ def _tight(mat: flint.arb_mat, bits: int) -> bool:
     return True
 
 
-def certified(compute: Callable[[], flint.arb_mat], bits: int, max_bits: int = 1 << 16) -> flint.arb_mat:
+def certified(
+    compute: Callable[[], flint.arb_mat], bits: int, max_bits: int = 1 << 16
+) -> flint.arb_mat:
     """Run ``compute`` at ``bits``, doubling the precision until every entry's ball is tight."""
     old = flint.ctx.prec
     try:

@@ -99,3 +99,12 @@ def test_to_exact_of_float32_is_exact():
     v = xp.asarray([0.1])
     e = xp.to_exact(v)[0]
     assert e.rad() == 0 and float(e) == float(np.float32(0.1))
+
+
+def test_mp_negation_and_abs_keep_full_precision():
+    # python-flint rounds unary minus to its global context precision (53 bits by default);
+    # the backend must not lose digits there.
+    xp = parse_precision("mp50").backend
+    a = xp.asarray([0.3]) + 1e-20
+    assert float((-a + a)[0]) == 0.0
+    assert float((abs(-a) - xp.asarray([0.3]))[0]) == pytest.approx(1e-20, rel=1e-12)

@@ -153,7 +153,9 @@ class MPArray:
         return f"MPArray(prec={self.prec}, shape={self.shape}, {self.to_float64()!r})"
 
     # --- arithmetic ---------------------------------------------------------------
-    def _binary(self, other: Any, op: Callable[[Any, Any], Any], reflected: bool = False) -> MPArray:
+    def _binary(
+        self, other: Any, op: Callable[[Any, Any], Any], reflected: bool = False
+    ) -> MPArray:
         b = self._coerce(other)
         with _Prec(self.prec):
             res = op(b, self.a) if reflected else op(self.a, b)
@@ -194,13 +196,16 @@ class MPArray:
         return self._binary(k, lambda x, y: x**y)
 
     def __neg__(self) -> MPArray:
-        return MPArray(-self.a, self.prec)  # exact
+        # python-flint rounds even unary minus to ctx.prec, so it needs our precision too.
+        with _Prec(self.prec):
+            return MPArray(np.asarray(-self.a, dtype=object), self.prec)
 
     def __pos__(self) -> MPArray:
         return self
 
     def __abs__(self) -> MPArray:
-        return MPArray(np.abs(self.a), self.prec)  # exact
+        with _Prec(self.prec):
+            return MPArray(np.asarray(np.abs(self.a), dtype=object), self.prec)
 
     def _cmp(self, o: Any, op: Callable[[Any, Any], Any]) -> Any:
         b = self._coerce(o)
@@ -233,7 +238,9 @@ class MPArray:
 
     def __matmul__(self, other: Any) -> MPArray:
         if not isinstance(other, MPArray):
-            other = MPArray(np.asarray(self._coerce(np.asarray(other, dtype=np.float64))), self.prec)
+            other = MPArray(
+                np.asarray(self._coerce(np.asarray(other, dtype=np.float64))), self.prec
+            )
         return matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> MPArray:

@@ -19,7 +19,9 @@ def logistic_grad_hess(xp: Any, A: Any, y: Any, w: Any, mu: float) -> tuple[Any,
     """Gradient (d,) and Hessian (d, d) of the regularised logistic loss at w."""
     n, d = A.shape
     s = xp.sigmoid(-(y * (A @ w)))
-    grad = (A.T @ (y * s)) * (-1.0 / n) + w * mu
+    # Divide by the exact integer n: a Python constant such as -1.0/n would carry float64
+    # rounding into every precision and cap mp50 at ~1e-33.
+    grad = w * mu - (A.T @ (y * s)) / float(n)
     weights = s * (1.0 - s)
     H = (A.T @ (A * weights.reshape(n, 1))) / float(n) + xp.eye(d) * mu
     return grad, H

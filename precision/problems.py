@@ -1,0 +1,223 @@
+"""Seeded problem generators (float64 numpy arrays = the exact inputs before rounding).
+
+Generators never compute solutions: a subject's truth is computed later, in certified high
+precision, from the inputs *after* they were rounded into the subject's precision
+(:mod:`precision.truth`). Same seed, same arrays, bit for bit (``numpy.random.default_rng``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LeastSquaresProblem:
+    """y = X w_true (+ noise). X: (N, D), y: (N,), w_true: (D,), X_query: (Q, D)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    w_true: np.ndarray
+    X_query: np.ndarray
+    noise_std: float
+    name: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.X.shape[1])
+
+
+@dataclass(frozen=True)
+class LogisticProblem:
+    """Regularised logistic regression data of 000 eq. 3.5: A (n, d), labels y in {-1, +1}."""
+
+    X: np.ndarray
+    y: np.ndarray
+    mu: float
+    w_true: np.ndarray
+    name: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _check(dim: int, n_samples: int, n_query: int = 1, noise_std: float = 0.0,
+           kappa: float = 1.0) -> None:
+    if not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"dim must be a positive integer, got {dim!r}")
+    if not isinstance(n_samples, int) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+    if not isinstance(n_query, int) or n_query < 1:
+        raise ValueError(f"n_query must be a positive integer, got {n_query!r}")
+    if not noise_std >= 0:
+        raise ValueError(f"noise_std must be >= 0, got {noise_std!r}")
+    if not kappa >= 1:
+        raise ValueError(f"kappa must be >= 1, got {kappa!r}")
+
+
+def _orthonormal(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    """n x k matrix with orthonormal columns (QR of a Gaussian matrix, signs fixed)."""
+    q, r = np.linalg.qr(rng.standard_normal((n, k)))
+    return q * np.sign(np.diag(r))[None, :]
+
+
+def _targets(rng: np.random.Generator, X: np.ndarray, w: np.ndarray, noise_std: float
+             ) -> np.ndarray:
+    y = X @ w
+    if noise_std > 0:
+        y = y + noise_std * rng.standard_normal(y.shape)
+    return y
+
+
+def gaussian_least_squares(dim: int, n_samples: int, *, noise_std: float = 0.0,
+                           n_query: int = 32, seed: int = 0) -> LeastSquaresProblem:
+    """001 App. D.2: x_i, w ~ N(0, I_D), y_i = w^T x_i (+ N(0, noise_std^2))."""
+    _check(dim, n_samples, n_query, noise_std)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n_samples, dim))
+    w = rng.standard_normal(dim)
+    y = _targets(rng, X, w, noise_std)
+    Xq = rng.standard_normal((n_query, dim))
+    return LeastSquaresProblem(X, y, w, Xq, float(noise_std), "gaussian",
+                               {"seed": seed, "dim": dim, "n_samples": n_samples})
+
+
+def population_covariance(dim: int, kappa: float, rng: np.random.Generator
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """000 App. D: Sigma = U S U^T with lambda_max ~ U[1, 100], lambda_min = lambda_max/kappa,
+    the other eigenvalues uniform in [lambda_min, lambda_max]. Returns (Sigma, eigenvalues)."""
+    lam_max = rng.uniform(1.0, 100.0)
+    lam_min = lam_max / kappa
+    inner = rng.uniform(lam_min, lam_max, size=max(dim - 2, 0))
+    ev = np.concatenate([[lam_max], inner, [lam_min]])[:dim] if dim > 1 else np.array([lam_max])
+    U = _orthonormal(rng, dim, dim)
+    sigma = (U * ev[None, :]) @ U.T
+    return (sigma + sigma.T) / 2, np.sort(ev)
+
+
+def conditioned_least_squares(dim: int, n_samples: int, kappa: float, *,
+                              noise_std: float = 0.0, n_query: int = 32, seed: int = 0
+                              ) -> LeastSquaresProblem:
+    """000 App. D: x_i ~ N(0, Sigma) with cond(Sigma) = kappa; w ~ N(0, I).
+
+    The *population* covariance has condition number kappa; the sample Gram matrix X^T X only
+    approximately.
+    """
+    _check(dim, n_samples, n_query, noise_std, kappa)
+    rng = np.random.default_rng(seed)
+    sigma, ev = population_covariance(dim, kappa, rng)
+    root = np.linalg.cholesky(sigma + 0.0)
+    X = rng.standard_normal((n_samples, dim)) @ root.T
+    w = rng.standard_normal(dim)
+    y = _targets(rng, X, w, noise_std)
+    Xq = rng.standard_normal((n_query, dim)) @ root.T
+    return LeastSquaresProblem(X, y, w, Xq, float(noise_std), "conditioned", {
+        "seed": seed, "kappa": kappa, "eigenvalues": ev.tolist(), "sigma": sigma.tolist()})
+
+
+def design_with_condition(dim: int, n_samples: int, kappa: float, *, seed: int = 0
+                          ) -> np.ndarray:
+    """X = U diag(s) V^T (N, D), N >= D, with cond(X^T X) = kappa exactly (up to float64).
+
+    Singular values are log-spaced from 1 down to 1/sqrt(kappa), so the Gram matrix spans
+    [1/kappa, 1] and cond(X) = sqrt(kappa). Scaled by sqrt(N) so that X^T X / N has
+    eigenvalues in [1/kappa, 1].
+    """
+    _check(dim, n_samples, 1, 0.0, kappa)
+    if n_samples < dim:
+        raise ValueError(f"controlled design needs n_samples >= dim, got {n_samples} < {dim}")
+    rng = np.random.default_rng(seed)
+    U = _orthonormal(rng, n_samples, dim)
+    V = _orthonormal(rng, dim, dim)
+    s = np.logspace(0.0, -0.5 * np.log10(kappa), dim) if dim > 1 else np.ones(1)
+    return np.sqrt(n_samples) * (U * s[None, :]) @ V.T
+
+
+def controlled_least_squares(dim: int, n_samples: int, kappa: float, *, noise_std: float = 0.0,
+                             n_query: int = 32, seed: int = 0) -> LeastSquaresProblem:
+    """Least squares on :func:`design_with_condition` (cond(X^T X) = kappa), w ~ N(0, I);
+    query points x_q ~ N(0, I)."""
+    _check(dim, n_samples, n_query, noise_std, kappa)
+    X = design_with_condition(dim, n_samples, kappa, seed=seed)
+    rng = np.random.default_rng([seed, 1])
+    w = rng.standard_normal(dim)
+    y = _targets(rng, X, w, noise_std)
+    Xq = rng.standard_normal((n_query, dim))
+    return LeastSquaresProblem(X, y, w, Xq, float(noise_std), "controlled",
+                               {"seed": seed, "kappa": kappa})
+
+
+def noniso_least_squares(dim: int = 5, n_samples: int = 20, *, n_query: int = 32,
+                         seed: int = 0, eigenvalues: tuple[float, ...] = (1, 1, 0.5, 0.25, 1),
+                         noise_std: float = 0.0) -> LeastSquaresProblem:
+    """003 Sec. 3.3: Sigma = U^T diag(eigenvalues) U with U random orthogonal,
+    x_i ~ N(0, Sigma), w ~ N(0, Sigma^{-1}), y = w^T x."""
+    _check(dim, n_samples, n_query, noise_std)
+    if len(eigenvalues) != dim:
+        raise ValueError(f"need {dim} eigenvalues, got {len(eigenvalues)}")
+    rng = np.random.default_rng(seed)
+    U = _orthonormal(rng, dim, dim)
+    ev = np.asarray(eigenvalues, dtype=np.float64)
+    sigma = U.T @ np.diag(ev) @ U
+    sigma = (sigma + sigma.T) / 2
+    inv = U.T @ np.diag(1.0 / ev) @ U
+    X = rng.multivariate_normal(np.zeros(dim), sigma, size=n_samples, method="eigh")
+    w = rng.multivariate_normal(np.zeros(dim), (inv + inv.T) / 2, method="eigh")
+    y = _targets(rng, X, w, noise_std)
+    Xq = rng.multivariate_normal(np.zeros(dim), sigma, size=n_query, method="eigh")
+    return LeastSquaresProblem(X, y, w, Xq, float(noise_std), "noniso",
+                               {"seed": seed, "sigma": sigma.tolist()})
+
+
+def spd_matrix(dim: int, kappa: float, *, seed: int = 0) -> np.ndarray:
+    """Symmetric positive-definite (dim, dim) matrix, eigenvalues log-spaced over [1/kappa, 1]
+    in a random orthonormal basis; symmetrised so it is exactly symmetric in float64."""
+    _check(dim, 1, 1, 0.0, kappa)
+    rng = np.random.default_rng(seed)
+    Q = _orthonormal(rng, dim, dim)
+    ev = np.logspace(0.0, -np.log10(kappa), dim) if dim > 1 else np.ones(1)
+    A = (Q * ev[None, :]) @ Q.T
+    return (A + A.T) / 2
+
+
+def logistic_regression(dim: int = 5, n_samples: int = 26, *, mu: float = 0.1, seed: int = 0,
+                        kappa: float | None = None) -> LogisticProblem:
+    """000 Sec. 3.2.2 / App. D: covariates a_i (Gaussian, or the App. D covariance when kappa
+    is given) scaled to ||a_i|| <= 1 (Assumption 3.2); w_* ~ N(0, I); labels
+    y_i = sign(a_i^T w_*) in {-1, +1} as eq. 3.5's text states (ties -> +1)."""
+    _check(dim, n_samples)
+    if not mu > 0:
+        raise ValueError(f"mu must be > 0, got {mu!r}")
+    rng = np.random.default_rng(seed)
+    if kappa is None:
+        A = rng.standard_normal((n_samples, dim))
+    else:
+        _check(dim, n_samples, kappa=kappa)
+        sigma, _ = population_covariance(dim, kappa, rng)
+        A = rng.standard_normal((n_samples, dim)) @ np.linalg.cholesky(sigma).T
+    A = A / max(1.0, float(np.max(np.linalg.norm(A, axis=1))))
+    w = rng.standard_normal(dim)
+    y = np.where(A @ w >= 0, 1.0, -1.0)
+    return LogisticProblem(A, y, float(mu), w, "logistic",
+                           {"seed": seed, "kappa": kappa, "mu": mu})
+
+
+PROBLEMS: dict[str, Callable[..., LeastSquaresProblem]] = {
+    "gaussian": gaussian_least_squares,
+    "conditioned": conditioned_least_squares,
+    "controlled": controlled_least_squares,
+    "noniso": noniso_least_squares,
+}
+
+
+def make_least_squares(name: str, **kwargs: Any) -> LeastSquaresProblem:
+    """Build the least-squares problem ``name`` ("gaussian", "conditioned", ...)."""
+    if name not in PROBLEMS:
+        raise ValueError(f"unknown problem '{name}'; choose from: {', '.join(sorted(PROBLEMS))}")
+    return PROBLEMS[name](**kwargs)
