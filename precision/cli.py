@@ -31,11 +31,26 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+def _csv(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise UsageError("empty list (give comma-separated names)")
+    return items
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from probes.runner import pending_runs, run_suite
     from reports.solver_table import solver_tables
 
-    suite = load_suite(args.suite, profile=args.profile)  # validates before the store opens
+    # Everything is validated here, before the store is opened.
+    suite = load_suite(
+        args.suite,
+        profile=args.profile,
+        precisions=_csv(args.precisions),
+        solvers=_csv(args.solvers),
+    )
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     with Store(args.db) as store:
@@ -134,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--db", default=DEFAULT_DB,
                      help=f"SQLite results store (default {DEFAULT_DB})")
     run.add_argument("--profile", default=None, help="budget profile defined in the suite")
+    run.add_argument("--precisions", default=None,
+                     help="comma-separated precisions replacing the suite's (e.g. float32,mp100)")
+    run.add_argument("--solvers", default=None, help="comma-separated subset of the suite's solvers")
     run.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_cmd_run)

@@ -81,8 +81,18 @@ def shipped_suites() -> dict[str, Path]:
     }
 
 
-def load_suite(name_or_path: str, profile: str | None = None) -> Suite:
-    """Load a shipped suite by name, or a suite file by path, applying ``profile``."""
+def load_suite(
+    name_or_path: str,
+    profile: str | None = None,
+    *,
+    precisions: list[str] | None = None,
+    solvers: list[str] | None = None,
+) -> Suite:
+    """Load a shipped suite by name, or a suite file by path, applying ``profile``.
+
+    ``precisions`` replaces every precision list of the suite; ``solvers`` keeps only those
+    solver entries (both are the command line's ``--precisions`` / ``--solvers``).
+    """
     shipped = shipped_suites()
     if name_or_path in shipped:
         path = shipped[name_or_path]
@@ -100,6 +110,7 @@ def load_suite(name_or_path: str, profile: str | None = None) -> Suite:
     except (OSError, UnicodeDecodeError) as exc:
         raise SuiteError(f"cannot read suite file {path}: {exc}") from None
     data = _apply_profile(data, profile, path)
+    data = _apply_overrides(data, precisions, solvers, path)
     suite = Suite(
         name=str(data.get("name") or path.stem),
         description=str(data.get("description", "")),
@@ -138,6 +149,33 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
                 base[k] = table[k]
         merged["solvers"] = {**merged["solvers"], solver: base}
     return merged
+
+
+def _apply_overrides(
+    data: dict[str, Any], precisions: list[str] | None, solvers: list[str] | None, path: Path
+) -> dict[str, Any]:
+    data = dict(data)
+    table = data.get("solvers")
+    if not isinstance(table, dict):
+        return data  # expand() reports the missing table
+    if solvers:
+        unknown = [s for s in solvers if s not in table]
+        if unknown:
+            raise SuiteError(
+                f"suite {path.stem} has no solver {', '.join(unknown)} "
+                f"(its solvers: {', '.join(sorted(table))})"
+            )
+        table = {k: v for k, v in table.items() if k in solvers}
+    if precisions:
+        try:
+            precisions = [parse_precision(p).name for p in precisions]
+        except PrecisionError as exc:
+            raise SuiteError(str(exc)) from None
+        data["precisions"] = precisions
+        table = {k: {kk: vv for kk, vv in v.items() if kk != "precisions"}
+                 if isinstance(v, dict) else v for k, v in table.items()}
+    data["solvers"] = table
+    return data
 
 
 def _list_of(value: Any, what: str, where: str, kind: type) -> list[Any]:

@@ -1,0 +1,193 @@
+"""The precision command: exit codes, one-line errors, an untouched store, kill and resume."""
+
+import hashlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from precision.cli import main
+from probes.runner import _subsample
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "precision", *args], cwd=cwd, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600,
+    )
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory):
+    db = tmp_path_factory.mktemp("store") / "results.db"
+    rc = main(["run", "solvers", "--db", str(db), "--solvers", "ols_normal,ols_qr,cg",
+               "--precisions", "float32,mp50", "--no-progress"])
+    assert rc == 0
+    return db
+
+
+BAD_RUNS = [
+    (["run", "nosuch"], "unknown suite 'nosuch'"),
+    (["run", "solvers", "--precisions", "mp0"], "unknown precision 'mp0'"),
+    (["run", "solvers", "--precisions", "float31"], "unknown precision 'float31'"),
+    (["run", "solvers", "--solvers", "gauss_seidel"], "has no solver gauss_seidel"),
+    (["run", "solvers", "--profile", "huge"], "no profile 'huge'"),
+    (["run", "solvers", "--jobs", "0"], "--jobs must be at least 1"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_RUNS)
+def test_bad_input_one_line_exit_2_store_untouched(small_store, args, message, capsys):
+    before = digest(small_store)
+    rc = main([*args, "--db", str(small_store)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert message in err and "\n" not in err and "Traceback" not in err
+    assert digest(small_store) == before
+
+
+def write_suite(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "mine.toml"
+    path.write_text(text)
+    return path
+
+
+MINIMAL = """
+name = "mine"
+precisions = ["float32"]
+[problems.p]
+task = "least_squares"
+kind = "gaussian"
+dim = 3
+n_samples = 6
+[solvers.gd]
+problems = ["p"]
+params = { iters = 50 }
+"""
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("name = 'x'\n[problems\n", "malformed suite file"),
+        (MINIMAL.replace('precisions = ["float32"]', 'precisions = ["float31"]'),
+         "unknown precision 'float31'"),
+        (MINIMAL.replace("task = \"least_squares\"", "task = \"inverse\""), "solves 'least_squares'"),
+        (MINIMAL.replace("problems = [\"p\"]", "problems = [\"q\"]"), "unknown problem 'q'"),
+        (MINIMAL.replace("dim = 3", "dim = -1"), "dim must be a positive integer"),
+        (MINIMAL.replace("iters = 50", "iterz = 50"), "has no parameter iterz"),
+        (MINIMAL.replace("[solvers.gd]", "[solvers.sor]"), "unknown solver 'sor'"),
+        (MINIMAL + "\nbogus = 1\n", "unknown key"),
+        (MINIMAL.replace("kind = \"gaussian\"", "kind = \"hilbert\""), "unknown problem 'hilbert'"),
+    ],
+)
+def test_bad_suite_files(tmp_path, text, message, capsys):
+    suite = write_suite(tmp_path, text)
+    db = tmp_path / "results.db"
+    rc = main(["run", str(suite), "--db", str(db)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert message in err and "\n" not in err
+    assert not db.exists()
+
+
+def test_user_suite_file_runs(tmp_path, capsys):
+    suite = write_suite(tmp_path, MINIMAL)
+    db = tmp_path / "results.db"
+    assert main(["run", str(suite), "--db", str(db), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "problem p" in out and "gd" in out
+    assert main(["run", str(suite), "--db", str(db), "--no-progress"]) == 0
+    assert "0 computed" in capsys.readouterr().out
+
+
+def test_results_export_matches_store(small_store, tmp_path, capsys):
+    out_csv, out_json = tmp_path / "r.csv", tmp_path / "r.json"
+    assert main(["results", "--db", str(small_store), "--format", "csv", "--out", str(out_csv)]) == 0
+    assert main(["results", "--db", str(small_store), "--format", "json", "--out", str(out_json)]) == 0
+    rows = json.loads(out_json.read_text())
+    con = sqlite3.connect(small_store)
+    stored = dict(con.execute("SELECT run_id, mse FROM runs").fetchall())
+    assert len(rows) == len(stored) == 3 * 3 * 2  # 3 solvers x 3 problems x 2 precisions
+    for r in rows:
+        assert r["mse"] == stored[r["run_id"]]
+    lines = out_csv.read_text().splitlines()
+    assert len(lines) == len(stored) + 1
+    # Exports are deterministic.
+    again = tmp_path / "again.csv"
+    main(["results", "--db", str(small_store), "--format", "csv", "--out", str(again)])
+    assert again.read_bytes() == out_csv.read_bytes()
+
+
+def test_results_without_store_is_one_line(tmp_path, capsys):
+    rc = main(["results", "--db", str(tmp_path / "none.db")])
+    assert rc == 2 and "no results store" in capsys.readouterr().err
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_not_a_store_is_one_line(tmp_path, capsys):
+    bogus = tmp_path / "bogus.db"
+    bogus.write_text("this is not sqlite\n" * 100)
+    before = digest(bogus)
+    rc = main(["run", "solvers", "--db", str(bogus), "--solvers", "ols_qr"])
+    assert rc == 2 and "not a precision results store" in capsys.readouterr().err
+    assert digest(bogus) == before
+
+
+def test_list_and_help():
+    res = run_cli("list")
+    assert res.returncode == 0
+    assert "solvers" in res.stdout and "newton_schulz" in res.stdout and "mp50" in res.stdout
+    for cmd in ([], ["run"], ["results"], ["list"]):
+        res = run_cli(*cmd, "--help")
+        assert res.returncode == 0 and "usage" in res.stdout.lower()
+
+
+def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
+    db = tmp_path / "results.db"
+    args = ["run", "solvers", "--db", str(db), "--solvers", "gd,pgd", "--no-progress"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "precision", *args], cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    done = 0
+    while time.time() < deadline:
+        time.sleep(0.2)
+        if db.exists():
+            try:
+                con = sqlite3.connect(db, timeout=5)
+                done = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+                con.close()
+            except sqlite3.OperationalError:
+                continue
+            if done >= 3:
+                break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert 3 <= done < 16, "the sweep should be killed mid-way"
+
+    res = run_cli(*args, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    ids = [r[0] for r in con.execute("SELECT run_id FROM runs")]
+    assert len(ids) == len(set(ids)) == 16  # 2 solvers x 2 problems x 4 precisions
+    # Every run has its complete trace.
+    for run_id, steps in con.execute("SELECT run_id, steps FROM runs"):
+        n = con.execute("SELECT COUNT(*) FROM series WHERE run_id = ? AND name = 'log10_mse'",
+                        (run_id,)).fetchone()[0]
+        assert n == len(_subsample([0.0] * steps))
