@@ -151,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", default=None, help="budget profile defined in the suite")
     run.add_argument("--precisions", default=None,
                      help="comma-separated precisions replacing the suite's (e.g. float32,mp100)")
-    run.add_argument("--solvers", default=None, help="comma-separated subset of the suite's solvers")
+    run.add_argument("--solvers", default=None,
+                     help="comma-separated subset of the suite's solvers")
     run.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_cmd_run)

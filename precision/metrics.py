@@ -211,7 +211,7 @@ def detect_floor(
     falling = tail[0] - tail[-1] > 2 * tol_decades and _monotone_share(tail) > 0.8
     if falling:
         level = capped[-1]
-        band = level + tol_decades
+        band = level
     else:
         # Rounding noise makes plateaus jitter; the band is as wide as the tail's own spread.
         band = level + max(tol_decades, max(tail) - level)

@@ -84,7 +84,8 @@ params = { iters = 50 }
         ("name = 'x'\n[problems\n", "malformed suite file"),
         (MINIMAL.replace('precisions = ["float32"]', 'precisions = ["float31"]'),
          "unknown precision 'float31'"),
-        (MINIMAL.replace("task = \"least_squares\"", "task = \"inverse\""), "solves 'least_squares'"),
+        (MINIMAL.replace("task = \"least_squares\"", "task = \"inverse\""),
+         "solves 'least_squares'"),
         (MINIMAL.replace("problems = [\"p\"]", "problems = [\"q\"]"), "unknown problem 'q'"),
         (MINIMAL.replace("dim = 3", "dim = -1"), "dim must be a positive integer"),
         (MINIMAL.replace("iters = 50", "iterz = 50"), "has no parameter iterz"),
@@ -115,8 +116,9 @@ def test_user_suite_file_runs(tmp_path, capsys):
 
 def test_results_export_matches_store(small_store, tmp_path, capsys):
     out_csv, out_json = tmp_path / "r.csv", tmp_path / "r.json"
-    assert main(["results", "--db", str(small_store), "--format", "csv", "--out", str(out_csv)]) == 0
-    assert main(["results", "--db", str(small_store), "--format", "json", "--out", str(out_json)]) == 0
+    db = str(small_store)
+    assert main(["results", "--db", db, "--format", "csv", "--out", str(out_csv)]) == 0
+    assert main(["results", "--db", db, "--format", "json", "--out", str(out_json)]) == 0
     rows = json.loads(out_json.read_text())
     con = sqlite3.connect(small_store)
     stored = dict(con.execute("SELECT run_id, mse FROM runs").fetchall())
