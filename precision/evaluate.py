@@ -9,6 +9,7 @@ exact arb values, so outputs of every precision compare exactly.
 from __future__ import annotations
 
 import copy
+import warnings
 import weakref
 from typing import Any
 
@@ -46,7 +47,9 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, precision: Precision | str
         out = mp_program(model, example)(x, precision=p)
         return p.backend.to_exact(out)
     dtype = p.torch_dtype
-    clone = copy.deepcopy(model).to(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
+        clone = copy.deepcopy(model).to(dtype)
     with torch.no_grad():
         out = clone(x.to(dtype) if x.is_floating_point() else x)
     return p.backend.to_exact(out)

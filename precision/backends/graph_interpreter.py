@@ -429,6 +429,17 @@ def _tri(fn: Callable[..., np.ndarray]) -> Callable[..., Any]:
     return apply
 
 
+def _clamp(ctx: Ctx, x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
+    if not isinstance(x, MPArray):
+        return np.clip(x, min, max)
+    out = x
+    if min is not None:
+        out = _where(ctx, _cmp(operator.ge)(ctx, out, min), out, ctx.xp.zeros(x.shape) + min)
+    if max is not None:
+        out = _where(ctx, _cmp(operator.le)(ctx, out, max), out, ctx.xp.zeros(x.shape) + max)
+    return out
+
+
 def _unary(fn: Callable[[MPArray], MPArray]) -> Callable[..., MPArray]:
     return lambda ctx, x: fn(ctx.arr(x))
 
@@ -457,8 +468,9 @@ OPS: dict[Any, Callable[..., Any]] = {
     aten.minimum.default: lambda ctx, a, b: ctx.wrap(np.where(
         _cmp(operator.le)(ctx, ctx.arr(a), ctx.arr(b)), *np.broadcast_arrays(
             ctx.arr(a).a, ctx.arr(b).a))),
-    aten.clamp_min.default: lambda ctx, x, m: _where(ctx, _cmp(operator.ge)(ctx, x, m), x,
-                                                     ctx.xp.zeros(x.shape) + float(m)),
+    aten.clamp.default: _clamp,
+    aten.clamp_min.default: lambda ctx, x, m: _clamp(ctx, x, m, None),
+    aten.clamp_max.default: lambda ctx, x, m: _clamp(ctx, x, None, m),
     aten.where.self: _where,
     aten.gt.Scalar: _cmp(operator.gt), aten.gt.Tensor: _cmp(operator.gt),
     aten.ge.Scalar: _cmp(operator.ge), aten.ge.Tensor: _cmp(operator.ge),
@@ -523,6 +535,10 @@ OPS: dict[Any, Callable[..., Any]] = {
     aten.lift_fresh_copy.default: lambda ctx, x: x,
     aten._to_copy.default: _to_copy,
     operator.getitem: lambda ctx, x, i: x[i],
+    # shape / metadata assertions export inserts: nothing to compute
+    aten._assert_tensor_metadata.default: lambda ctx, *a, **k: None,
+    aten._assert_scalar.default: lambda ctx, *a, **k: None,
+    aten.sym_constrain_range_for_size.default: lambda ctx, *a, **k: None,
 }
 
 
@@ -555,7 +571,7 @@ class MPProgram:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch.export's own deprecations
             ep = torch.export.export(module, example_inputs)
-        self.program = ep.run_decompositions()
+            self.program = ep.run_decompositions()
         self.graph = self.program.graph_module.graph
         self._missing = self.unsupported_ops()
 
