@@ -64,9 +64,10 @@ def _elementwise(fn: Callable[[Any], Any]) -> Callable[[MPArray], MPArray]:
     uf = np.frompyfunc(lambda v: fn(v).mid(), 1, 1)
 
     def apply(x: MPArray) -> MPArray:
+        x.stripped()
         with _Prec(x.prec):
             res = uf(x.a)
-        return MPArray(np.asarray(res, dtype=object), x.prec)
+        return MPArray(np.asarray(res, dtype=object), x.prec, clean=True)
 
     return apply
 
@@ -175,6 +176,8 @@ def _where(ctx: Ctx, cond: Any, a: Any, b: Any) -> Any:
 
 def _cmp(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     def apply(ctx: Ctx, a: Any, b: Any) -> np.ndarray:
+        a = a.stripped() if isinstance(a, MPArray) else a
+        b = b.stripped() if isinstance(b, MPArray) else b
         aa = a.a if isinstance(a, MPArray) else a
         bb = b.a if isinstance(b, MPArray) else b
         if isinstance(bb, float | int) and isinstance(aa, np.ndarray) and aa.dtype == object:
@@ -189,7 +192,7 @@ def _cmp(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
 def _softmax(ctx: Ctx, x: MPArray, dim: int, half_to_float: bool = False, log: bool = False
              ) -> MPArray:
     """softmax along ``dim``; entries equal to -inf (masked) get probability exactly 0."""
-    a = np.moveaxis(x.a, dim, -1)
+    a = np.moveaxis(x.stripped().a, dim, -1)
     shape = a.shape
     rows = a.reshape(-1, shape[-1])
     out = np.empty(rows.shape, dtype=object)
@@ -377,12 +380,12 @@ def _to_copy(ctx: Ctx, x: Any, dtype: Any = None, **_: Any) -> Any:
 
 def _amax(ctx: Ctx, x: MPArray, dims: Any = (), keepdim: bool = False) -> MPArray:
     axes = tuple(_reduce_axes(dims, x.ndim))
-    return ctx.wrap(np.max(x.a, axis=axes, keepdims=keepdim))
+    return ctx.wrap(np.max(x.stripped().a, axis=axes, keepdims=keepdim))
 
 
 def _amin(ctx: Ctx, x: MPArray, dims: Any = (), keepdim: bool = False) -> MPArray:
     axes = tuple(_reduce_axes(dims, x.ndim))
-    return ctx.wrap(np.min(x.a, axis=axes, keepdims=keepdim))
+    return ctx.wrap(np.min(x.stripped().a, axis=axes, keepdims=keepdim))
 
 
 def _var(ctx: Ctx, x: MPArray, dims: Any = None, correction: float | None = None,
@@ -460,7 +463,7 @@ OPS: dict[Any, Callable[..., Any]] = {
     aten.tanh.default: _unary(_tanh), aten.erf.default: _unary(_erf),
     aten.sin.default: _unary(_sin), aten.cos.default: _unary(_cos),
     aten.sigmoid.default: lambda ctx, x: 1.0 / (_exp(-ctx.arr(x)) + 1.0),
-    aten.relu.default: lambda ctx, x: ctx.wrap(_relu(ctx.arr(x).a)),
+    aten.relu.default: lambda ctx, x: ctx.wrap(_relu(ctx.arr(x).stripped().a)),
     aten.gelu.default: _gelu,
     aten.maximum.default: lambda ctx, a, b: ctx.wrap(np.where(
         _cmp(operator.ge)(ctx, ctx.arr(a), ctx.arr(b)), *np.broadcast_arrays(
@@ -559,7 +562,7 @@ def _to_exact(t: torch.Tensor, ctx: Ctx) -> Any:
         for i, v in enumerate(vals.reshape(-1).tolist()):
             flat[i] = flint.arb(v)
         # Rounded into the precision (a no-op for float64 data at >= 16 digits).
-        return ctx.xp.asarray(out) if ctx.prec < 53 else MPArray(out, ctx.prec)
+        return ctx.xp.asarray(out) if ctx.prec < 53 else MPArray(out, ctx.prec, clean=True)
     return t.detach().cpu().numpy()
 
 

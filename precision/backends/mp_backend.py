@@ -74,12 +74,27 @@ class MPArray:
     entry returns a 0-d :class:`MPArray` that behaves like a number (``float()``, ``<``).
     """
 
-    __slots__ = ("a", "prec")
+    __slots__ = ("a", "prec", "clean")
     __array_priority__ = 1000  # numpy defers to our operators
 
-    def __init__(self, a: np.ndarray, prec: int) -> None:
+    def __init__(self, a: np.ndarray, prec: int, clean: bool = False) -> None:
         self.a = a
         self.prec = prec
+        self.clean = clean  # True: every entry is known to have radius 0
+
+    def stripped(self) -> MPArray:
+        """This array with the ball radii dropped (in place; the midpoints are unchanged).
+
+        Sums, differences and products keep arb's radii (their midpoints do not depend on
+        them), which saves a pass over the data; comparisons, transcendental functions and
+        conversions call this first so they see exact midpoints.
+        """
+        if not self.clean:
+            with _Prec(self.prec):
+                self.a = np.asarray(_mid(self.a), dtype=object) if self.a.ndim else np.array(
+                    self.a[()].mid(), dtype=object)
+            self.clean = True
+        return self
 
     # --- shape ------------------------------------------------------------------
     @property
@@ -99,18 +114,20 @@ class MPArray:
 
     @property
     def T(self) -> MPArray:  # noqa: N802 - numpy spelling
-        return MPArray(self.a.T, self.prec)
+        return MPArray(self.a.T, self.prec, self.clean)
 
     def reshape(self, *shape: int) -> MPArray:
-        return MPArray(self.a.reshape(*shape), self.prec)
+        return MPArray(self.a.reshape(*shape), self.prec, self.clean)
 
     def __getitem__(self, idx: Any) -> MPArray:
         item = self.a[idx]
         if not isinstance(item, np.ndarray):
             item = np.array(item, dtype=object)
-        return MPArray(item, self.prec)
+        return MPArray(item, self.prec, self.clean)
 
     def __setitem__(self, idx: Any, value: Any) -> None:
+        if isinstance(value, MPArray) and not value.clean:
+            value.stripped()
         self.a[idx] = self._coerce(value)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
@@ -130,41 +147,52 @@ class MPArray:
             return _round_value(other)
 
     def __float__(self) -> float:
+        self.stripped()
         if self.a.size != 1:
             raise TypeError("only single-entry arrays convert to float")
         return float(self.a.reshape(-1)[0])
 
     def __bool__(self) -> bool:
+        self.stripped()
         if self.a.size != 1:
             raise ValueError("the truth value of an array with more than one entry is ambiguous")
         return bool(self.a.reshape(-1)[0] != 0)
 
     def to_float64(self) -> np.ndarray:
         """Entries rounded to float64 (numpy)."""
+        self.stripped()
         return np.array(
             [float(v) for v in self.a.reshape(-1)], dtype=np.float64
         ).reshape(self.a.shape)
 
     def to_exact_numpy(self) -> np.ndarray:
         """The exact arb entries (a copy of the object array)."""
-        return self.a.copy()
+        return self.stripped().a.copy()
 
     def __repr__(self) -> str:
         return f"MPArray(prec={self.prec}, shape={self.shape}, {self.to_float64()!r})"
 
     # --- arithmetic ---------------------------------------------------------------
     def _binary(
-        self, other: Any, op: Callable[[Any, Any], Any], reflected: bool = False
+        self, other: Any, op: Callable[[Any, Any], Any], reflected: bool = False,
+        exact_mid: bool = True,
     ) -> MPArray:
+        """Elementwise ``op`` rounded at ``prec``. ``exact_mid``: the result's midpoint does
+        not depend on input radii (+, -, *), so radii are kept and stripped lazily."""
+        if not exact_mid:
+            self.stripped()
+            if isinstance(other, MPArray):
+                other.stripped()
         b = self._coerce(other)
         with _Prec(self.prec):
             res = op(b, self.a) if reflected else op(self.a, b)
-            res = _mid(res) if isinstance(res, np.ndarray) else res.mid()
+            if not exact_mid:
+                res = _mid(res) if isinstance(res, np.ndarray) else res.mid()
         if not isinstance(res, np.ndarray):
             res = np.array(res, dtype=object)
         elif res.dtype != object:
             res = res.astype(object)
-        return MPArray(res, self.prec)
+        return MPArray(res, self.prec, clean=not exact_mid)
 
     def __add__(self, o: Any) -> MPArray:
         return self._binary(o, lambda x, y: x + y)
@@ -185,29 +213,32 @@ class MPArray:
         return self._binary(o, lambda x, y: x * y, reflected=True)
 
     def __truediv__(self, o: Any) -> MPArray:
-        return self._binary(o, lambda x, y: x / y)
+        return self._binary(o, lambda x, y: x / y, exact_mid=False)
 
     def __rtruediv__(self, o: Any) -> MPArray:
-        return self._binary(o, lambda x, y: x / y, reflected=True)
+        return self._binary(o, lambda x, y: x / y, reflected=True, exact_mid=False)
 
     def __pow__(self, k: int) -> MPArray:
         if not isinstance(k, int):
             raise TypeError("MPArray supports integer powers only")
-        return self._binary(k, lambda x, y: x**y)
+        return self._binary(k, lambda x, y: x**y, exact_mid=False)
 
     def __neg__(self) -> MPArray:
         # python-flint rounds even unary minus to ctx.prec, so it needs our precision too.
         with _Prec(self.prec):
-            return MPArray(np.asarray(-self.a, dtype=object), self.prec)
+            return MPArray(np.asarray(-self.a, dtype=object), self.prec, self.clean)
 
     def __pos__(self) -> MPArray:
         return self
 
     def __abs__(self) -> MPArray:
         with _Prec(self.prec):
-            return MPArray(np.asarray(np.abs(self.a), dtype=object), self.prec)
+            return MPArray(np.asarray(np.abs(self.a), dtype=object), self.prec, self.clean)
 
     def _cmp(self, o: Any, op: Callable[[Any, Any], Any]) -> Any:
+        self.stripped()
+        if isinstance(o, MPArray):
+            o.stripped()
         b = self._coerce(o)
         res = op(self.a, b)
         return bool(res) if not isinstance(res, np.ndarray) or res.ndim == 0 else res
@@ -234,7 +265,11 @@ class MPArray:
         if self.ndim != 2:
             raise ValueError("as_arb_mat needs a 2-d array")
         m, n = self.shape
-        return flint.arb_mat(m, n, self.a.reshape(-1).tolist())
+        mat = flint.arb_mat(m, n, self.a.reshape(-1).tolist())
+        if self.clean:
+            return mat
+        with _Prec(self.prec):
+            return mat.mid()  # radii dropped in C
 
     def __matmul__(self, other: Any) -> MPArray:
         if not isinstance(other, MPArray):
@@ -287,18 +322,19 @@ def matmul(x: MPArray, y: MPArray) -> MPArray:
         out = out[..., 0]
     if not isinstance(out, np.ndarray):
         out = np.array(out, dtype=object)
-    return MPArray(out, prec)
+    return MPArray(out, prec, clean=True)
 
 
 def _unary(method: Callable[[Any], Any]) -> Callable[[MPArray], MPArray]:
     ufunc = np.frompyfunc(lambda v: method(v).mid(), 1, 1)
 
     def apply(x: MPArray) -> MPArray:
+        x.stripped()
         with _Prec(x.prec):
             res = ufunc(x.a)
         if not isinstance(res, np.ndarray):
             res = np.array(res, dtype=object)
-        return MPArray(res, x.prec)
+        return MPArray(res, x.prec, clean=True)
 
     return apply
 
@@ -332,13 +368,13 @@ class MPBackend(Backend):
                                dtype=object)
             else:
                 res = _round_array(src.astype(object))
-        return MPArray(np.asarray(res, dtype=object), self.prec)
+        return MPArray(np.asarray(res, dtype=object), self.prec, clean=True)
 
     def zeros(self, shape: tuple[int, ...] | int) -> MPArray:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         out = np.empty(shape, dtype=object)
         out.fill(flint.arb(0))
-        return MPArray(out, self.prec)
+        return MPArray(out, self.prec, clean=True)
 
     def eye(self, n: int) -> MPArray:
         out = self.zeros((n, n))
@@ -347,7 +383,7 @@ class MPBackend(Backend):
         return out
 
     def copy(self, a: MPArray) -> MPArray:
-        return MPArray(a.a.copy(), a.prec)
+        return MPArray(a.a.copy(), a.prec, a.clean)
 
     def sqrt(self, a: MPArray) -> MPArray:
         return _sqrt(a)
@@ -375,7 +411,7 @@ class MPBackend(Backend):
         return MPArray(out, self.prec)
 
     def max(self, a: MPArray) -> MPArray:
-        flat = a.a.reshape(-1)
+        flat = a.stripped().a.reshape(-1)
         best = flat[0]
         for v in flat[1:]:
             if v > best:
@@ -403,4 +439,4 @@ class MPBackend(Backend):
         return a.to_exact_numpy()
 
     def isfinite(self, a: MPArray) -> bool:
-        return all(v.is_finite() for v in a.a.reshape(-1))
+        return all(v.is_finite() for v in a.stripped().a.reshape(-1))
