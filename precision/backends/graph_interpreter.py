@@ -443,6 +443,22 @@ def _clamp(ctx: Ctx, x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: 
     return out
 
 
+def _addmm(ctx: Ctx, bias: Any, a: Any, b: Any, beta: float = 1, alpha: float = 1) -> MPArray:
+    """beta * bias + alpha * (a @ b). For the usual beta = alpha = 1 with a row-vector bias
+    (a Linear layer), the bias is folded into the product as one more term of each dot
+    product, [a | 1] @ [b ; bias], so it costs no separate elementwise pass."""
+    a, b, bias = ctx.arr(a), ctx.arr(b), ctx.arr(bias)
+    if beta == 1 and alpha == 1 and bias.ndim == 1 and a.ndim == 2 and b.ndim == 2:
+        ones = np.empty((a.shape[0], 1), dtype=object)
+        ones.fill(_ONE)
+        left = MPArray(np.concatenate([a.a, ones], axis=1), ctx.prec, a.clean)
+        right = MPArray(np.concatenate([b.a, bias.a.reshape(1, -1)], axis=0), ctx.prec,
+                        b.clean and bias.clean)
+        return left @ right
+    prod = a @ b
+    return (prod * alpha if alpha != 1 else prod) + (bias * beta if beta != 1 else bias)
+
+
 def _unary(fn: Callable[[MPArray], MPArray]) -> Callable[..., MPArray]:
     return lambda ctx, x: fn(ctx.arr(x))
 
@@ -488,9 +504,7 @@ OPS: dict[Any, Callable[..., Any]] = {
     aten.mm.default: lambda ctx, a, b: ctx.arr(a) @ ctx.arr(b),
     aten.bmm.default: lambda ctx, a, b: ctx.arr(a) @ ctx.arr(b),
     aten.matmul.default: lambda ctx, a, b: ctx.arr(a) @ ctx.arr(b),
-    aten.addmm.default: lambda ctx, bias, a, b, beta=1, alpha=1: (
-        (ctx.arr(a) @ ctx.arr(b)) * alpha if alpha != 1 else ctx.arr(a) @ ctx.arr(b)
-    ) + (ctx.arr(bias) * beta if beta != 1 else ctx.arr(bias)),
+    aten.addmm.default: _addmm,
     aten.convolution.default: _convolution,
     # reductions and normalisation
     aten.sum.dim_IntList: lambda ctx, x, dims, keepdim=False, dtype=None: _sum(ctx, x, dims,
