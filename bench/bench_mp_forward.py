@@ -117,11 +117,13 @@ def main() -> None:
     assert worst < mpmath.mpf(10) ** -45, worst
 
     macs = sum(m * k * n for m, k, n in shapes)
-    print(f"model: transformer depth {DEPTH} width {WIDTH}, input {BATCH}x{N}x{D}, {DIGITS} digits")
+    print(f"model: transformer depth {DEPTH} width {WIDTH}, input {BATCH}x{N}x{D}, "
+          f"{DIGITS} digits")
     print(f"arb_mat products: {len(shapes)}, {macs / 1e6:.1f} M multiply-adds")
     print(f"ours (graph interpreter)   {t_ours:8.3f} s")
     print(f"mpmath object arrays       {t_base:8.3f} s   -> ours is {t_base / t_ours:.1f}x faster")
-    print(f"arb_mat products only      {t_limit:8.3f} s   -> ours is {t_ours / t_limit:.2f}x the limit")
+    print(f"arb_mat products only      {t_limit:8.3f} s   -> ours is "
+          f"{t_ours / t_limit:.2f}x the limit")
     print(f"agreement ours vs mpmath: max |diff| = {mpmath.nstr(worst, 3)}")
 
 

@@ -54,29 +54,29 @@ class LSA(nn.Module):
         vec = torch.cat([pq[:, :1] * ones, pq[:, 1:]], dim=1)  # (heads, D)
         return torch.diag_embed(vec)
 
-    def layer(self, e: torch.Tensor, l: int) -> torch.Tensor:
+    def step(self, e: torch.Tensor, layer: int) -> torch.Tensor:
         """One layer on tokens e (batch, N, D)."""
         C = context_moment(e)
         if self.param == "gdpp":
             d = self.d
             x, y = e[..., :d], e[..., d:]
             sigma, alpha = C[:, :d, :d], C[:, :d, d:]         # Sigma, alpha (002 Sec. 2)
-            w_xx, w_yx = self.w[l, 0], self.w[l, 1]
+            w_xx, w_yx = self.w[layer, 0], self.w[layer, 1]
             x_new = x + w_xx * (x @ sigma)                     # (I + w_xx Sigma) x
             y_new = y + w_yx * (x @ alpha)                     # y + w_yx <alpha, x>
             return torch.cat([x_new, y_new], dim=-1)
         if self.param == "full":
-            P, Q = self.P[l], self.Q[l]
+            P, Q = self.P[layer], self.Q[layer]
         else:
-            P, Q = self._diag(self.p[l]), self._diag(self.q[l])
+            P, Q = self._diag(self.p[layer]), self._diag(self.q[layer])
         delta = 0
         for h in range(self.heads):
             delta = delta + e @ Q[h].T @ C @ P[h].T
         return e + delta
 
     def forward(self, e: torch.Tensor) -> torch.Tensor:
-        for l in range(self.depth):
-            e = self.layer(e, l)
+        for layer in range(self.depth):
+            e = self.step(e, layer)
         return -e[..., self.d:]
 
 
@@ -91,20 +91,20 @@ class RestrictedLSA(nn.Module):
                               + 0.01 * torch.randn(depth, d, d))
         self.B = nn.Parameter(torch.zeros(depth, d, d)) if gdpp else None
 
-    def attn(self, e: torch.Tensor, l: int) -> torch.Tensor:
+    def attn(self, e: torch.Tensor, layer: int) -> torch.Tensor:
         """Row form of (1/n) P Z M Z^T Q Z with P = [[B, 0], [0, 1]], Q = [[-A, 0], [0, 0]]."""
         n = e.shape[1] - 1
         d = self.d
         C = context_moment(e)                                  # Z M Z^T as rows
         x = e[..., :d]
         # E Q^T C P^T: only the x-block of Q is non-zero.
-        s = -(x @ self.A[l].T) @ C[:, :d, :]                   # (batch, N, D)
-        dx = s[..., :d] @ self.B[l].T if self.B is not None else torch.zeros_like(x)
+        s = -(x @ self.A[layer].T) @ C[:, :d, :]                   # (batch, N, D)
+        dx = s[..., :d] @ self.B[layer].T if self.B is not None else torch.zeros_like(x)
         return torch.cat([dx, s[..., d:]], dim=-1) / n
 
     def forward(self, e: torch.Tensor) -> torch.Tensor:
-        for l in range(self.depth):
-            e = e + self.attn(e, l)
+        for layer in range(self.depth):
+            e = e + self.attn(e, layer)
         return -e[..., self.d:]
 
 
@@ -125,14 +125,14 @@ class LinearTransformer(nn.Module):
         ) if mlp_width else None
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        for l in range(self.depth):
+        for layer in range(self.depth):
             delta = 0
             for k in range(self.heads):
-                q = h @ self.WQ[l, k].T
-                kk = h @ self.WK[l, k].T
-                v = h @ self.WV[l, k].T
+                q = h @ self.WQ[layer, k].T
+                kk = h @ self.WK[layer, k].T
+                v = h @ self.WV[layer, k].T
                 delta = delta + (q @ kk.transpose(1, 2)) @ v  # row form of W_V H (W_K H)^T W_Q H
             h = h + delta
             if self.mlp is not None:
-                h = h + self.mlp[l](h)
+                h = h + self.mlp[layer](h)
         return h

@@ -2,9 +2,10 @@
 
 Attention as in :class:`~precision.models.linear_attention.RestrictedLSA`:
 Attn_l(Z) = P_l Z M Z^T Q_l Z (row form; ``heads`` heads summed).
-* CGD-like memory (eq. 3.1-3.2): R_l = Attn_l(Z_l) + gamma_l R_{l-1};  Z_{l+1} = Z_l + alpha_l R_l / n.
-* LFOM memory (eq. 3.4): Z_{l+1} = Z_l + (1/n) sum_{j<=l} Gamma_j ⊙ R_j with R_j = Attn_j(Z_j)
-  and Gamma_j either a full (max_len, d + 1) gate per token and coordinate (``gamma="full"``)
+* CGD-like memory (eq. 3.1-3.2): R_l = Attn_l(Z_l) + gamma_l R_{l-1};
+  Z_{l+1} = Z_l + alpha_l R_l / n.
+* LFOM memory (eq. 3.4): Z_{l+1} = Z_l + (1/n) sum_{j<=l} Gamma_j ⊙ R_j with
+  R_j = Attn_j(Z_j) and Gamma_j either a full (max_len, d + 1) gate per token and coordinate (``gamma="full"``)
   or one scalar per layer (``gamma="scalar"``).
 Read-out -y of each token (the query's is last).
 """
@@ -39,14 +40,14 @@ class Memformer(nn.Module):
         else:
             self.Gamma = nn.Parameter(torch.ones(depth, max_len, d + 1))
 
-    def attn(self, e: torch.Tensor, l: int) -> torch.Tensor:
+    def attn(self, e: torch.Tensor, layer: int) -> torch.Tensor:
         d = self.d
         C = context_moment(e)
         x = e[..., :d]
         out = 0
         for h in range(self.heads):
-            s = -(x @ self.A[l, h].T) @ C[:, :d, :]
-            dx = s[..., :d] @ self.B[l, h].T if self.B is not None else torch.zeros_like(x)
+            s = -(x @ self.A[layer, h].T) @ C[:, :d, :]
+            dx = s[..., :d] @ self.B[layer, h].T if self.B is not None else torch.zeros_like(x)
             out = out + torch.cat([dx, s[..., d:]], dim=-1)
         return out
 
@@ -54,13 +55,14 @@ class Memformer(nn.Module):
         n = e.shape[1] - 1
         if self.memory == "cgd":
             R = torch.zeros_like(e)
-            for l in range(self.depth):
-                R = self.attn(e, l) + self.gamma[l] * R
-                e = e + self.alpha[l] * R / n
+            for layer in range(self.depth):
+                R = self.attn(e, layer) + self.gamma[layer] * R
+                e = e + self.alpha[layer] * R / n
         else:
             acc = torch.zeros_like(e)
-            for l in range(self.depth):
-                gate = self.Gamma[l] if self.Gamma.shape[1] == 1 else self.Gamma[l, : e.shape[1]]
-                acc = acc + gate * self.attn(e, l)
+            for layer in range(self.depth):
+                full = self.Gamma.shape[1] > 1
+                gate = self.Gamma[layer, : e.shape[1]] if full else self.Gamma[layer]
+                acc = acc + gate * self.attn(e, layer)
                 e = e + acc / n
         return -e[..., self.d:]
