@@ -5,8 +5,8 @@ Attn_l(Z) = P_l Z M Z^T Q_l Z (row form; ``heads`` heads summed).
 * CGD-like memory (eq. 3.1-3.2): R_l = Attn_l(Z_l) + gamma_l R_{l-1};
   Z_{l+1} = Z_l + alpha_l R_l / n.
 * LFOM memory (eq. 3.4): Z_{l+1} = Z_l + (1/n) sum_{j<=l} Gamma_j ⊙ R_j with
-  R_j = Attn_j(Z_j) and Gamma_j either a full (max_len, d + 1) gate per token and coordinate (``gamma="full"``)
-  or one scalar per layer (``gamma="scalar"``).
+  R_j = Attn_j(Z_j) and Gamma_j either a full (max_len, d + 1) gate per token and
+  coordinate (``gamma="full"``) or one scalar per layer (``gamma="scalar"``).
 Read-out -y of each token (the query's is last).
 """
 
