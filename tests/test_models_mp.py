@@ -160,3 +160,32 @@ def test_weights_are_read_at_call_time():
     ref = model(x).detach().numpy()
     assert rel(before, after) > 1e-3
     assert np.allclose(np.vectorize(float)(after), ref, rtol=1e-13)
+
+
+class ManyOps(nn.Module):
+    """Exercises padding, concatenation, slicing, reductions, GELU (tanh), erf, sqrt, where."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.conv = nn.Conv1d(3, 6, 2, stride=1, groups=3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        p = nn.functional.pad(h, (1, 2))                       # constant_pad_nd
+        c = torch.cat([h, p[..., 1:4] * 0.5], dim=-1)          # cat + slice
+        m = c.mean(dim=-1, keepdim=True) + c.var(dim=1, keepdim=True).sum(-1, keepdim=True)
+        g = nn.functional.gelu(c, approximate="tanh") + torch.erf(c) - torch.sqrt(c * c + 1)
+        s = torch.where(c > 0, g, m.expand_as(c)).amax(dim=1, keepdim=True)
+        conv = self.conv(h.transpose(1, 2)).transpose(1, 2).sum(dim=-1, keepdim=True)
+        return torch.log_softmax(g - s, dim=-1)[:, :-1] + conv
+
+
+def test_op_coverage_module_matches_float64():
+    torch.manual_seed(5)
+    model = ManyOps().double()
+    x = torch.randn(2, 5, 3, dtype=torch.float64)
+    mp = evaluate(model, x, "mp40")
+    ref = model(x).detach().numpy()
+    assert mp.shape == ref.shape
+    assert np.allclose(np.vectorize(float)(mp), ref, rtol=1e-12, atol=1e-12)
