@@ -15,6 +15,8 @@ import json
 import math
 import os
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -169,9 +171,7 @@ class Store:
             for pos, item in enumerate(values_):
                 step, value = item if isinstance(item, tuple | list) else (pos, item)
                 rows.append((record.run_id, name, int(step), _real(value)))
-        con = self._con
-        con.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as con:
             cur = con.execute(
                 f"INSERT OR IGNORE INTO runs ({', '.join(RUN_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
@@ -182,26 +182,28 @@ class Store:
                 con.executemany(
                     "INSERT INTO series (run_id, name, step, value) VALUES (?, ?, ?, ?)", rows
                 )
+        return written
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any error (also KeyboardInterrupt)."""
+        con = self._con
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            yield con
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
-        return written
 
     def delete_suite(self, suite: str) -> int:
         """Remove every run of ``suite`` (and its series); returns how many runs."""
-        con = self._con
-        con.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as con:
             con.execute(
                 "DELETE FROM series WHERE run_id IN (SELECT run_id FROM runs WHERE suite = ?)",
                 (suite,),
             )
             n = con.execute("DELETE FROM runs WHERE suite = ?", (suite,)).rowcount
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         return n
 
     # --- reading ------------------------------------------------------------------

@@ -22,7 +22,7 @@ import flint
 import numpy as np
 import torch
 
-from precision.backends.mp_backend import MPArray, MPBackend, _Prec, matmul
+from precision.backends.mp_backend import MPArray, MPBackend, _Prec, elementwise, matmul
 from precision.precisions import Precision, parse_precision
 
 aten = torch.ops.aten
@@ -60,26 +60,14 @@ _ONE = flint.arb(1)
 _NEG_INF = flint.arb("-inf")
 
 
-def _elementwise(fn: Callable[[Any], Any]) -> Callable[[MPArray], MPArray]:
-    uf = np.frompyfunc(lambda v: fn(v).mid(), 1, 1)
-
-    def apply(x: MPArray) -> MPArray:
-        x.stripped()
-        with _Prec(x.prec):
-            res = uf(x.a)
-        return MPArray(np.asarray(res, dtype=object), x.prec, clean=True)
-
-    return apply
-
-
-_exp = _elementwise(flint.arb.exp)
-_log = _elementwise(flint.arb.log)
-_sqrt = _elementwise(flint.arb.sqrt)
-_rsqrt = _elementwise(flint.arb.rsqrt)
-_tanh = _elementwise(flint.arb.tanh)
-_erf = _elementwise(flint.arb.erf)
-_sin = _elementwise(flint.arb.sin)
-_cos = _elementwise(flint.arb.cos)
+_exp = elementwise(flint.arb.exp)
+_log = elementwise(flint.arb.log)
+_sqrt = elementwise(flint.arb.sqrt)
+_rsqrt = elementwise(flint.arb.rsqrt)
+_tanh = elementwise(flint.arb.tanh)
+_erf = elementwise(flint.arb.erf)
+_sin = elementwise(flint.arb.sin)
+_cos = elementwise(flint.arb.cos)
 _relu = np.frompyfunc(lambda v: v if v > 0 else _ZERO, 1, 1)
 
 
@@ -126,26 +114,27 @@ def _count(x: MPArray, dims: Any) -> int:
 
 
 # --- op implementations ---------------------------------------------------------------
-def _add(ctx: Ctx, a: Any, b: Any, alpha: float = 1) -> Any:
+def _add_sub(ctx: Ctx, a: Any, b: Any, alpha: float, sign: int) -> Any:
+    """a + sign * alpha * b for tensors, arrays or scalars (aten.add / aten.sub)."""
     if not (_is_float(a) or _is_float(b)):
-        return np.add(a, b * alpha)
+        return np.add(a, b * alpha) if sign > 0 else np.subtract(a, b * alpha)
     a = ctx.arr(a) if not _is_float(a) and isinstance(a, np.ndarray) else a
     b = ctx.arr(b) if not _is_float(b) and isinstance(b, np.ndarray) else b
     if alpha != 1:
         b = b * alpha
-    res = a + b if _is_float(a) else b + a
-    return _finite_or_float(res, a, b, operator.add)
+    if sign > 0:
+        res = a + b if _is_float(a) else b + a
+    else:
+        res = a - b if _is_float(a) else (-b) + a
+    return _finite_or_float(res, a, b, operator.add if sign > 0 else operator.sub)
+
+
+def _add(ctx: Ctx, a: Any, b: Any, alpha: float = 1) -> Any:
+    return _add_sub(ctx, a, b, alpha, +1)
 
 
 def _sub(ctx: Ctx, a: Any, b: Any, alpha: float = 1) -> Any:
-    if not (_is_float(a) or _is_float(b)):
-        return np.subtract(a, b * alpha)
-    a = ctx.arr(a) if not _is_float(a) and isinstance(a, np.ndarray) else a
-    b = ctx.arr(b) if not _is_float(b) and isinstance(b, np.ndarray) else b
-    if alpha != 1:
-        b = b * alpha
-    res = a - b if _is_float(a) else (-b) + a
-    return _finite_or_float(res, a, b, operator.sub)
+    return _add_sub(ctx, a, b, alpha, -1)
 
 
 def _mul(ctx: Ctx, a: Any, b: Any) -> Any:
@@ -249,7 +238,7 @@ def _pow(ctx: Ctx, x: Any, e: Any) -> Any:
     if not _is_float(x):
         if isinstance(x, int | float) and _is_float(e):  # scalar ** tensor
             base = ctx.xp.scalar(float(x))
-            return _elementwise(lambda v: base.a[()] ** v)(e)
+            return elementwise(lambda v: base.a[()] ** v)(e)
         return np.power(x, e)
     if isinstance(e, int) or (isinstance(e, float) and e.is_integer() and abs(e) <= 64):
         k = int(e)
@@ -264,7 +253,7 @@ def _pow(ctx: Ctx, x: Any, e: Any) -> Any:
     ee = ctx.xp.scalar(float(e)).a[()] if not _is_float(e) else None
     if ee is None:
         raise UnsupportedOpError("pow with a tensor exponent")
-    return _elementwise(lambda v: v**ee)(x)
+    return elementwise(lambda v: v**ee)(x)
 
 
 def _view(ctx: Ctx, x: Any, shape: Sequence[int]) -> Any:

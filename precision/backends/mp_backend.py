@@ -334,7 +334,8 @@ def matmul(x: MPArray, y: MPArray) -> MPArray:
     return MPArray(out, prec, clean=True)
 
 
-def _unary(method: Callable[[Any], Any]) -> Callable[[MPArray], MPArray]:
+def elementwise(method: Callable[[Any], Any]) -> Callable[[MPArray], MPArray]:
+    """Lift a one-argument arb function (``flint.arb.exp``, ...) to MPArrays, rounded at prec."""
     ufunc = np.frompyfunc(lambda v: method(v).mid(), 1, 1)
 
     def apply(x: MPArray) -> MPArray:
@@ -348,9 +349,9 @@ def _unary(method: Callable[[Any], Any]) -> Callable[[MPArray], MPArray]:
     return apply
 
 
-_sqrt = _unary(flint.arb.sqrt)
-_exp = _unary(flint.arb.exp)
-_log = _unary(flint.arb.log)
+_sqrt = elementwise(flint.arb.sqrt)
+_exp = elementwise(flint.arb.exp)
+_log = elementwise(flint.arb.log)
 
 
 class MPBackend(Backend):
