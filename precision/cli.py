@@ -79,9 +79,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
             if bar is not None:
                 bar.close()
         rows = store.runs(suite=suite.name)
+        report = None
+        if not args.no_report:
+            from reports.build import build_report
+
+            report = build_report(store, [suite.name], Path(args.report_dir) / suite.name)
     print(solver_tables(rows))
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "none new"
     print(f"\n{summary.computed} computed ({statuses}), {summary.skipped} reused; store: {args.db}")
+    if report is not None:
+        print(f"report: {report.markdown} (also {report.html.name}, {report.latex.name}, CSV)")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from reports.build import ReportError, build_report
+
+    if not Path(args.db).exists():
+        raise UsageError(f"no results store at {args.db} (run 'precision run solvers' first)")
+    with Store(args.db, create=False) as store:
+        try:
+            report = build_report(store, args.suite, args.out)
+        except ReportError as exc:
+            raise UsageError(str(exc)) from None
+    print(f"report: {report.markdown}")
+    print(f"        {report.html} (self-contained), {report.latex}, "
+          f"{len(report.csv)} CSV files")
     return 0
 
 
@@ -141,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         "float32, float64 and arbitrary precision.",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    # run / results / report / list
 
     run = sub.add_parser("run", help="run a probe suite and store its results",
                          description="Compute every run of SUITE missing from the store, "
@@ -155,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="comma-separated subset of the suite's solvers")
     run.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--report-dir", default="report",
+                     help="the suite's report is refreshed in REPORT_DIR/SUITE (default report)")
+    run.add_argument("--no-report", action="store_true", help="do not write the report")
     run.set_defaults(func=_cmd_run)
 
     res = sub.add_parser("results", help="print or export stored results",
@@ -165,6 +192,16 @@ def build_parser() -> argparse.ArgumentParser:
     res.add_argument("--format", choices=["table", "csv", "json"], default="table")
     res.add_argument("--out", default=None, help="write to this file instead of stdout")
     res.set_defaults(func=_cmd_results)
+
+    rep = sub.add_parser("report", help="write the precision report of the store",
+                         description="Tables, plots, claims check; Markdown, HTML, CSV, LaTeX. "
+                         "Reads only the store.")
+    rep.add_argument("--db", default=DEFAULT_DB,
+                     help=f"SQLite results store (default {DEFAULT_DB})")
+    rep.add_argument("--suite", action="append", default=None,
+                     help="only this suite (repeatable; default all)")
+    rep.add_argument("--out", required=True, help="folder to write the report into")
+    rep.set_defaults(func=_cmd_report)
 
     lst = sub.add_parser("list", help="list suites, solvers and precisions",
                          description="List shipped suites, reference solvers and precisions.")

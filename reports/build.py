@@ -1,0 +1,127 @@
+"""Build the precision report of a store: read the store, write every format into a folder.
+
+``build_report(store, suites, out)`` is what ``precision report`` and the end of
+``precision run`` call. It reads only the store (and the claims shipped in
+``reports/claims.toml``), and writes ``report.md`` + PNGs, ``report.html`` (self-contained),
+one CSV per table plus ``runs.csv`` (the stored numbers, long format) and ``tables.tex``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from probes.store import Store
+from reports import plots
+from reports.claims import check_claims
+from reports.render import (
+    Section,
+    render_csv,
+    render_html,
+    render_latex,
+    render_markdown,
+)
+from reports.tables import Pivot, grid_pivots, grid_runs, solver_pivots, solver_runs
+
+
+class ReportError(ValueError):
+    """Nothing to report (empty store, unknown suite): one line for the CLI."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """Where the report went."""
+
+    folder: Path
+    markdown: Path
+    html: Path
+    latex: Path
+    csv: list[Path]  # one per table, plus solver_runs.csv / model_runs.csv
+
+
+def _claims_pivot(rows: list[dict]) -> Pivot:
+    claims = check_claims(rows)
+    frame = pd.DataFrame(
+        [[c.claim, c.published, c.measured, c.verdict, c.command] for c in claims],
+        index=pd.Index([c.id for c in claims], name="claim"),
+        columns=["what", "published", "measured", "verdict", "to measure"],
+    )
+    return Pivot("claims", "Published claims against the store", frame)
+
+
+def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Report:
+    """Write the report of ``suites`` (all when None) of ``store`` into folder ``out``."""
+    known = store.suites()
+    if not known:
+        raise ReportError(f"the store {store.path} has no runs yet; run "
+                          "'precision run solvers' first")
+    if suites:
+        unknown = [s for s in suites if s not in known]
+        if unknown:
+            raise ReportError(f"no runs of suite {', '.join(unknown)} in {store.path} "
+                              f"(suites there: {', '.join(known)})")
+    chosen = sorted(suites or known)
+    rows = [r for s in chosen for r in store.runs(suite=s)]
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    statuses = Counter(r["status"] for r in rows)
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
+    claims = _claims_pivot([r for s in known for r in store.runs(suite=s)])
+    verdicts = Counter(claims.frame["verdict"])
+    sections = [Section(
+        "Summary",
+        paragraphs=[
+            f"Store {store.path.name}; suites {', '.join(chosen)}; {len(rows)} runs "
+            f"({summary}).",
+            "MSE floors are plateaus detected on per-step error traces against a certified "
+            "high-precision truth computed from the inputs each subject received after "
+            "rounding into its precision.",
+            "Claims: " + ", ".join(f"{v} {k}" for k, v in sorted(verdicts.items())) + ".",
+        ],
+        tables=[claims],
+    )]
+
+    runs = solver_runs(rows)
+    for pivot in solver_pivots(runs):
+        problem = pivot.key.removeprefix("solvers-")
+        sec = Section(f"Solvers on {problem}", tables=[pivot])
+        series = {rid: store.series(rid, "log10_mse").get("log10_mse", [])
+                  for rid in runs[runs["problem"] == problem]["run_id"]}
+        trace = plots.solver_traces(problem, runs, series, folder / f"{pivot.key}-traces.png")
+        if trace is not None:
+            sec.figures.append((f"{problem}: log10 MSE per iteration, one line per precision",
+                                trace))
+        floors = plots.solver_floors(problem, runs, folder / f"{pivot.key}-floors.png")
+        if floors is not None:
+            sec.figures.append((f"{problem}: floor against precision", floors))
+        sections.append(sec)
+
+    grid = grid_runs(rows)
+    pivots = grid_pivots(grid)
+    if pivots:
+        sec = Section("Models: MSE against depth and width", tables=pivots)
+        for task in sorted(grid["task"].unique()):
+            line = plots.grid_lines(task, grid, folder / f"grid-{task}-depth.png")
+            if line is not None:
+                sec.figures.append((f"{task}: log10 MSE against depth", line))
+        for p in pivots:
+            _, task, subject, prec = p.key.split("-", 3)
+            heat = plots.grid_heatmap(task, subject, prec, grid, folder / f"{p.key}.png")
+            if heat is not None:
+                sec.figures.append((p.title, heat))
+        sections.append(sec)
+
+    title = "Precision report: " + ", ".join(chosen)
+    md = render_markdown(title, sections, folder)
+    page = render_html(title, sections, folder)
+    tex = render_latex(sections, folder)
+    csvs = render_csv(sections, folder)
+    for name, frame in (("solver_runs.csv", runs), ("model_runs.csv", grid)):
+        if not frame.empty:  # the stored numbers, long format, one row per run
+            frame.to_csv(folder / name, index=False, lineterminator="\n")
+            csvs.append(folder / name)
+    return Report(folder, md, page, tex, csvs)

@@ -1,0 +1,146 @@
+"""Report tables built from store rows only (pandas DataFrames, deterministic order).
+
+* :func:`solver_runs` — one row per solver run (long format, the numbers exactly as stored);
+* :func:`solver_pivots` — per problem, solvers down and precisions across (floor MSE, step);
+* :func:`grid_pivots` — per task x subject x precision, MSE over depth x width for runs whose
+  config has ``depth`` and ``width`` (trained / constructed models), seeds aggregated into
+  median and range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from precision.precisions import parse_precision
+
+SOLVER_COLUMNS = ["problem", "solver", "precision", "status", "floor_log10", "floor_index",
+                  "rate", "conv_order", "mse", "log10_mse", "steps", "run_id"]
+
+
+def precision_order(name: str) -> tuple[int, int]:
+    """Sort key: float formats by bits, then mpN by digits."""
+    p = parse_precision(name)
+    return (1 if p.is_mp else 0, p.bits)
+
+
+def format_mse(log10: float | None) -> str:
+    """An MSE from its log10 (works below the float range: 1e-400)."""
+    if log10 is None or (isinstance(log10, float) and math.isnan(log10)):
+        return "-"
+    if log10 == -math.inf:
+        return "0"
+    if log10 < -300:
+        return f"1e{log10:.0f}"
+    return f"{10.0**log10:.1e}"
+
+
+def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Solver runs, one per row, columns :data:`SOLVER_COLUMNS`, sorted."""
+    recs = [{
+        "problem": r["task"], "solver": r["subject"], "precision": r["precision"],
+        "status": r["status"], "floor_log10": r["floor_log10"], "floor_index": r["floor_index"],
+        "rate": r["rate"], "conv_order": r["conv_order"], "mse": r["mse"],
+        "log10_mse": r["log10_mse"], "steps": r["steps"], "run_id": r["run_id"],
+    } for r in rows if r.get("kind") == "solver"]
+    df = pd.DataFrame(recs, columns=SOLVER_COLUMNS)
+    if df.empty:
+        return df
+    df["_p"] = df["precision"].map(precision_order)
+    df = df.sort_values(["problem", "solver", "_p", "run_id"]).drop(columns="_p")
+    return df.reset_index(drop=True)
+
+
+def _solver_cell(r: pd.Series) -> str:
+    if r["status"] != "ok":
+        return str(r["status"])
+    log10 = r["floor_log10"] if r["floor_log10"] is not None and not (
+        isinstance(r["floor_log10"], float) and math.isnan(r["floor_log10"])) else r["log10_mse"]
+    text = format_mse(log10)
+    if (r["steps"] or 0) > 1 and r["floor_index"] is not None and not math.isnan(
+            float(r["floor_index"])):
+        text += f" @{int(r['floor_index'])}"
+    return text
+
+
+@dataclass(frozen=True)
+class Pivot:
+    """A titled table: ``frame`` has a named index and string or float cells."""
+
+    key: str
+    title: str
+    frame: pd.DataFrame
+
+
+def solver_pivots(runs: pd.DataFrame) -> list[Pivot]:
+    """Per problem: floor MSE (@ step reached), solvers x precisions."""
+    out = []
+    if runs.empty:
+        return out
+    for problem, group in runs.groupby("problem", sort=True):
+        precs = sorted(group["precision"].unique(), key=precision_order)
+        cells = {(r["solver"], r["precision"]): _solver_cell(r) for _, r in group.iterrows()}
+        solvers = sorted(group["solver"].unique())
+        frame = pd.DataFrame(
+            [[cells.get((s, p), "") for p in precs] for s in solvers],
+            index=pd.Index(solvers, name="solver"), columns=precs,
+        )
+        out.append(Pivot(f"solvers-{problem}", f"Problem {problem}: floor MSE (@ step reached)",
+                         frame))
+    return out
+
+
+def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Runs with ``depth`` and ``width`` in their config (models), one per row."""
+    recs = []
+    for r in rows:
+        cfg = r.get("config") or {}
+        if r.get("kind") == "solver" or "depth" not in cfg or "width" not in cfg:
+            continue
+        recs.append({"task": r["task"], "subject": r["subject"], "precision": r["precision"],
+                     "depth": int(cfg["depth"]), "width": int(cfg["width"]),
+                     "seed": cfg.get("seed", 0), "status": r["status"],
+                     "log10_mse": r["log10_mse"], "run_id": r["run_id"]})
+    cols = ["task", "subject", "precision", "depth", "width", "seed", "status", "log10_mse",
+            "run_id"]
+    df = pd.DataFrame(recs, columns=cols)
+    if not df.empty:
+        df = df.sort_values(["task", "subject", "precision", "depth", "width", "seed",
+                             "run_id"]).reset_index(drop=True)
+    return df
+
+
+def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
+    """Per task x subject x precision: median MSE (min - max over seeds) by depth x width."""
+    out = []
+    if runs.empty:
+        return out
+    ok = runs[runs["status"] == "ok"]
+    for (task, subject, prec), group in ok.groupby(["task", "subject", "precision"], sort=True):
+        depths = sorted(group["depth"].unique())
+        widths = sorted(group["width"].unique())
+        body = []
+        for d in depths:
+            row = []
+            for w in widths:
+                vals = group[(group["depth"] == d) & (group["width"] == w)]["log10_mse"]
+                vals = sorted(float(v) for v in vals if v is not None)
+                if not vals:
+                    row.append("")
+                    continue
+                med = float(np.median(vals))
+                text = format_mse(med)
+                if len(vals) > 1:
+                    text += f" [{format_mse(vals[0])}, {format_mse(vals[-1])}]"
+                row.append(text)
+            body.append(row)
+        frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
+                             columns=[f"width {w}" for w in widths])
+        out.append(Pivot(f"grid-{task}-{subject}-{prec}",
+                         f"{task} / {subject} / {prec}: MSE by depth x width "
+                         "(median [min, max] over seeds)", frame))
+    return out

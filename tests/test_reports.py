@@ -1,0 +1,140 @@
+"""The report: deterministic, equal to the store, every claim listed, renders in Chromium."""
+
+import csv
+import math
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from precision.cli import main
+from probes.store import RunRecord, Store
+from reports.build import ReportError, build_report
+from reports.claims import check_claims, load_claims
+from reports.tables import format_mse
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory):
+    db = tmp_path_factory.mktemp("rep") / "results.db"
+    rc = main(["run", "solvers", "--db", str(db), "--solvers", "ols_normal,ols_qr,cg,gd",
+               "--precisions", "float32,mp50", "--no-progress", "--no-report"])
+    assert rc == 0
+    return db
+
+
+def test_report_is_deterministic(store_path, tmp_path):
+    with Store(store_path) as store:
+        a = build_report(store, None, tmp_path / "a")
+        b = build_report(store, ["solvers"], tmp_path / "b")
+    for name in ["report.md", "tables.tex", "solver_runs.csv", "claims.csv",
+                 "solvers-ls_gauss.csv"]:
+        assert (a.folder / name).read_bytes() == (b.folder / name).read_bytes(), name
+    assert (a.folder / "report.html").stat().st_size > 50_000  # figures embedded
+
+
+def test_report_numbers_equal_the_store(store_path, tmp_path):
+    with Store(store_path) as store:
+        rep = build_report(store, None, tmp_path)
+        stored = {r["run_id"]: r for r in store.runs()}
+    with open(rep.folder / "solver_runs.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(stored)
+    for row in rows:
+        ref = stored[row["run_id"]]
+        for col in ("floor_log10", "log10_mse", "mse"):
+            if ref[col] is None:
+                assert row[col] == ""
+            else:
+                assert float(row[col]) == ref[col]
+    # The Markdown pivot shows the stored floors, formatted.
+    md = rep.markdown.read_text()
+    qr = next(r for r in stored.values() if r["subject"] == "ols_qr"
+              and r["task"] == "ls_kappa1e6" and r["precision"] == "float32")
+    assert f"| ols_qr | {format_mse(qr['floor_log10'])} |" in md
+
+
+def test_every_claim_is_listed_and_checked(store_path, tmp_path):
+    with Store(store_path) as store:
+        rep = build_report(store, None, tmp_path)
+    text = (rep.folder / "claims.csv").read_text()
+    for claim in load_claims():
+        assert claim["id"] in text
+    with Store(store_path) as store:
+        verdicts = {c.id: c.verdict for c in check_claims(store.runs())}
+    assert verdicts["001-ols-floor"] == "holds"
+    assert verdicts["001-gd-floor"] == "holds"
+    assert verdicts["000-ns-rate"] == "not measured"  # newton_schulz was not run here
+    assert verdicts["001-read-affine"] == "not measured"
+
+
+def test_claim_that_does_not_hold():
+    row = {"suite": "solvers", "subject": "gd", "task": "ls_gauss", "precision": "float32",
+           "status": "ok", "floor_log10": -9.0}
+    verdicts = {c.id: c for c in check_claims([row])}
+    assert verdicts["001-gd-floor"].verdict == "does not hold"
+    assert verdicts["001-gd-floor"].measured == "MSE 1.0e-09"
+
+
+def test_model_grid_tables_aggregate_seeds(tmp_path):
+    with Store(tmp_path / "g.db") as store:
+        for depth in (1, 2):
+            for width in (8, 16):
+                for seed, val in enumerate((-6.0, -8.0, -7.0)):
+                    cfg = {"depth": depth, "width": width, "seed": seed}
+                    store.write_run(RunRecord(
+                        run_id=f"{depth}-{width}-{seed}", suite="prims", kind="trained",
+                        subject="transformer", task="read", precision="float32", status="ok",
+                        log10_mse=val - depth, config=cfg))
+        rep = build_report(store, None, tmp_path / "out")
+    md = rep.markdown.read_text()
+    # depth 2: median of (-8, -10, -9) = -9, range [-10, -8]
+    assert "| 2 | 1.0e-09 [1.0e-10, 1.0e-08] | 1.0e-09 [1.0e-10, 1.0e-08] |" in md
+    assert (rep.folder / "grid-read-transformer-float32.png").exists()
+    assert (rep.folder / "grid-read-depth.png").exists()
+
+
+def test_empty_store_and_unknown_suite(tmp_path, store_path, capsys):
+    with Store(tmp_path / "empty.db") as store:
+        with pytest.raises(ReportError, match="no runs yet"):
+            build_report(store, None, tmp_path / "x")
+    rc = main(["report", "--db", str(tmp_path / "empty.db"), "--out", str(tmp_path / "x")])
+    assert rc == 2 and "no runs yet" in capsys.readouterr().err
+    rc = main(["report", "--db", str(store_path), "--suite", "nope", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no runs of suite nope" in err and "\n" not in err.strip()
+
+
+def test_format_mse_below_float_range():
+    assert format_mse(-400.0) == "1e-400"
+    assert format_mse(-math.inf) == "0"
+    assert format_mse(-14.0) == "1.0e-14"
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_html_renders_in_headless_chromium(store_path, tmp_path):
+    with Store(store_path) as store:
+        rep = build_report(store, None, tmp_path / "r")
+    url = rep.html.resolve().as_uri()
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}",
+                              "--virtual-time-budget=5000", "--dump-dom", url],
+                             capture_output=True, text=True, timeout=120).stdout
+    n_figs = rep.html.read_text().count("<img ")
+    assert n_figs >= 4
+    assert f'data-images-ok="{n_figs}/{n_figs}"' in dom  # every figure decoded and laid out
+    shot = tmp_path / "shot.png"
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1200,1600",
+                        f"--screenshot={shot}", url], capture_output=True, timeout=120)
+    import matplotlib.image as mpimg
+
+    pixels = mpimg.imread(shot)
+    assert pixels.shape[0] == 1600 and pixels.shape[1] == 1200
+    assert pixels[..., :3].std() > 0.05  # not a blank page
