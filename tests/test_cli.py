@@ -33,7 +33,7 @@ def digest(path: Path) -> str:
 def small_store(tmp_path_factory):
     db = tmp_path_factory.mktemp("store") / "results.db"
     rc = main(["run", "solvers", "--db", str(db), "--solvers", "ols_normal,ols_qr,cg",
-               "--precisions", "float32,mp50", "--no-progress"])
+               "--precisions", "float32,mp50", "--no-progress", "--no-report"])
     assert rc == 0
     return db
 
@@ -107,10 +107,14 @@ def test_bad_suite_files(tmp_path, text, message, capsys):
 def test_user_suite_file_runs(tmp_path, capsys):
     suite = write_suite(tmp_path, MINIMAL)
     db = tmp_path / "results.db"
-    assert main(["run", str(suite), "--db", str(db), "--no-progress"]) == 0
+    report_dir = tmp_path / "report"
+    args = ["run", str(suite), "--db", str(db), "--no-progress", "--report-dir", str(report_dir)]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "problem p" in out and "gd" in out
-    assert main(["run", str(suite), "--db", str(db), "--no-progress"]) == 0
+    assert f"report: {report_dir / 'mine' / 'report.md'}" in out
+    assert (report_dir / "mine" / "report.html").exists()
+    assert main(args) == 0
     assert "0 computed" in capsys.readouterr().out
 
 
