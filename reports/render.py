@@ -125,7 +125,10 @@ _TEX = str.maketrans({"_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "$": r"\$"
 
 def latex_table(t: Pivot) -> str:
     """A booktabs table environment."""
-    cols = "l" + "r" * len(t.frame.columns)
+    if t.key == "claims":  # text columns wrap
+        cols = "p{2.1cm}p{3.6cm}p{2.8cm}p{1.8cm}p{1.4cm}p{3.4cm}"
+    else:
+        cols = "l" + "r" * len(t.frame.columns)
     head = " & ".join(str(c).translate(_TEX) for c in [t.frame.index.name or "",
                                                         *t.frame.columns])
     lines = [r"\begin{table}[ht]", r"\centering", r"\small",
