@@ -108,11 +108,15 @@ def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Rep
             line = plots.grid_lines(task, grid, folder / f"grid-{task}-depth.png")
             if line is not None:
                 sec.figures.append((f"{task}: log10 MSE against depth", line))
-        for p in pivots:
-            _, task, subject, prec = p.key.split("-", 3)
-            heat = plots.grid_heatmap(task, subject, prec, grid, folder / f"{p.key}.png")
+            length = plots.training_length(task, grid, folder / f"grid-{task}-length.png")
+            if length is not None:
+                sec.figures.append((f"{task}: log10 MSE against training length", length))
+        ok = grid[grid["status"] == "ok"]
+        for (task, subject, prec), _ in ok.groupby(["task", "subject", "precision"], sort=True):
+            key = f"grid-{task}-{subject}-{prec}".replace(" ", "")
+            heat = plots.grid_heatmap(task, subject, prec, grid, folder / f"{key}.png")
             if heat is not None:
-                sec.figures.append((p.title, heat))
+                sec.figures.append((f"{task} / {subject} / {prec}: MSE heatmap", heat))
         sections.append(sec)
 
     title = "Precision report: " + ", ".join(chosen)

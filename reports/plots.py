@@ -123,3 +123,23 @@ def grid_heatmap(task: str, subject: str, precision: str, runs: pd.DataFrame, pa
     ax.set_title(f"{task} / {subject} / {precision}", fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def training_length(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
+    """Final log10 MSE against training steps (log scale), one line per subject x precision
+    (001 Fig. 9); only runs whose config records ``train_steps``."""
+    sub = runs[(runs["task"] == task) & (runs["status"] == "ok") & runs["train_steps"].notna()]
+    if sub.empty or sub["train_steps"].nunique() < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for (subject, prec), g in sub.groupby(["subject", "precision"], sort=True):
+        med = g.groupby("train_steps")["log10_mse"].median()
+        ax.plot(med.index, med.values, marker="o", label=f"{subject} {prec}")
+    ax.set_xscale("log")
+    ax.set_xlabel("training steps")
+    ax.set_ylabel("log10 MSE (median over seeds)")
+    ax.set_title(f"{task}: MSE against training length", fontsize=11)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)

@@ -101,12 +101,17 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
         cfg = r.get("config") or {}
         if r.get("kind") == "solver" or "depth" not in cfg or "width" not in cfg:
             continue
-        recs.append({"task": r["task"], "subject": r["subject"], "precision": r["precision"],
+        dec = (r.get("result") or {}).get("decomposition") or {}
+        label = r["subject"] + ("" if "layernorm" not in cfg else
+                                (" +LN" if cfg["layernorm"] else " -LN"))
+        recs.append({"task": r["task"], "subject": label, "precision": r["precision"],
                      "depth": int(cfg["depth"]), "width": int(cfg["width"]),
-                     "seed": cfg.get("seed", 0), "status": r["status"],
-                     "log10_mse": r["log10_mse"], "run_id": r["run_id"]})
-    cols = ["task", "subject", "precision", "depth", "width", "seed", "status", "log10_mse",
-            "run_id"]
+                     "seed": cfg.get("seed", 0), "train_steps": cfg.get("train_steps"),
+                     "status": r["status"], "log10_mse": r["log10_mse"],
+                     "approximation": dec.get("approximation"),
+                     "rounding": dec.get("rounding"), "run_id": r["run_id"]})
+    cols = ["task", "subject", "precision", "depth", "width", "seed", "train_steps", "status",
+            "log10_mse", "approximation", "rounding", "run_id"]
     df = pd.DataFrame(recs, columns=cols)
     if not df.empty:
         df = df.sort_values(["task", "subject", "precision", "depth", "width", "seed",
@@ -114,8 +119,15 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
+#: What a grid cell can show: the final total MSE, and its decomposition when stored
+#: (``result["decomposition"] = {"approximation": log10, "rounding": log10}``).
+GRID_METRICS = {"log10_mse": "MSE", "approximation": "approximation error",
+                "rounding": "rounding error"}
+
+
 def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
-    """Per task x subject x precision: median MSE (min - max over seeds) by depth x width."""
+    """Per task x subject x precision (x metric): median (min - max over seeds) by depth x
+    width of the total MSE and, when stored, its approximation and rounding parts."""
     out = []
     if runs.empty:
         return out
@@ -123,24 +135,27 @@ def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
     for (task, subject, prec), group in ok.groupby(["task", "subject", "precision"], sort=True):
         depths = sorted(group["depth"].unique())
         widths = sorted(group["width"].unique())
-        body = []
-        for d in depths:
-            row = []
-            for w in widths:
-                vals = group[(group["depth"] == d) & (group["width"] == w)]["log10_mse"]
-                vals = sorted(float(v) for v in vals if v is not None)
-                if not vals:
-                    row.append("")
-                    continue
-                med = float(np.median(vals))
-                text = format_mse(med)
-                if len(vals) > 1:
-                    text += f" [{format_mse(vals[0])}, {format_mse(vals[-1])}]"
-                row.append(text)
-            body.append(row)
-        frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
-                             columns=[f"width {w}" for w in widths])
-        out.append(Pivot(f"grid-{task}-{subject}-{prec}",
-                         f"{task} / {subject} / {prec}: MSE by depth x width "
-                         "(median [min, max] over seeds)", frame))
+        for metric, label in GRID_METRICS.items():
+            if group[metric].isna().all():
+                continue
+            body = []
+            for d in depths:
+                row = []
+                for w in widths:
+                    vals = group[(group["depth"] == d) & (group["width"] == w)][metric]
+                    vals = sorted(float(v) for v in vals if v is not None and not pd.isna(v))
+                    if not vals:
+                        row.append("")
+                        continue
+                    text = format_mse(float(np.median(vals)))
+                    if len(vals) > 1:
+                        text += f" [{format_mse(vals[0])}, {format_mse(vals[-1])}]"
+                    row.append(text)
+                body.append(row)
+            frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
+                                 columns=[f"width {w}" for w in widths])
+            suffix = "" if metric == "log10_mse" else f"-{metric}"
+            out.append(Pivot(f"grid-{task}-{subject}-{prec}{suffix}".replace(" ", ""),
+                             f"{task} / {subject} / {prec}: {label} by depth x width "
+                             "(median [min, max] over seeds)", frame))
     return out

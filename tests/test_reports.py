@@ -82,17 +82,23 @@ def test_model_grid_tables_aggregate_seeds(tmp_path):
         for depth in (1, 2):
             for width in (8, 16):
                 for seed, val in enumerate((-6.0, -8.0, -7.0)):
-                    cfg = {"depth": depth, "width": width, "seed": seed}
+                    cfg = {"depth": depth, "width": width, "seed": seed,
+                           "train_steps": 1000 * width, "layernorm": True}
+                    dec = {"approximation": val - depth - 1, "rounding": -14.0}
                     store.write_run(RunRecord(
                         run_id=f"{depth}-{width}-{seed}", suite="prims", kind="trained",
                         subject="transformer", task="read", precision="float32", status="ok",
-                        log10_mse=val - depth, config=cfg))
+                        log10_mse=val - depth, config=cfg, result={"decomposition": dec}))
         rep = build_report(store, None, tmp_path / "out")
     md = rep.markdown.read_text()
     # depth 2: median of (-8, -10, -9) = -9, range [-10, -8]
     assert "| 2 | 1.0e-09 [1.0e-10, 1.0e-08] | 1.0e-09 [1.0e-10, 1.0e-08] |" in md
-    assert (rep.folder / "grid-read-transformer-float32.png").exists()
+    assert "read / transformer +LN / float32: approximation error" in md
+    assert "| 2 | 1.0e-10 [1.0e-11, 1.0e-09] |" in md  # approximation = total / 10 here
+    assert "read / transformer +LN / float32: rounding error" in md
+    assert (rep.folder / "grid-read-transformer+LN-float32.png").exists()
     assert (rep.folder / "grid-read-depth.png").exists()
+    assert (rep.folder / "grid-read-length.png").exists()
 
 
 def test_empty_store_and_unknown_suite(tmp_path, store_path, capsys):
