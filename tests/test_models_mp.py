@@ -69,12 +69,14 @@ def test_baseconv_without_layernorm_is_exact_rational_polynomial():
     h = F(x.numpy())[0] @ p["inp.weight"].T + p["inp.bias"]
     n = h.shape[0]
     for i in range(2):
-        g = h @ p[f"layers.{i}.gate.weight"].T + p[f"layers.{i}.gate.bias"]
-        u = h @ p[f"layers.{i}.value.weight"].T + p[f"layers.{i}.value.bias"]
-        k = p[f"layers.{i}.filter"]
+        q = f"layers.{i}."
+        g = h @ p[q + "w_gate.weight"].T + p[q + "b_gate"][:n]
+        u = h @ p[q + "w_in.weight"].T + p[q + "b_in"][:n]
+        k = p[q + "filter"]
         conv = np.array([[sum((k[c, t - s] * u[s, c] for s in range(t + 1)), Fraction(0))
                           for c in range(u.shape[1])] for t in range(n)], dtype=object)
-        h = h + g * conv
+        conv = conv + p[q + "b_conv"][:n]
+        h = h + (g * conv) @ p[q + "w_out.weight"].T + p[q + "b_out"][:n]
     exact = h @ p["out.weight"].T + p["out.bias"]
 
     digits = 60

@@ -1,8 +1,12 @@
 """BaseConv (001 eq. 2): a gated long convolution, exact in arbitrary precision.
 
-  y = h + (h W_g + b_g) ⊙ (K * (h W_u + b_u))     per layer, h = x W_in (+ LN optional)
-K * u is a causal per-channel convolution with a filter as long as the sequence,
-(K * u)[t, c] = sum_{s <= t} k[c, t - s] u[s, c]. It is evaluated as a product with the
+One layer, u (batch, N, width) -> (batch, N, width), exactly eq. 2 of 001 (= eq. 40):
+  y = ((u W_gate + b_gate) ⊙ (k * (u W_in + b_in) + b_conv)) W_out + b_out
+with *per-position* biases b_* in R^{N x width} (that is how positions enter: the READ
+construction of App. C.1.1 gates one position through b_gate). ``residual``: "outer"
+(h + layer(h), the usual stacking), "inner" (App. C.1.1: (G ⊙ C + u) W_out + b_out) or "none".
+k * u is a causal per-channel convolution with a filter as long as the sequence,
+(k * u)[t, c] = sum_{s <= t} k[c, t - s] u[s, c], evaluated as a product with the
 lower-triangular Toeplitz matrix of k — a plain matmul, so the arbitrary-precision graph
 interpreter computes it exactly (no FFT rounding). ``short=True`` replaces the long filter
 by a depthwise causal Conv1d of length ``short_len``. Without LayerNorm the whole map is a
@@ -27,7 +31,7 @@ class BaseConvConfig:
     short: bool = False
     short_len: int = 3
     layernorm: bool = False
-    residual: bool = True
+    residual: str = "outer"   # "outer" | "inner" | "none"
 
 
 def toeplitz_causal(k: torch.Tensor, n: int) -> torch.Tensor:
@@ -39,23 +43,31 @@ def toeplitz_causal(k: torch.Tensor, n: int) -> torch.Tensor:
 
 
 class BaseConvLayer(nn.Module):
-    """One gated-convolution layer of width ``width``."""
+    """One gated-convolution layer of width ``width`` (001 eq. 2 / eq. 40)."""
 
     def __init__(self, cfg: BaseConvConfig) -> None:
         super().__init__()
-        w = cfg.width
+        if cfg.residual not in ("outer", "inner", "none"):
+            raise ValueError(f"residual must be outer, inner or none, not {cfg.residual!r}")
+        w, n = cfg.width, cfg.max_len
         self.ln = nn.LayerNorm(w) if cfg.layernorm else nn.Identity()
-        self.gate = nn.Linear(w, w)
-        self.value = nn.Linear(w, w)
+        self.w_in = nn.Linear(w, w, bias=False)
+        self.w_gate = nn.Linear(w, w, bias=False)
+        self.w_out = nn.Linear(w, w, bias=False)
+        self.b_in = nn.Parameter(0.02 * torch.randn(n, w))
+        self.b_gate = nn.Parameter(0.02 * torch.randn(n, w))
+        self.b_conv = nn.Parameter(0.02 * torch.randn(n, w))
+        self.b_out = nn.Parameter(0.02 * torch.randn(n, w))
         self.short = cfg.short
         self.residual = cfg.residual
         if cfg.short:
-            self.conv = nn.Conv1d(w, w, cfg.short_len, groups=w, padding=cfg.short_len - 1)
+            self.conv = nn.Conv1d(w, w, cfg.short_len, groups=w, padding=cfg.short_len - 1,
+                                  bias=False)
         else:
-            self.filter = nn.Parameter(torch.randn(w, cfg.max_len) / cfg.max_len)
+            self.filter = nn.Parameter(torch.randn(w, n) / n)
 
     def mix(self, u: torch.Tensor) -> torch.Tensor:
-        """Causal convolution of u (batch, N, width) along the sequence."""
+        """Causal convolution k * u of u (batch, N, width) along the sequence."""
         n = u.shape[1]
         if self.short:
             return self.conv(u.transpose(1, 2))[..., :n].transpose(1, 2)
@@ -63,9 +75,15 @@ class BaseConvLayer(nn.Module):
         return (T @ u.permute(2, 1, 0)).permute(2, 1, 0)   # per channel: T_c @ u[:, :, c]
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        z = self.ln(h)
-        y = self.gate(z) * self.mix(self.value(z))
-        return h + y if self.residual else y
+        n = h.shape[1]
+        u = self.ln(h)
+        gate = self.w_gate(u) + self.b_gate[:n]
+        conv = self.mix(self.w_in(u) + self.b_in[:n]) + self.b_conv[:n]
+        inner = gate * conv
+        if self.residual == "inner":
+            inner = inner + u
+        y = self.w_out(inner) + self.b_out[:n]
+        return h + y if self.residual == "outer" else y
 
 
 class BaseConv(nn.Module):
@@ -79,7 +97,7 @@ class BaseConv(nn.Module):
         self.out = nn.Linear(cfg.width, cfg.d_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[1] > self.cfg.max_len and not self.cfg.short:
+        if x.shape[1] > self.cfg.max_len:
             raise ValueError(f"sequence length {x.shape[1]} exceeds max_len {self.cfg.max_len}")
         h = self.inp(x)
         for layer in self.layers:

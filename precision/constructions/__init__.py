@@ -1,0 +1,10 @@
+"""Hand-set weights that make a model run an algorithm exactly (papers' constructions).
+
+Each construction is a function returning a ready ``nn.Module`` of a family in
+:mod:`precision.models`:
+
+| construction                  | file                   | paper              |
+|-------------------------------|------------------------|--------------------|
+| READ / AFFINE / MULTIPLY      | baseconv_primitives.py | 001 App. C.1       |
+| preconditioned GD as LSA      | lsa_gd.py              | 003 eq. 2.8-2.10   |
+"""

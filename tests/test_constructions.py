@@ -1,0 +1,101 @@
+"""Constructions are exact up to rounding, and break when a single weight is perturbed."""
+
+import flint
+import numpy as np
+import pytest
+import torch
+
+from precision.constructions import baseconv_primitives as prim
+from precision.constructions.lsa_gd import preconditioned_gd, tokens
+from precision.evaluate import evaluate
+from precision.metrics import error_summary
+from precision.precisions import parse_precision
+from precision.problems import gaussian_least_squares
+from precision.solvers.gd import gd
+
+N, D = 6, 5
+RNG = np.random.default_rng(0)
+U = RNG.standard_normal((2, N, D))
+
+
+def exact(a: np.ndarray) -> np.ndarray:
+    out = np.empty(a.shape, dtype=object)
+    out.reshape(-1)[:] = [flint.arb(float(v)) for v in a.reshape(-1)]
+    return out
+
+
+def targets(name: str) -> tuple[torch.nn.Module, np.ndarray]:
+    if name == "read":
+        model, want = prim.read(N, D, i=1, j=4, a=1, b=4), U.copy()
+        want[:, 4] = U[:, 1]
+        return model, want[:, :, 1:4]
+    if name == "affine":
+        H = RNG.standard_normal((D, 3))
+        return prim.affine(N, H), None  # compared against exact u @ H below
+    return prim.multiply(N, D, a=0, b=2, d_out=2), None  # exact product below
+
+
+def truth_of(name: str, model: torch.nn.Module, want: np.ndarray | None) -> np.ndarray:
+    if want is not None:
+        return exact(want)
+    old = flint.ctx.prec
+    flint.ctx.prec = 600  # products of float64 values are exact at 600 bits
+    try:
+        u = exact(U)
+        if name == "multiply":
+            return u[:, :, 0:2] * u[:, :, 2:4]
+        return np.einsum("bnd,dk->bnk", u, exact(model.out.weight.detach().numpy().T))
+    finally:
+        flint.ctx.prec = old
+
+
+@pytest.mark.parametrize("name", ["read", "affine", "multiply"])
+def test_primitive_exact_up_to_rounding(name):
+    model, want = targets(name)
+    truth = truth_of(name, model, want)
+    x = torch.as_tensor(U)
+    assert error_summary(evaluate(model, x, "mp50"), truth).log10_mse < -90
+    f32 = error_summary(evaluate(model, x, "float32"), truth)
+    assert f32.relative < 4 * parse_precision("float32").unit_roundoff * 10
+    # Perturbing any single non-zero weight breaks the construction.
+    for pname, p in model.named_parameters():
+        nz = torch.nonzero(p)
+        if len(nz) == 0:
+            continue
+        idx = tuple(nz[len(nz) // 2].tolist())
+        with torch.no_grad():
+            p[idx] += 1e-3
+        err = error_summary(evaluate(model, x, "mp50"), truth).log10_mse
+        with torch.no_grad():
+            p[idx] -= 1e-3
+        assert err > -20, f"perturbing {pname}{list(idx)} left the output exact"
+
+
+def test_read_needs_i_le_j():
+    with pytest.raises(ValueError, match="i <= j"):
+        prim.read(N, D, i=4, j=1, a=0, b=2)
+
+
+def test_lsa_runs_gd_layer_by_layer():
+    prob = gaussian_least_squares(4, 12, seed=3)
+    eta = 0.5
+    x = tokens(prob.X, prob.y, prob.X_query[0])
+    xp = parse_precision("mp50").backend
+    iterates = gd(xp, xp.asarray(prob.X), xp.asarray(prob.y), step=eta, iters=6)
+    q = xp.asarray(prob.X_query[0])
+    for layers in range(1, 7):
+        model = preconditioned_gd(4, layers, eta)
+        pred = evaluate(model, x, "mp50")[0, -1, 0]
+        gd_pred = xp.to_exact(q @ iterates[layers]).reshape(-1)[0]
+        old = flint.ctx.prec
+        flint.ctx.prec = 600
+        try:
+            assert abs(pred - gd_pred) < flint.arb(10) ** -45
+        finally:
+            flint.ctx.prec = old
+        f64 = evaluate(model, x, "float64")[0, -1, 0]
+        assert abs(float(f64) - float(gd_pred)) < 1e-12 * max(1.0, abs(float(gd_pred)))
+    with torch.no_grad():
+        model.A[2, 1, 0] += 1e-3
+    bad = evaluate(model, x, "mp50")[0, -1, 0]
+    assert abs(float(bad) - float(gd_pred)) > 1e-8
