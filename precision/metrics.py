@@ -1,33 +1,59 @@
 """Error metrics and the floor detector (DESIGN principles 4 and 5).
 
 Array metrics take numpy object arrays of exact ``flint.arb`` values (``Backend.to_exact``
-output, or truths from :mod:`precision.truth`) and compute in arb at 1024 bits, so an mp100
-error of 1e-200 is measured, not flushed to zero. :func:`detect_floor` is the one floor
-detector used for solver traces, constructions and training curves alike.
+output, or truths from :mod:`precision.truth`; plain Python floats and ints are accepted and
+converted exactly) and compute in arb at ``prec_bits`` (1024 by default), so an mp100 error of
+1e-200 is measured, not flushed to zero. Every arb operation rounds its result *relative* to its
+own magnitude, so 1024 bits give ~300 correct digits of each metric whatever the magnitudes.
+
+:func:`detect_floor` is the one floor detector used for solver traces, constructions and
+training curves alike.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import flint
 import numpy as np
 
-#: log10 used for an exact zero error (below any float64 or mpN<=2000 floor).
-LOG10_ZERO = -math.inf
+__all__ = [
+    "ZERO_LOG10_CAP",
+    "ErrorSummary",
+    "Floor",
+    "correct_digits",
+    "decompose",
+    "detect_floor",
+    "error_summary",
+    "log10_mse",
+    "max_abs_error",
+    "mse",
+    "relative_error",
+]
+
+# ---------------------------------------------------------------------------------------------
+# Array error metrics
+# ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ErrorSummary:
-    """Errors of an estimate against a truth (all entries).
+    """Errors of an estimate against a truth, over all entries.
 
-    mse: mean squared error (0.0 if it underflows float64; ``log10_mse`` keeps the value),
-    log10_mse: log10 of the MSE computed in arb (-inf when exact),
-    max_abs: largest absolute entry error, relative: ||e|| / ||truth|| (Frobenius),
-    digits: correct decimal digits = -log10(relative), clipped at 0 (inf when exact).
+    - ``mse``: mean squared error (0.0 when it underflows float64; ``log10_mse`` keeps it),
+    - ``log10_mse``: log10 of the MSE computed in arb (-inf when the estimate is exact),
+    - ``max_abs``: largest absolute entry error,
+    - ``relative``: ||estimate - truth||_2 / ||truth||_2 (Frobenius; the absolute norm when the
+      truth is zero),
+    - ``digits``: correct decimal digits, -log10(relative) computed in arb, clipped at 0 from
+      below, ``inf`` when the estimate is exact.
+
+    A NaN entry makes every field NaN except ``digits`` (0.0); an infinite entry (and no NaN)
+    makes them ``inf`` (``digits`` 0.0).
     """
 
     mse: float
@@ -37,118 +63,192 @@ class ErrorSummary:
     digits: float
 
 
-def _arb_array(a: Any) -> np.ndarray:
-    arr = np.asarray(a, dtype=object).reshape(-1)
-    out = np.empty(arr.shape, dtype=object)
-    for i, v in enumerate(arr):
-        out[i] = v if isinstance(v, flint.arb) else flint.arb(float(v))
-    return out
-
-
-def _to_float(x: flint.arb) -> float:
-    return float(x.mid())
-
-
-def _log10(x: flint.arb) -> float:
-    if x == 0:
-        return LOG10_ZERO
-    return _to_float(x.mid().log() / flint.arb(10).log())
-
-
-def error_summary(estimate: Any, truth: Any, *, prec_bits: int = 1024) -> ErrorSummary:
-    """All metrics of ``estimate`` against ``truth`` (same shape) in one pass."""
-    est, tru = _arb_array(estimate), _arb_array(truth)
-    if est.shape != tru.shape:
-        raise ValueError(f"shape mismatch: estimate {est.shape} vs truth {tru.shape}")
+@contextmanager
+def _working_precision(prec_bits: int) -> Iterator[None]:
+    """Set ``flint.ctx.prec`` for the block, restoring the caller's value afterwards."""
+    if prec_bits < 2:
+        raise ValueError(f"prec_bits must be >= 2, got {prec_bits}")
     old = flint.ctx.prec
     flint.ctx.prec = prec_bits
     try:
-        n = len(est)
-        if n == 0:
-            raise ValueError("error_summary of an empty array")
-        if not all(v.is_finite() for v in est):
-            nan = math.nan
-            return ErrorSummary(nan, nan, nan, nan, 0.0)
-        diff = est - tru
-        sq = flint.arb(0)
-        tsq = flint.arb(0)
-        mx = flint.arb(0)
-        for d, t in zip(diff, tru, strict=True):
-            sq += d * d
-            tsq += t * t
-            ad = abs(d)
-            if ad > mx:
-                mx = ad
-        sq, tsq = sq.mid(), tsq.mid()
-        mse = (sq / n).mid()
-        if sq == 0:
-            rel = flint.arb(0)
-        elif tsq == 0:
-            rel = sq.sqrt().mid()
-        else:
-            rel = (sq / tsq).sqrt().mid()
-        log_rel = _log10(rel)
-        digits = math.inf if log_rel == LOG10_ZERO else max(0.0, -log_rel)
-        return ErrorSummary(
-            mse=_to_float(mse), log10_mse=_log10(mse), max_abs=_to_float(mx),
-            relative=_to_float(rel), digits=digits,
-        )
+        yield
     finally:
         flint.ctx.prec = old
 
 
-def mse(estimate: Any, truth: Any) -> float:
-    """Mean over entries of (estimate - truth)^2."""
-    return error_summary(estimate, truth).mse
+def _flat_arb(a: Any, name: str) -> tuple[tuple[int, ...], list[flint.arb]]:
+    """Shape of ``a`` and its entries as arb midpoints (floats and ints converted exactly)."""
+    arr = np.asarray(a, dtype=object)
+    out: list[flint.arb] = []
+    for v in arr.reshape(-1).tolist():
+        if isinstance(v, flint.arb):
+            out.append(v.mid())
+        elif isinstance(v, bool):
+            out.append(flint.arb(int(v)))
+        elif isinstance(v, int | float):
+            out.append(flint.arb(v))
+        elif isinstance(v, np.integer):
+            out.append(flint.arb(int(v)))
+        elif isinstance(v, np.floating):
+            out.append(flint.arb(float(v)))  # exact for float16/32/64
+        else:
+            raise TypeError(f"{name}: unsupported entry type {type(v).__name__}")
+    return arr.shape, out
 
 
-def log10_mse(estimate: Any, truth: Any) -> float:
-    """log10 of the MSE, exact below the float64 range (-inf when the error is zero)."""
-    return error_summary(estimate, truth).log10_mse
+def _to_float(x: flint.arb) -> float:
+    """float of the midpoint (0.0 on underflow, +-inf on overflow)."""
+    return float(x.mid())
 
 
-def max_abs_error(estimate: Any, truth: Any) -> float:
-    """Largest |estimate - truth| entry."""
-    return error_summary(estimate, truth).max_abs
+def _log10(x: flint.arb) -> float:
+    """log10 of a nonnegative arb computed in arb (-inf for an exact zero)."""
+    if x == 0:
+        return -math.inf
+    return _to_float(x.mid().log_base(10))
 
 
-def relative_error(estimate: Any, truth: Any) -> float:
-    """||estimate - truth|| / ||truth|| (Frobenius; absolute when truth is zero)."""
-    return error_summary(estimate, truth).relative
+def _non_finite(values: Sequence[flint.arb]) -> float | None:
+    """NaN if any entry is NaN, inf if any is infinite, else None."""
+    bad = [v for v in values if not v.is_finite()]
+    if not bad:
+        return None
+    return math.nan if any(v.is_nan() for v in bad) else math.inf
 
 
-def correct_digits(estimate: Any, truth: Any) -> float:
-    """-log10(relative error), >= 0; inf when exact."""
-    return error_summary(estimate, truth).digits
+def _summarize(est: Sequence[flint.arb], ref: Sequence[flint.arb]) -> ErrorSummary:
+    """One pass over the entry differences (call inside :func:`_working_precision`)."""
+    n = len(est)
+    if n == 0:
+        raise ValueError("error metrics of an empty array")
+    special = _non_finite(est) if (special := _non_finite(ref)) is None else special
+    if special is not None:
+        return ErrorSummary(special, special, special, special, 0.0)
+    err_sq = flint.arb(0)
+    ref_sq = flint.arb(0)
+    max_abs = flint.arb(0)
+    for e, r in zip(est, ref, strict=True):
+        d = (e - r).mid()
+        err_sq += d * d
+        ref_sq += r * r
+        ad = abs(d)
+        if ad > max_abs:
+            max_abs = ad
+    err_sq, ref_sq = err_sq.mid(), ref_sq.mid()
+    mse_value = (err_sq / n).mid()
+    if err_sq == 0:
+        rel = flint.arb(0)
+    elif ref_sq == 0:
+        rel = err_sq.sqrt().mid()
+    else:
+        rel = (err_sq / ref_sq).sqrt().mid()
+    log_rel = _log10(rel)
+    return ErrorSummary(
+        mse=_to_float(mse_value),
+        log10_mse=_log10(mse_value),
+        max_abs=_to_float(max_abs),
+        relative=_to_float(rel),
+        digits=math.inf if log_rel == -math.inf else max(0.0, -log_rel),
+    )
 
 
-def decompose(total_estimate: Any, exact_estimate: Any, truth: Any) -> dict[str, ErrorSummary]:
-    """DESIGN principle 4 for weights theta, precision p, input x:
-    total = f_p - y*, approximation = f_mp - y*, rounding = f_p - f_mp."""
-    return {
-        "total": error_summary(total_estimate, truth),
-        "approximation": error_summary(exact_estimate, truth),
-        "rounding": error_summary(total_estimate, exact_estimate),
-    }
+def _pair(estimate: Any, truth: Any) -> tuple[list[flint.arb], list[flint.arb]]:
+    shape_e, est = _flat_arb(estimate, "estimate")
+    shape_t, tru = _flat_arb(truth, "truth")
+    if shape_e != shape_t:
+        raise ValueError(f"shape mismatch: estimate {shape_e} vs truth {shape_t}")
+    return est, tru
+
+
+def error_summary(estimate: Any, truth: Any, *, prec_bits: int = 1024) -> ErrorSummary:
+    """All metrics of ``estimate`` against ``truth`` (same shape, any ndim) in one pass."""
+    with _working_precision(prec_bits):
+        return _summarize(*_pair(estimate, truth))
+
+
+def mse(estimate: Any, truth: Any, *, prec_bits: int = 1024) -> float:
+    """Mean over all entries of (estimate - truth)^2 (0.0 if it underflows float64)."""
+    return error_summary(estimate, truth, prec_bits=prec_bits).mse
+
+
+def log10_mse(estimate: Any, truth: Any, *, prec_bits: int = 1024) -> float:
+    """log10 of the MSE computed in arb, so 1e-400 gives -400.0; -inf when exact."""
+    return error_summary(estimate, truth, prec_bits=prec_bits).log10_mse
+
+
+def max_abs_error(estimate: Any, truth: Any, *, prec_bits: int = 1024) -> float:
+    """Largest |estimate - truth| over all entries."""
+    return error_summary(estimate, truth, prec_bits=prec_bits).max_abs
+
+
+def relative_error(estimate: Any, truth: Any, *, prec_bits: int = 1024) -> float:
+    """||estimate - truth||_2 / ||truth||_2 over all entries (absolute norm if truth is 0)."""
+    return error_summary(estimate, truth, prec_bits=prec_bits).relative
+
+
+def correct_digits(estimate: Any, truth: Any, *, prec_bits: int = 1024) -> float:
+    """-log10(relative error) computed in arb (right below float range), >= 0; inf if exact."""
+    return error_summary(estimate, truth, prec_bits=prec_bits).digits
+
+
+def decompose(
+    total_estimate: Any, exact_estimate: Any, truth: Any, *, prec_bits: int = 1024
+) -> dict[str, ErrorSummary]:
+    """Error decomposition (DESIGN principle 4) for one model/solver, precision p, input x.
+
+    With f_p the output computed in precision p, f_mp the same computation in high precision
+    and y* the truth: total = f_p - y*, approximation = f_mp - y*, rounding = f_p - f_mp. The
+    rounding summary's ``relative`` / ``digits`` are measured against f_mp.
+    """
+    shape_p, f_p = _flat_arb(total_estimate, "total_estimate")
+    shape_mp, f_mp = _flat_arb(exact_estimate, "exact_estimate")
+    shape_y, y = _flat_arb(truth, "truth")
+    if not shape_p == shape_mp == shape_y:
+        raise ValueError(f"shape mismatch: {shape_p}, {shape_mp}, {shape_y}")
+    with _working_precision(prec_bits):
+        return {
+            "total": _summarize(f_p, y),
+            "approximation": _summarize(f_mp, y),
+            "rounding": _summarize(f_p, f_mp),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Floor detector
+# ---------------------------------------------------------------------------------------------
+
+#: log10 used internally for an exact-zero error: below any representable floor (an mp2000
+#: MSE floor is ~1e-4000) yet finite, so fits stay finite. Exact zeros never enter the rate /
+#: order fits; a plateau of exact zeros is reported as ``level`` 0.0, ``log10_level`` -inf.
+ZERO_LOG10_CAP = -1.0e6
+
+#: Margin (decades) above the floor band that a point must clear to belong to the converging
+#: segment used for ``rate`` and ``order``: near the floor, rounding noise bends the trace.
+_SEGMENT_MARGIN = 1.0
+
+#: A trace that ends more than this many decades above its start is "diverged".
+_DIVERGE_DECADES = 2.0
 
 
 @dataclass(frozen=True)
 class Floor:
-    """The floor of an error trace.
+    """The floor (plateau) of an error trace, where it starts, and how the trace got there.
 
-    level / log10_level: plateau value (median of the tail, in log10),
-    index: first step from which the trace stays within ``tol_decades`` of the level,
-    reached: False if the trace was still falling at its end (level = last value then),
-    kind: "linear" | "superlinear" (order >= 1.5 and the last steps drop >= 1 decade) |
-      "none" (no decrease before the floor) | "diverged" (NaN/inf, or ends two decades above
-      its start),
-    rate: (linear only) per-step factor of the trace over the converging segment (10**slope of a
-      least-squares line through log10 values; for an MSE trace this is q**2 when the error
-      norm contracts by q),
-    order: (superlinear only) asymptotic order p of e_{k+1} ~ C e_k^p from the last six
-      steps before the floor (see :func:`_order`; unchanged by squaring, so the same for MSE
-      and error norms; the last steps matter because Newton-type methods start with a
-      linear warm-up).
+    - ``level`` / ``log10_level``: plateau value, the median of the tail's log10 values
+      (``level`` underflows to 0.0 below float64 range; ``log10_level`` does not). For an
+      unreached floor, the last value. NaN for "diverged" and empty traces.
+    - ``index``: first step from which the trace stays within the floor band (or below it)
+      until the end; the last index when the floor is not reached; for "diverged", the first
+      non-finite step (or the step from which the trace stays > 2 decades above its start).
+    - ``reached``: False when the trace is still falling at its end (see :func:`detect_floor`).
+    - ``kind``: "linear" | "superlinear" | "sublinear" | "none" | "diverged".
+    - ``rate``: for "linear" only, the per-step factor of the trace values over the converging
+      segment, 10**slope of a least-squares line through the log10 values. For an MSE trace
+      this is q**2 when the error norm contracts by q per step.
+    - ``order``: estimated order of convergence p (e_{k+1} ~ C e_k^p) over the converging
+      segment: ~1 for linear, ~2 for Newton(-Schulz), ~3 for order-3 Newton-Schulz. Squaring
+      an error (norm -> MSE) doubles every log, which cancels in the ratios, so the order of
+      an MSE trace equals that of the error norm. None when fewer than one usable ratio.
     """
 
     level: float
@@ -160,19 +260,113 @@ class Floor:
     order: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict: infinities as strings "inf" / "-inf", NaN as None."""
+        """JSON-safe dict (``json.dumps(..., allow_nan=False)`` works).
+
+        Infinities become the strings "inf" / "-inf" (an exact-zero floor keeps its meaning),
+        NaN becomes None; other floats, ints, bools and strings are unchanged.
+        """
         out: dict[str, Any] = {}
-        for k, v in asdict(self).items():
-            if isinstance(v, float) and math.isnan(v):
-                v = None
-            elif isinstance(v, float) and math.isinf(v):
-                v = "inf" if v > 0 else "-inf"
-            out[k] = v
+        for key, value in asdict(self).items():
+            if isinstance(value, float) and math.isnan(value):
+                value = None
+            elif isinstance(value, float) and math.isinf(value):
+                value = "inf" if value > 0 else "-inf"
+            out[key] = value
         return out
 
 
-#: log10 substituted for exact zeros inside the fit (keeps arithmetic finite).
-_ZERO_CAP = -10000.0
+def _trace_logs(trace: Sequence[float], log10_trace: Sequence[float] | None) -> list[float]:
+    """log10 of each trace value: -inf for 0, NaN for NaN, +inf for inf."""
+    if log10_trace is not None:
+        logs = [float(v) for v in log10_trace]
+        if len(trace) and len(trace) != len(logs):
+            raise ValueError(f"trace has {len(trace)} values, log10_trace {len(logs)}")
+        return logs
+    logs = []
+    for v in trace:
+        v = float(v)
+        if math.isnan(v) or v == math.inf:
+            logs.append(v)
+        elif v < 0:
+            raise ValueError(f"error trace values must be nonnegative, got {v}")
+        else:
+            logs.append(math.log10(v) if v > 0 else -math.inf)
+    return logs
+
+
+def _pow10(log_value: float) -> float:
+    if math.isnan(log_value):
+        return math.nan
+    if log_value < -400:  # below the smallest float64 subnormal
+        return 0.0
+    return 10.0**log_value
+
+
+def _slope(values: np.ndarray) -> float:
+    """Least-squares slope of values against their position."""
+    if len(values) < 2:
+        return 0.0
+    return float(np.polyfit(np.arange(len(values), dtype=np.float64), values, 1)[0])
+
+
+def _still_falling(tail: np.ndarray, tol: float) -> bool:
+    """The tail's fitted line drops by more than ``tol`` decades across the whole tail AND by
+    more than ``tol / 2`` across its second half (so a trace that flattened within the tail
+    counts as having reached its floor)."""
+    if len(tail) < 3:
+        return len(tail) == 2 and tail[0] - tail[1] > tol
+    half = tail[len(tail) // 2 :]
+    drop_all = -_slope(tail) * (len(tail) - 1)
+    drop_half = -_slope(half) * (len(half) - 1)
+    return drop_all > tol and drop_half > tol / 2
+
+
+def _plateau(tail: np.ndarray, tol: float) -> tuple[float, float]:
+    """Level (median) and upper band edge of the plateau formed by ``tail``.
+
+    Leading tail points still descending into the plateau (higher than the median by more than
+    ``2 tol`` plus the plateau's downward spread) are trimmed first. The band reaches
+    ``max(tol, highest plateau point - level)`` above the level, so the jitter of a noisy
+    rounding floor stays inside it.
+    """
+    level = float(np.median(tail))
+    finite = tail[tail > ZERO_LOG10_CAP]
+    down = level - float(finite.min()) if len(finite) and level > ZERO_LOG10_CAP else 0.0
+    keep = np.nonzero(tail <= level + 2 * tol + down)[0]
+    plateau = tail[keep[0] :] if len(keep) else tail
+    level = float(np.median(plateau))
+    return level, level + max(tol, float(plateau.max()) - level)
+
+
+def _order(seg: np.ndarray) -> float | None:
+    """Order of convergence from successive log-decrease ratios.
+
+    With d_k = L_k - L_{k+1} (L = log10 values), p_k = d_{k+1} / d_k = log(e_{k+1}/e_k) /
+    log(e_k/e_{k-1}), used only where both decreases exceed min(0.05, median(d) / 4) decades
+    (warm-up steps that barely move and noise are skipped). Consecutive ratios are paired as
+    sqrt(p_k p_{k+1}) = sqrt(d_{k+2} / d_k), which cancels the period-2 wobble of gradient
+    descent with the optimal step (decreases alternating a, b, a, b: p_k = b/a, a/b) and
+    leaves a constant order unchanged. The order is the median of the paired values, or of
+    the single ratios when no two consecutive ratios are usable.
+    """
+    d = -np.diff(seg)
+    positive = d[d > 0]
+    if len(positive) < 2:
+        return None
+    thr = min(0.05, float(np.median(positive)) / 4)
+    ratios: list[float | None] = [
+        float(d[k + 1] / d[k]) if d[k] > thr and d[k + 1] > thr else None
+        for k in range(len(d) - 1)
+    ]
+    singles = [r for r in ratios if r is not None]
+    if not singles:
+        return None
+    paired = [
+        math.sqrt(a * b)
+        for a, b in zip(ratios, ratios[1:], strict=False)
+        if a is not None and b is not None
+    ]
+    return float(np.median(paired if paired else singles))
 
 
 def detect_floor(
@@ -182,95 +376,79 @@ def detect_floor(
     tol_decades: float = 0.5,
     tail_fraction: float = 0.2,
 ) -> Floor:
-    """Plateau level, the step it is reached, and the convergence rate / order of a trace.
+    """Plateau level, the step where it starts, and the convergence kind, rate and order.
 
-    ``trace`` holds nonnegative errors per step (index 0 = initial iterate). Pass
-    ``log10_trace`` for values below the float64 range (e.g. -400 for an mp200 floor); it is
-    used instead of ``log10(trace)``.
+    ``trace`` holds nonnegative errors per step (index 0 = initial iterate). ``log10_trace``,
+    if given, replaces ``log10(trace)`` (pass it for values below float64 range, e.g. -400 for
+    an mp200 floor; -inf there means an exact zero). Everything works on log10 values; an
+    exact 0.0 counts as :data:`ZERO_LOG10_CAP` (-1e6).
+
+    Steps:
+
+    1. **Diverged**: any NaN / +inf, or a last value more than 2 decades above the first.
+    2. **Tail**: the last ``tail_fraction`` of the trace (at least 3 points when available).
+       If its least-squares line still drops more than ``tol_decades`` across it (and more than
+       half that across its second half), the floor is **not reached**: level = last value,
+       index = last index.
+    3. **Plateau**: level = median of the tail's log10 values (after trimming leading points
+       still descending into it); band = level + max(``tol_decades``, plateau jitter);
+       ``index`` = first step after which every value stays in the band or below it.
+    4. **Converging segment**: steps 0 .. the last step before ``index`` that lies more than
+       1 decade above the band (all steps when the floor is not reached). With fewer than 3
+       points, or a net drop <= ``tol_decades``, kind = "none".
+    5. **Kind**: ``order`` (see :func:`_order`) >= 1.5 -> "superlinear"; else "sublinear" if
+       order < 0.8 or the trace decelerates (segment of >= 6 points whose fitted log-slope over
+       its second half is less than half of that over its first half: slower than any
+       geometric sequence); else "linear" with ``rate`` = 10**slope of the segment's line.
     """
-    logs = [float(v) for v in log10_trace] if log10_trace is not None else [
-        (math.log10(v) if v > 0 else (-math.inf if v == 0 else math.nan))
-        if not (isinstance(v, float) and (math.isnan(v) or math.isinf(v))) else v
-        for v in trace
-    ]
+    tol = float(tol_decades)
+    logs = _trace_logs(trace, log10_trace)
     n = len(logs)
     if n == 0:
         return Floor(math.nan, math.nan, 0, False, "none", None, None)
-    if any(math.isnan(v) or v == math.inf for v in logs) or (
-        n > 1 and logs[-1] > logs[0] + 2
-    ):
-        return Floor(math.nan, math.nan, n - 1, False, "diverged", None, None)
-    capped = [max(v, _ZERO_CAP) for v in logs]
-    if n == 1:
-        return Floor(_pow10(logs[0]), logs[0], 0, True, "none", None, None)
 
-    tail_n = min(n, max(3, int(math.ceil(tail_fraction * n))))
-    tail = capped[-tail_n:]
-    level = float(np.median(tail))
-    # Still falling: the tail itself spans a steady drop larger than the tolerance.
-    falling = tail[0] - tail[-1] > 2 * tol_decades and _monotone_share(tail) > 0.8
-    if falling:
-        level = capped[-1]
-        band = level
+    bad = next((k for k, v in enumerate(logs) if math.isnan(v) or v == math.inf), None)
+    if bad is None and logs[-1] > logs[0] + _DIVERGE_DECADES:
+        bad = n - 1
+        while bad > 0 and logs[bad - 1] > logs[0] + _DIVERGE_DECADES:
+            bad -= 1
+    if bad is not None:
+        return Floor(math.nan, math.nan, bad, False, "diverged", None, None)
+
+    x = np.maximum(np.asarray(logs, dtype=np.float64), ZERO_LOG10_CAP)
+    tail_n = min(n, max(3, math.ceil(tail_fraction * n)))
+    tail = x[-tail_n:]
+
+    if _still_falling(tail, tol):
+        reached = False
+        log_level, index, seg_end = float(x[-1]), n - 1, n - 1
     else:
-        # Rounding noise makes plateaus jitter; the band is as wide as the tail's own spread.
-        band = level + max(tol_decades, max(tail) - level)
-    # Index: first step after which every value stays within the band (or below it).
-    index = n - 1
-    for k in range(n - 1, -1, -1):
-        if capped[k] <= band:
-            index = k
-        else:
-            break
-    log_level = -math.inf if level <= _ZERO_CAP else level
+        reached = True
+        log_level, band = _plateau(tail, tol)
+        above = np.nonzero(x > band)[0]
+        index = int(above[-1]) + 1 if len(above) else 0
+        index = min(index, n - 1)
+        clear = np.nonzero(x[:index] > band + _SEGMENT_MARGIN)[0]
+        if len(clear) < 3:
+            clear = np.nonzero(x[:index] > band)[0]
+        seg_end = int(clear[-1]) if len(clear) else -1
 
-    # Converging segment: steps before the floor, more than a decade above its band (closer
-    # in, the floor bends the trace and would bias rate and order).
-    steps = [k for k in range(index) if capped[k] > band + 1.0]
-    if len(steps) < 3:
-        steps = [k for k in range(index) if capped[k] > band]
-    conv = [capped[k] for k in steps]
-    rate = order = None
-    kind = "none"
-    if len(conv) >= 2 and conv[0] - conv[-1] > tol_decades:
-        slope = float(np.polyfit(np.asarray(steps, dtype=np.float64), np.asarray(conv), 1)[0])
-        order = _order(conv)
-        h = min(3, (len(conv) - 1) // 2)
-        last_drop = conv[-1 - h] - conv[-1] if h >= 1 else 0.0
-        # Superlinear needs both a growing drop and a large one (>= 1 decade over the last
-        # h steps), so the step-to-step wobble of slow linear traces cannot fake it.
-        if order is not None and order >= 1.5 and last_drop >= 1.0:
-            kind = "superlinear"
-        else:
-            kind, order = "linear", None
-            rate = 10.0**slope
-    return Floor(_pow10(log_level), log_level, index, not falling, kind, rate, order)
+    if log_level <= ZERO_LOG10_CAP:
+        log_level = -math.inf
+    floor = {"level": _pow10(log_level), "log10_level": log_level, "index": index}
 
+    seg = x[: seg_end + 1]
+    seg = seg[: int(np.nonzero(seg > ZERO_LOG10_CAP)[0][-1]) + 1] if np.any(seg > ZERO_LOG10_CAP) \
+        else seg[:0]
+    if len(seg) < 3 or seg[0] - seg[-1] <= tol:
+        return Floor(**floor, reached=reached, kind="none", rate=None, order=None)
 
-def _pow10(x: float) -> float:
-    if x == -math.inf or x < -400:
-        return 0.0
-    return 10.0**x
-
-
-def _monotone_share(values: Sequence[float]) -> float:
-    drops = sum(1 for a, b in zip(values, values[1:], strict=False) if b < a)
-    return drops / max(1, len(values) - 1)
-
-
-def _order(conv: Sequence[float]) -> float | None:
-    """Asymptotic order p (e_{k+1} ~ C e_k^p) from the last steps before the floor.
-
-    With h = min(3, (len - 1) // 2), compare the log-drop over the last h steps, D2, with the
-    drop over the h steps before, D1: p = (D2 / D1)^(1/h). Linear convergence gives equal
-    drops (p = 1); order p multiplies the drop by p every step. Block drops average out the
-    step-to-step wobble of GD-type traces that ruins single-step ratios.
-    """
-    h = min(3, (len(conv) - 1) // 2)
-    if h < 1:
-        return None
-    d1 = conv[-1 - 2 * h] - conv[-1 - h]
-    d2 = conv[-1 - h] - conv[-1]
-    if d1 <= 0.05 or d2 <= 0:
-        return None
-    return float((d2 / d1) ** (1.0 / h))
+    order = _order(seg)
+    if order is not None and order >= 1.5:
+        return Floor(**floor, reached=reached, kind="superlinear", rate=None, order=order)
+    half = len(seg) // 2
+    decelerating = len(seg) >= 6 and -_slope(seg[half:]) < -_slope(seg[: half + 1]) / 2
+    if decelerating or (order is not None and order < 0.8):
+        return Floor(**floor, reached=reached, kind="sublinear", rate=None, order=order)
+    rate = 10.0 ** _slope(seg)
+    return Floor(**floor, reached=reached, kind="linear", rate=rate, order=order)

@@ -2,9 +2,13 @@
 
 One file, WAL journal, ``synchronous=FULL``: a run is its row in ``runs`` plus its traces in
 ``series``, written in one ``BEGIN IMMEDIATE`` transaction, so a SIGKILL either leaves the
-whole run or none of it. Runs are keyed by the hash of their resolved config
-(:func:`config_hash`); writing an id that exists is a no-op, so re-runs and racing processes
-never duplicate a row. Two processes may share a store: writers wait (``busy_timeout``).
+whole run or none of it, and a committed run survives even a power cut. Runs are keyed by
+the hash of their resolved config (:func:`config_hash`); writing an id that exists is a
+no-op, so re-runs and racing processes never duplicate a row. Several processes may share a
+store: writers wait for each other (``busy_timeout``) instead of failing.
+
+Opening never modifies a file that is not already a store: a text file or another
+program's SQLite database is refused with a one-line :class:`StoreError`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import csv
 import hashlib
 import json
 import math
+import operator
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -22,36 +27,57 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+#: Version of the table layout written by this module (``meta.schema_version``).
 SCHEMA_VERSION = 1
 
+#: How long a writer waits for another process's transaction before failing.
+BUSY_TIMEOUT_S = 60.0
+
+#: Columns of ``runs`` in schema order (also the CSV export's column order).
 RUN_COLUMNS: tuple[str, ...] = (
     "run_id", "suite", "kind", "subject", "task", "precision", "status", "error", "mse",
     "log10_mse", "floor_log10", "floor_index", "rate", "conv_order", "steps", "wall_time",
     "worker", "created_at", "config_json", "result_json",
 )
+_REAL_COLUMNS = ("mse", "log10_mse", "floor_log10", "rate", "conv_order", "wall_time")
+_INT_COLUMNS = ("floor_index", "steps")
+_ORDER = "suite, kind, task, subject, precision, run_id"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY, suite TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL,
-    task TEXT NOT NULL, precision TEXT NOT NULL, status TEXT NOT NULL, error TEXT,
-    mse REAL, log10_mse REAL, floor_log10 REAL, floor_index INTEGER, rate REAL,
-    conv_order REAL, steps INTEGER, wall_time REAL, worker TEXT, created_at TEXT NOT NULL,
-    config_json TEXT NOT NULL, result_json TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_suite ON runs (suite);
-CREATE TABLE IF NOT EXISTS series (
-    run_id TEXT NOT NULL REFERENCES runs (run_id), name TEXT NOT NULL, step INTEGER NOT NULL,
-    value REAL, PRIMARY KEY (run_id, name, step)
-);
-"""
+_SCHEMA: tuple[str, ...] = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id TEXT PRIMARY KEY, suite TEXT NOT NULL, kind TEXT NOT NULL,
+        subject TEXT NOT NULL, task TEXT NOT NULL, precision TEXT NOT NULL,
+        status TEXT NOT NULL, error TEXT, mse REAL, log10_mse REAL, floor_log10 REAL,
+        floor_index INTEGER, rate REAL, conv_order REAL, steps INTEGER, wall_time REAL,
+        worker TEXT, created_at TEXT NOT NULL, config_json TEXT NOT NULL,
+        result_json TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS runs_suite ON runs (suite)",
+    """CREATE TABLE IF NOT EXISTS series (
+        run_id TEXT NOT NULL REFERENCES runs (run_id), name TEXT NOT NULL,
+        step INTEGER NOT NULL, value REAL, PRIMARY KEY (run_id, name, step)
+    )""",
+)
 
 
 class StoreError(Exception):
     """A store that cannot be opened, read or queried (one line, for the CLI)."""
 
 
-def _json_safe(value: Any) -> Any:
+# --- JSON -------------------------------------------------------------------------------
+
+
+def _json_safe(value: Any, *, strict: bool) -> Any:
+    """Copy of ``value`` with NaN/inf floats as the strings "nan"/"inf"/"-inf".
+
+    Tuples become lists. Dict keys must be ``str`` or ``int`` (ints become their decimal
+    text, as in JSON). With ``strict=False`` numpy-like scalars (anything with ``dtype`` and
+    ``item()``) are converted to Python numbers; with ``strict=True`` they are left to
+    :func:`json.dumps`, which rejects all but ``float64`` with ``TypeError``.
+    """
+    if not strict and hasattr(value, "dtype") and getattr(value, "shape", None) == ():
+        value = value.item()
     if isinstance(value, float):
         if math.isnan(value):
             return "nan"
@@ -59,27 +85,56 @@ def _json_safe(value: Any) -> Any:
             return "inf" if value > 0 else "-inf"
         return value
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if isinstance(k, bool) or not isinstance(k, str | int):
+                raise TypeError(f"JSON object keys must be str or int, not {type(k).__name__}")
+            key = str(k)
+            if key in out:
+                raise TypeError(f"duplicate JSON object key {key!r}")
+            out[key] = _json_safe(v, strict=strict)
+        return out
     if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
+        return [_json_safe(v, strict=strict) for v in value]
     return value
 
 
+def _dumps(value: Any, *, strict: bool) -> str:
+    return json.dumps(_json_safe(value, strict=strict), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=True, allow_nan=False)
+
+
 def canonical_json(value: Any) -> str:
-    """Deterministic JSON text (sorted keys, no spaces, NaN/inf as strings)."""
-    return json.dumps(_json_safe(value), sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False)
+    """Deterministic, standard JSON text of ``value``.
+
+    Sorted keys, no spaces, ASCII only, floats as ``repr``, NaN/inf as the strings
+    "nan"/"inf"/"-inf", numpy scalars as Python numbers. Raises ``TypeError`` for values
+    JSON cannot hold.
+    """
+    return _dumps(value, strict=False)
 
 
 def config_hash(config: dict[str, Any]) -> str:
-    """Stable id of a resolved run config: sha256 of its canonical JSON, 16 hex chars."""
-    return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:16]
+    """Stable id of a resolved run config: sha256 of its canonical JSON, 16 hex chars.
+
+    Key order does not matter; ``1`` and ``1.0`` differ. Raises ``TypeError`` on values that
+    are not plain JSON data (sets, objects, numpy scalars other than float64, ...).
+    """
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, not {type(config).__name__}")
+    return hashlib.sha256(_dumps(config, strict=True).encode("ascii")).hexdigest()[:16]
+
+
+# --- records ----------------------------------------------------------------------------
 
 
 @dataclass
 class RunRecord:
-    """One finished run. ``series`` maps a trace name to values (step = position) or to
-    ``(step, value)`` pairs (for subsampled traces)."""
+    """One finished run, as written by :meth:`Store.write_run`.
+
+    ``series`` maps a trace name to values (step = position) or to ``(step, value)`` pairs
+    (for subsampled traces). ``created_at`` is filled in by the store.
+    """
 
     run_id: str
     suite: str
@@ -103,50 +158,126 @@ class RunRecord:
     series: dict[str, list[Any]] = field(default_factory=dict)
 
 
-def _real(x: Any) -> Any:
+def _real(x: Any) -> float | None:
+    """A REAL column value: NaN becomes NULL, +-inf is kept."""
     if x is None:
         return None
     x = float(x)
     return None if math.isnan(x) else x
 
 
+def _int(x: Any) -> int | None:
+    return None if x is None else operator.index(x)
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _series_rows(record: RunRecord) -> list[tuple[str, str, int, float | None]]:
+    rows = []
+    for name, values in record.series.items():
+        steps: set[int] = set()
+        for pos, item in enumerate(values):
+            step, value = item if isinstance(item, tuple | list) else (pos, item)
+            step = operator.index(step)
+            if step in steps:
+                raise ValueError(f"run {record.run_id}: series {name!r} repeats step {step}")
+            steps.add(step)
+            rows.append((record.run_id, str(name), step, _real(value)))
+    return rows
+
+
+# --- the store --------------------------------------------------------------------------
+
+
 class Store:
-    """Results store in one SQLite file. ``create=False`` refuses to create a missing file."""
+    """Results store in one SQLite file.
+
+    ``Store(path)`` opens the store, creating the file and its tables if needed;
+    ``Store(path, create=False)`` only opens an existing store (it never creates or
+    initialises a file). Use as a context manager or call :meth:`close`.
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise StoreError(f"no results store at {self.path}")
         try:
-            self._con = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
-            self._con.execute("PRAGMA busy_timeout = 60000")
-            mode = self._con.execute("PRAGMA journal_mode = WAL").fetchone()
-            if mode is None:
-                raise sqlite3.DatabaseError("journal mode")
-            self._con.execute("PRAGMA synchronous = FULL")
-            self._con.execute("PRAGMA foreign_keys = ON")
-            self._con.executescript(_SCHEMA)
-            self._check_version()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(
-                f"{self.path} is not a precision results store ({exc})"
-            ) from None
+            if create:
+                con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S,
+                                      isolation_level=None)
+            else:  # mode=rw: fails instead of creating a file that vanished meanwhile
+                con = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True,
+                                      timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open results store {self.path}: {_one_line(exc)}") from None
+        self._con = con
+        try:
+            self._open(create)
+        except sqlite3.Error as exc:
+            con.close()
+            if getattr(exc, "sqlite_errorname", "") in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+                msg = f"{self.path} is not a precision results store ({_one_line(exc)})"
+            else:
+                msg = f"cannot open results store {self.path}: {_one_line(exc)}"
+            raise StoreError(msg) from None
+        except BaseException:
+            con.close()
+            raise
 
-    def _check_version(self) -> None:
-        row = self._con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None:
-            self._con.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-        elif int(row[0]) > SCHEMA_VERSION:
+    def _open(self, create: bool) -> None:
+        con = self._con
+        con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        # Inspect before any write: a foreign file must be left exactly as it is.
+        version = self._schema_version()
+        if version is None:
+            if not create:
+                raise StoreError(f"{self.path} is not a precision results store (empty)")
+            self._initialise()
+            version = self._schema_version()
+        if version is None:
+            raise StoreError(f"{self.path} is not a precision results store (no tables)")
+        if version > SCHEMA_VERSION:
             raise StoreError(
-                f"{self.path} has schema version {row[0]}, newer than this toolkit's "
+                f"{self.path} has schema version {version}, newer than this toolkit's "
                 f"{SCHEMA_VERSION}; upgrade precision"
             )
+        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("PRAGMA synchronous = FULL")
+        con.execute("PRAGMA foreign_keys = ON")
 
-    # --- lifecycle ----------------------------------------------------------------
+    def _schema_version(self) -> int | None:
+        """``meta.schema_version``; None for an empty database; StoreError if foreign."""
+        tables = {r[0] for r in self._con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            return None
+        if "meta" not in tables or not {"runs", "series"} <= tables:
+            raise StoreError(f"{self.path} is not a precision results store "
+                             "(an SQLite database of other tables)")
+        row = self._con.execute(
+            "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        try:
+            return int(row[0])
+        except (TypeError, ValueError):
+            raise StoreError(f"{self.path} is not a precision results store "
+                             "(no valid schema_version)") from None
+
+    def _initialise(self) -> None:
+        """Create the tables and the version row in one transaction (safe if racing)."""
+        self._con.execute("PRAGMA journal_mode = WAL")  # outside any transaction
+        with self._transaction() as con:
+            if con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
+                return  # another process initialised it meanwhile; re-checked by the caller
+            for statement in _SCHEMA:
+                con.execute(statement)
+            con.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
+                        (str(SCHEMA_VERSION),))
+
+    # --- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
+        """Close the connection (idempotent)."""
         self._con.close()
 
     def __enter__(self) -> Store:
@@ -155,27 +286,42 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # --- writing ------------------------------------------------------------------
+    @contextmanager
+    def _transaction(self, mode: str = "IMMEDIATE") -> Iterator[sqlite3.Connection]:
+        """BEGIN <mode> ... COMMIT, rolled back on any error (also KeyboardInterrupt)."""
+        con = self._con
+        con.execute(f"BEGIN {mode}")
+        try:
+            yield con
+            con.execute("COMMIT")
+        except BaseException:
+            if con.in_transaction:  # SQLite may already have rolled back (e.g. disk full)
+                con.execute("ROLLBACK")
+            raise
+
+    # --- writing ------------------------------------------------------------------------
     def write_run(self, record: RunRecord) -> bool:
-        """Insert the run and its series in one transaction; False if the id already exists."""
-        created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        values = (
-            record.run_id, record.suite, record.kind, record.subject, record.task,
-            record.precision, record.status, record.error, _real(record.mse),
-            _real(record.log10_mse), _real(record.floor_log10), record.floor_index,
-            _real(record.rate), _real(record.conv_order), record.steps, _real(record.wall_time),
-            record.worker, created, canonical_json(record.config), canonical_json(record.result),
-        )
-        rows = []
-        for name, values_ in record.series.items():
-            for pos, item in enumerate(values_):
-                step, value = item if isinstance(item, tuple | list) else (pos, item)
-                rows.append((record.run_id, name, int(step), _real(value)))
+        """Insert the run and its series in one transaction.
+
+        Returns True when written, False (writing nothing) if the run id already exists,
+        also when another process wrote it first. Bad values (non-JSON config/result,
+        non-integer steps, a repeated step) raise before anything is written.
+        """
+        values: dict[str, Any] = {c: getattr(record, c) for c in RUN_COLUMNS
+                                  if c not in ("created_at", "config_json", "result_json")}
+        for c in _REAL_COLUMNS:
+            values[c] = _real(values[c])
+        for c in _INT_COLUMNS:
+            values[c] = _int(values[c])
+        values["config_json"] = canonical_json(record.config)
+        values["result_json"] = canonical_json(record.result)
+        rows = _series_rows(record)
         with self._transaction() as con:
+            values["created_at"] = _utc_now()
             cur = con.execute(
                 f"INSERT OR IGNORE INTO runs ({', '.join(RUN_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
-                values,
+                tuple(values[c] for c in RUN_COLUMNS),
             )
             written = cur.rowcount == 1
             if written and rows:
@@ -184,20 +330,9 @@ class Store:
                 )
         return written
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on any error (also KeyboardInterrupt)."""
-        con = self._con
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            yield con
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-
     def delete_suite(self, suite: str) -> int:
-        """Remove every run of ``suite`` (and its series); returns how many runs."""
+        """Remove every run of ``suite`` and its series in one transaction; returns how many
+        runs were removed."""
         with self._transaction() as con:
             con.execute(
                 "DELETE FROM series WHERE run_id IN (SELECT run_id FROM runs WHERE suite = ?)",
@@ -206,40 +341,53 @@ class Store:
             n = con.execute("DELETE FROM runs WHERE suite = ?", (suite,)).rowcount
         return n
 
-    # --- reading ------------------------------------------------------------------
+    # --- reading ------------------------------------------------------------------------
     def has_run(self, run_id: str) -> bool:
-        return self._con.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() \
-            is not None
+        """Whether a run with this id is stored."""
+        row = self._con.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return row is not None
 
     def done_ids(self, suite: str | None = None) -> set[str]:
+        """Ids of the stored runs (of ``suite``, or all)."""
         if suite is None:
             return {r[0] for r in self._con.execute("SELECT run_id FROM runs")}
-        return {r[0] for r in self._con.execute("SELECT run_id FROM runs WHERE suite = ?",
-                                                 (suite,))}
+        return {r[0] for r in self._con.execute(
+            "SELECT run_id FROM runs WHERE suite = ?", (suite,))}
 
     def suites(self) -> list[str]:
+        """Names of the suites with stored runs, sorted."""
         return [r[0] for r in self._con.execute("SELECT DISTINCT suite FROM runs ORDER BY suite")]
 
     def count(self, suite: str | None = None) -> int:
+        """Number of stored runs (of ``suite``, or all)."""
         if suite is None:
             return int(self._con.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
-        return int(self._con.execute("SELECT COUNT(*) FROM runs WHERE suite = ?",
-                                     (suite,)).fetchone()[0])
+        return int(self._con.execute(
+            "SELECT COUNT(*) FROM runs WHERE suite = ?", (suite,)).fetchone()[0])
+
+    def _select(self, suite: str | None, filters: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Raw ``runs`` rows (schema column order) matching equality filters, ordered."""
+        if suite is not None:
+            filters = {**filters, "suite": suite}
+        bad = sorted(set(filters) - set(RUN_COLUMNS))
+        if bad:
+            raise StoreError(f"unknown run column(s): {', '.join(bad)} "
+                             f"(columns: {', '.join(RUN_COLUMNS)})")
+        sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs"
+        if filters:  # IS: equality that also matches None against NULL
+            sql += " WHERE " + " AND ".join(f"{k} IS ?" for k in filters)
+        sql += f" ORDER BY {_ORDER}"
+        return self._con.execute(sql, tuple(filters.values())).fetchall()
 
     def runs(self, suite: str | None = None, **filters: Any) -> list[dict[str, Any]]:
-        """Runs as dicts (``config`` and ``result`` parsed), in a deterministic order."""
-        if suite is not None:
-            filters["suite"] = suite
-        bad = set(filters) - set(RUN_COLUMNS)
-        if bad:
-            raise StoreError(f"unknown run column(s): {', '.join(sorted(bad))}")
-        where = " AND ".join(f"{k} = ?" for k in filters)
-        sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs"
-        if where:
-            sql += f" WHERE {where}"
-        sql += " ORDER BY suite, kind, task, subject, precision, run_id"
+        """Stored runs as dicts, ordered by suite, kind, task, subject, precision, run_id.
+
+        ``filters`` are equalities on ``runs`` columns (``status="ok"``, ``error=None``);
+        an unknown column raises :class:`StoreError`. ``config_json`` / ``result_json`` are
+        returned parsed, as ``config`` / ``result``.
+        """
         out = []
-        for row in self._con.execute(sql, tuple(filters.values())):
+        for row in self._select(suite, filters):
             d = dict(zip(RUN_COLUMNS, row, strict=True))
             d["config"] = json.loads(d.pop("config_json"))
             d["result"] = json.loads(d.pop("result_json"))
@@ -247,7 +395,7 @@ class Store:
         return out
 
     def series(self, run_id: str, name: str | None = None) -> dict[str, list[tuple[int, Any]]]:
-        """Traces of a run: name -> [(step, value), ...] in step order."""
+        """Traces of a run: name -> [(step, value), ...] in step order (NaN reads as None)."""
         sql = "SELECT name, step, value FROM series WHERE run_id = ?"
         args: tuple[Any, ...] = (run_id,)
         if name is not None:
@@ -258,21 +406,47 @@ class Store:
             out.setdefault(n, []).append((step, value))
         return out
 
-    # --- export -------------------------------------------------------------------
-    def export_csv(self, file: IO[str], suite: str | None = None) -> None:
-        """Runs table as CSV (header + one row per run; config/result as JSON text)."""
-        writer = csv.writer(file, lineterminator="\n")
-        writer.writerow(RUN_COLUMNS)
-        for r in self.runs(suite=suite):
-            row = [r[c] for c in RUN_COLUMNS if c not in ("config_json", "result_json")]
-            writer.writerow([*row, canonical_json(r["config"]), canonical_json(r["result"])])
+    # --- export -------------------------------------------------------------------------
+    def export_csv(self, file: IO[str] | str | os.PathLike[str],
+                   suite: str | None = None) -> None:
+        """Write the runs table as CSV: a header, then one row per run in :meth:`runs` order.
 
-    def export_json(self, file: IO[str], suite: str | None = None) -> None:
-        """Runs with their series as one JSON list (deterministic)."""
-        rows = []
-        for r in self.runs(suite=suite):
-            r["series"] = {k: [[s, v] for s, v in pts] for k, pts in
-                           self.series(r["run_id"]).items()}
-            rows.append(_json_safe(r))
-        json.dump(rows, file, sort_keys=True, indent=1, allow_nan=False)
-        file.write("\n")
+        Columns in schema order; floats as ``repr`` (exact), NULL as empty, infinities as
+        ``inf`` / ``-inf``; ``config_json`` / ``result_json`` as the stored JSON text.
+        ``file`` is an open text file (opened with ``newline=""``) or a path.
+        """
+        with _text_out(file, newline="") as out, self._transaction("DEFERRED"):
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(RUN_COLUMNS)
+            writer.writerows(self._select(suite, {}))
+
+    def export_json(self, file: IO[str] | str | os.PathLike[str],
+                    suite: str | None = None) -> None:
+        """Write the runs (as :meth:`runs` returns them) with their ``series`` as a JSON list.
+
+        Series are ``{name: [[step, value], ...]}``; NaN/inf appear as "nan"/"inf"/"-inf"
+        so the output is standard JSON. ``file`` is an open text file or a path.
+        """
+        with _text_out(file) as out, self._transaction("DEFERRED"):
+            rows = []
+            for r in self.runs(suite=suite):
+                r["series"] = {k: [[s, v] for s, v in pts]
+                               for k, pts in self.series(r["run_id"]).items()}
+                rows.append(_json_safe(r, strict=False))
+            json.dump(rows, out, sort_keys=True, indent=1, ensure_ascii=True, allow_nan=False)
+            out.write("\n")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+@contextmanager
+def _text_out(file: IO[str] | str | os.PathLike[str], newline: str | None = None,
+              ) -> Iterator[IO[str]]:
+    """``file`` itself if it is an open file, else that path opened for writing (UTF-8)."""
+    if isinstance(file, str | os.PathLike):
+        with open(file, "w", encoding="utf-8", newline=newline) as f:
+            yield f
+    else:
+        yield file

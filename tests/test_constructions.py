@@ -99,3 +99,41 @@ def test_lsa_runs_gd_layer_by_layer():
         model.A[2, 1, 0] += 1e-3
     bad = evaluate(model, x, "mp50")[0, -1, 0]
     assert abs(float(bad) - float(gd_pred)) > 1e-8
+
+
+def test_linear_attention_runs_newton_schulz():
+    from precision.constructions import lsa_newton
+    from precision.problems import spd_matrix
+    from precision.solvers.newton_schulz import newton_schulz
+
+    d, steps = 3, 15
+    A = spd_matrix(d, 10.0, seed=1)
+    # A power of two below 1/||A||_F^2, so X0 = alpha A^T is exact in every precision.
+    alpha = 2.0 ** -int(np.ceil(np.log2(float(np.sum(A * A)))))
+    X0 = alpha * A.T
+    x = lsa_newton.tokens(X0, A)
+    xp = parse_precision("mp50").backend
+    ref = newton_schulz(xp, xp.asarray(A), iters=steps, alpha=alpha)
+    old = flint.ctx.prec
+    flint.ctx.prec = 800
+    try:
+        inv = np.array(flint.arb_mat(d, d, [flint.arb(float(v)) for v in A.reshape(-1)])
+                       .inv().mid().entries(), dtype=object).reshape(d, d)
+    finally:
+        flint.ctx.prec = old
+    digits = {}
+    for t in (12, 13, 14, 15):
+        model = lsa_newton.newton_schulz(d, t)
+        got = lsa_newton.read_inverse(evaluate(model, x, "mp50"), d)
+        want = xp.to_exact(ref[t])
+        assert error_summary(got, want).log10_mse < -95  # the construction = the algorithm
+        digits[t] = error_summary(got, inv).digits
+    # Quadratic convergence to A^{-1}: correct digits double per step up to mp50's floor.
+    assert digits[13] == pytest.approx(2 * digits[12], rel=0.05)
+    assert digits[14] == pytest.approx(2 * digits[13], rel=0.05)
+    assert digits[15] > 49
+    model = lsa_newton.newton_schulz(d, 2)
+    with torch.no_grad():
+        model.WQ[3, 0, 1, 2 * d + 1] += 1e-3
+    bad = lsa_newton.read_inverse(evaluate(model, x, "mp50"), d)
+    assert error_summary(bad, xp.to_exact(ref[2])).log10_mse > -20
