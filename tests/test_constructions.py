@@ -137,3 +137,42 @@ def test_linear_attention_runs_newton_schulz():
         model.WQ[3, 0, 1, 2 * d + 1] += 1e-3
     bad = lsa_newton.read_inverse(evaluate(model, x, "mp50"), d)
     assert error_summary(bad, xp.to_exact(ref[2])).log10_mse > -20
+
+
+@pytest.mark.parametrize("mu", [0.0, 0.5])
+def test_least_squares_in_3_plus_t_layers_equals_ols(mu):
+    from precision.constructions import lsa_newton
+    from precision.truth import least_squares_truth
+
+    d, n, steps = 3, 8, 16
+    prob = gaussian_least_squares(d, n, seed=7)
+    A, y, a = prob.X, prob.y, prob.X_query[0]
+    R = A.T @ A + mu * np.eye(d)
+    eps = 2.0 ** -int(np.ceil(np.log2(float(np.sum(R * R)))))
+    x = lsa_newton.ls_tokens(A, y, a)
+    model = lsa_newton.least_squares(d, steps, eps, mu)
+    got = lsa_newton.ls_prediction(evaluate(model, x, "mp50"), d)
+    # Truth: ridge/OLS prediction a^T (A^T A + mu I)^{-1} A^T y (the solvers' scaling is 1/n).
+    w = least_squares_truth(exact(A), exact(y), 800, ridge=mu / n)
+    old = flint.ctx.prec
+    flint.ctx.prec = 800
+    try:
+        want = sum((flint.arb(float(a[k])) * w[k] for k in range(d)), flint.arb(0))
+        assert abs(got - want) < flint.arb(10) ** -45 * abs(want)
+    finally:
+        flint.ctx.prec = old
+    f32 = lsa_newton.ls_prediction(evaluate(model, x, "float32"), d)
+    assert abs(float(f32) - float(want)) < 1e-3 * abs(float(want))
+    # Newton–Schulz corrects a perturbed *middle* step by itself, so perturb weights whose
+    # effect no later layer can undo: the formation of R (layer 1), the last Newton step,
+    # and the read-out layers.
+    for layer, head, i, j in [(0, 0, d, 3 * d), (steps, 0, 0, d), (steps + 1, 0, 0, 3 * d),
+                              (steps + 2, 0, 0, 4 * d)]:
+        with torch.no_grad():
+            model.WK[layer, head, i, j] += 1e-3 if (layer, i) != (0, d) else 0.0
+            model.WV[layer, head, i, j] += 1e-3 if (layer, i) == (0, d) else 0.0
+        bad = lsa_newton.ls_prediction(evaluate(model, x, "mp50"), d)
+        with torch.no_grad():
+            model.WK[layer, head, i, j] -= 1e-3 if (layer, i) != (0, d) else 0.0
+            model.WV[layer, head, i, j] -= 1e-3 if (layer, i) == (0, d) else 0.0
+        assert abs(float(bad) - float(want)) > 1e-10, (layer, head, i, j)
