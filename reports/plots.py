@@ -31,6 +31,18 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+def _finish(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str, path: Path,
+            ncol: int = 1) -> Path:
+    """Labels, grid, legend, layout, save: the common end of the line plots."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=11)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=ncol)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def solver_traces(problem: str, runs: pd.DataFrame, series: dict[str, list[tuple[int, float]]],
                   path: Path) -> Path | None:
     """``series`` maps run_id -> [(step, log10_mse)]; direct solvers (1 step) are left out."""
@@ -79,12 +91,8 @@ def solver_floors(problem: str, runs: pd.DataFrame, path: Path) -> Path | None:
             ys.append(v[0] if v else np.nan)
         ax.plot(range(len(precs)), ys, marker="o", label=solver, lw=1.2)
     ax.set_xticks(range(len(precs)), precs)
-    ax.set_ylabel("floor: log10 MSE")
-    ax.set_title(f"{problem}: floor by precision", fontsize=11)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, ax, "precision", "floor: log10 MSE", f"{problem}: floor by precision",
+                   path, ncol=2)
 
 
 def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
@@ -96,13 +104,8 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
     for (subject, prec), g in sub.groupby(["subject", "precision"], sort=True):
         med = g.groupby(["depth", "width"])["log10_mse"].median().groupby("depth").min()
         ax.plot(med.index, med.values, marker="o", label=f"{subject} {prec}")
-    ax.set_xlabel("depth")
-    ax.set_ylabel("log10 MSE (best width, median over seeds)")
-    ax.set_title(f"{task}: MSE against depth", fontsize=11)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, ax, "depth", "log10 MSE (best width, median over seeds)",
+                   f"{task}: MSE against depth", path)
 
 
 def grid_heatmap(task: str, subject: str, precision: str, runs: pd.DataFrame, path: Path
@@ -136,10 +139,5 @@ def training_length(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
         med = g.groupby("train_steps")["log10_mse"].median()
         ax.plot(med.index, med.values, marker="o", label=f"{subject} {prec}")
     ax.set_xscale("log")
-    ax.set_xlabel("training steps")
-    ax.set_ylabel("log10 MSE (median over seeds)")
-    ax.set_title(f"{task}: MSE against training length", fontsize=11)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, ax, "training steps", "log10 MSE (median over seeds)",
+                   f"{task}: MSE against training length", path)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import solver_store
 
 from precision.cli import main
 from probes.runner import _subsample
@@ -31,11 +32,7 @@ def digest(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def small_store(tmp_path_factory):
-    db = tmp_path_factory.mktemp("store") / "results.db"
-    rc = main(["run", "solvers", "--db", str(db), "--solvers", "ols_normal,ols_qr,cg",
-               "--precisions", "float32,mp50", "--no-progress", "--no-report"])
-    assert rc == 0
-    return db
+    return solver_store(tmp_path_factory.mktemp("store"), "ols_normal,ols_qr,cg")
 
 
 BAD_RUNS = [

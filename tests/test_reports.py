@@ -7,6 +7,7 @@ import subprocess
 import tempfile
 
 import pytest
+from conftest import solver_store
 
 from precision.cli import main
 from probes.store import RunRecord, Store
@@ -17,11 +18,7 @@ from reports.tables import format_mse
 
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory):
-    db = tmp_path_factory.mktemp("rep") / "results.db"
-    rc = main(["run", "solvers", "--db", str(db), "--solvers", "ols_normal,ols_qr,cg,gd",
-               "--precisions", "float32,mp50", "--no-progress", "--no-report"])
-    assert rc == 0
-    return db
+    return solver_store(tmp_path_factory.mktemp("rep"), "ols_normal,ols_qr,cg,gd")
 
 
 def test_report_is_deterministic(store_path, tmp_path):
