@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
+from precision.constructions.registry import run_construction
 from precision.solvers.registry import run_solver
 from probes.store import RunRecord, Store
 from probes.suite import RunConfig, Suite, expand
@@ -51,7 +52,10 @@ def _subsample(values: list[float]) -> list[tuple[int, float]]:
 def compute_run(run: RunConfig) -> RunRecord:
     """Compute one run (in whatever process calls it) and package it as a store record."""
     cfg = run.config
-    res = run_solver(cfg["solver"], cfg["precision"], cfg["problem"], cfg["params"])
+    if cfg["kind"] == "construction":
+        res = run_construction(cfg["solver"], cfg["precision"], cfg["problem"], cfg["params"])
+    else:
+        res = run_solver(cfg["solver"], cfg["precision"], cfg["problem"], cfg["params"])
     final = res.final
     floor = res.floor
     series: dict[str, list[Any]] = {}
@@ -60,6 +64,8 @@ def compute_run(run: RunConfig) -> RunRecord:
         series["digits"] = _subsample([s.digits for s in res.steps])
     if res.param_mse:
         series["param_mse"] = _subsample(res.param_mse)
+    if res.reference:  # constructions: error against the reference algorithm, per layer
+        series["log10_mse_vs_algorithm"] = _subsample([s.log10_mse for s in res.reference])
     result: dict[str, Any] = {"problem_label": run.problem_label}
     if final is not None:
         result.update(
@@ -68,10 +74,12 @@ def compute_run(run: RunConfig) -> RunRecord:
         )
     if floor is not None:
         result["floor"] = floor.to_dict()
+    if res.reference:
+        result["max_log10_mse_vs_algorithm"] = max(s.log10_mse for s in res.reference)
     return RunRecord(
         run_id=run.run_id,
         suite=run.suite,
-        kind="solver",
+        kind=cfg["kind"],
         subject=run.solver,
         task=run.problem_label,
         precision=run.precision,

@@ -35,6 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from precision.constructions.registry import get_construction
 from precision.precisions import PrecisionError, parse_precision
 from precision.solvers.registry import SolverError, get_solver, make_problem, resolve_params
 from probes.store import config_hash
@@ -42,7 +43,10 @@ from probes.store import config_hash
 #: Bump when the meaning of a run config changes (so old results are not reused).
 CONFIG_VERSION = 1
 
-_TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers", "profiles"}
+_TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers",
+             "constructions", "profiles"}
+#: Subject tables of a suite and the run kind each produces.
+_SUBJECT_TABLES = {"solvers": "solver", "constructions": "construction"}
 _PROBLEM_META = {"task"}
 _SOLVER_KEYS = {"problems", "params", "precisions"}
 
@@ -154,27 +158,30 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
 def _apply_overrides(
     data: dict[str, Any], precisions: list[str] | None, solvers: list[str] | None, path: Path
 ) -> dict[str, Any]:
+    """``--solvers`` keeps only those subjects (solvers or constructions); ``--precisions``
+    replaces every precision list."""
     data = dict(data)
-    table = data.get("solvers")
-    if not isinstance(table, dict):
-        return data  # expand() reports the missing table
+    tables = {t: data[t] for t in _SUBJECT_TABLES if isinstance(data.get(t), dict)}
     if solvers:
-        unknown = [s for s in solvers if s not in table]
+        known = sorted(name for table in tables.values() for name in table)
+        unknown = [s for s in solvers if s not in known]
         if unknown:
             raise SuiteError(
                 f"suite {path.stem} has no solver {', '.join(unknown)} "
-                f"(its solvers: {', '.join(sorted(table))})"
+                f"(its solvers: {', '.join(known)})"
             )
-        table = {k: v for k, v in table.items() if k in solvers}
+        tables = {t: {k: v for k, v in table.items() if k in solvers}
+                  for t, table in tables.items()}
     if precisions:
         try:
             precisions = [parse_precision(p).name for p in precisions]
         except PrecisionError as exc:
             raise SuiteError(str(exc)) from None
         data["precisions"] = precisions
-        table = {k: {kk: vv for kk, vv in v.items() if kk != "precisions"}
-                 if isinstance(v, dict) else v for k, v in table.items()}
-    data["solvers"] = table
+        tables = {t: {k: {kk: vv for kk, vv in v.items() if kk != "precisions"}
+                      if isinstance(v, dict) else v for k, v in table.items()}
+                  for t, table in tables.items()}
+    data.update(tables)
     return data
 
 
@@ -193,11 +200,17 @@ def expand(suite: Suite) -> list[RunConfig]:
     precisions = _list_of(data.get("precisions"), "precisions", where, str)
     seeds = _list_of(data.get("seeds", [0]), "seeds", where, int)
     problems = data.get("problems")
-    solvers = data.get("solvers")
     if not isinstance(problems, dict) or not problems:
         raise SuiteError(f"{where}: needs at least one [problems.<label>] table")
-    if not isinstance(solvers, dict) or not solvers:
-        raise SuiteError(f"{where}: needs at least one [solvers.<name>] table")
+    subjects = []
+    for table, kind in _SUBJECT_TABLES.items():
+        entries = data.get(table, {})
+        if not isinstance(entries, dict):
+            raise SuiteError(f"{where}: '{table}' must be a table")
+        subjects += [(kind, name, entry) for name, entry in entries.items()]
+    if not subjects:
+        raise SuiteError(f"{where}: needs at least one [solvers.<name>] or "
+                         "[constructions.<name>] table")
     try:
         for p in precisions:
             parse_precision(p)
@@ -205,14 +218,15 @@ def expand(suite: Suite) -> list[RunConfig]:
         raise SuiteError(f"{where}: {exc}") from None
 
     runs: list[RunConfig] = []
-    for solver_name, entry in solvers.items():
+    for kind, solver_name, entry in subjects:
         if not isinstance(entry, dict):
-            raise SuiteError(f"{where}: [solvers.{solver_name}] must be a table")
+            raise SuiteError(f"{where}: [{kind}s.{solver_name}] must be a table")
         bad = set(entry) - _SOLVER_KEYS
         if bad:
-            raise SuiteError(f"{where}: [solvers.{solver_name}] unknown key(s) {sorted(bad)}")
+            raise SuiteError(f"{where}: [{kind}s.{solver_name}] unknown key(s) {sorted(bad)}")
         try:
-            spec = get_solver(solver_name)
+            spec = get_solver(solver_name) if kind == "solver" else \
+                get_construction(solver_name)
             params = resolve_params(spec, entry.get("params", {}))
         except SolverError as exc:
             raise SuiteError(f"{where}: {exc}") from None
@@ -246,7 +260,7 @@ def expand(suite: Suite) -> list[RunConfig]:
                         raise SuiteError(f"{where}: {exc}") from None
                     config = {
                         "version": CONFIG_VERSION,
-                        "kind": "solver",
+                        "kind": kind,
                         "solver": solver_name,
                         "task": task,
                         "problem_label": label,

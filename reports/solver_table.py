@@ -55,7 +55,7 @@ def solver_tables(rows: list[dict[str, Any]]) -> str:
     """
     by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        if r.get("kind") == "solver":
+        if r.get("kind") in ("solver", "construction"):
             by_problem[r["task"]].append(r)
     blocks = []
     for label in sorted(by_problem):

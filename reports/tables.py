@@ -46,7 +46,7 @@ def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
         "status": r["status"], "floor_log10": r["floor_log10"], "floor_index": r["floor_index"],
         "rate": r["rate"], "conv_order": r["conv_order"], "mse": r["mse"],
         "log10_mse": r["log10_mse"], "steps": r["steps"], "run_id": r["run_id"],
-    } for r in rows if r.get("kind") == "solver"]
+    } for r in rows if r.get("kind") in ("solver", "construction")]
     df = pd.DataFrame(recs, columns=SOLVER_COLUMNS)
     if df.empty:
         return df
@@ -99,7 +99,8 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     recs = []
     for r in rows:
         cfg = r.get("config") or {}
-        if r.get("kind") == "solver" or "depth" not in cfg or "width" not in cfg:
+        if r.get("kind") in ("solver", "construction") or "depth" not in cfg \
+                or "width" not in cfg:
             continue
         dec = (r.get("result") or {}).get("decomposition") or {}
         label = r["subject"] + ("" if "layernorm" not in cfg else

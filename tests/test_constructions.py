@@ -176,3 +176,27 @@ def test_least_squares_in_3_plus_t_layers_equals_ols(mu):
             model.WK[layer, head, i, j] -= 1e-3 if (layer, i) != (0, d) else 0.0
             model.WV[layer, head, i, j] -= 1e-3 if (layer, i) == (0, d) else 0.0
         assert abs(float(bad) - float(want)) > 1e-10, (layer, head, i, j)
+
+
+def test_construction_runs_per_layer_and_suite_stores_them(tmp_path):
+    from precision.cli import main
+    from precision.constructions.registry import run_construction
+    from probes.store import Store
+
+    res = run_construction("lsa_newton_schulz", "mp50", {"kind": "spd", "dim": 3,
+                                                         "kappa": 10.0}, {"steps": 15})
+    assert res.floor.kind == "superlinear" and res.floor.order == pytest.approx(2, abs=0.05)
+    assert res.floor.log10_level < -95
+    assert max(s.log10_mse for s in res.reference) < -95  # the model = the algorithm
+    gd_run = run_construction("lsa_gd", "float32", {"kind": "gaussian", "dim": 4,
+                                                    "n_samples": 40}, {"layers": 40})
+    assert -15 < gd_run.floor.log10_level < -12  # GD's float32 floor (001 Fig. 5: ~1e-14)
+    db = tmp_path / "r.db"
+    rc = main(["run", "constructions", "--db", str(db), "--precisions", "float32",
+               "--no-progress", "--report-dir", str(tmp_path / "rep")])
+    assert rc == 0
+    with Store(db) as store:
+        rows = store.runs(kind="construction")
+        assert {r["subject"] for r in rows} == {"lsa_gd", "lsa_newton_schulz"}
+        series = store.series(rows[0]["run_id"])
+        assert "log10_mse_vs_algorithm" in series and "log10_mse" in series

@@ -107,6 +107,14 @@ class RestrictedLSA(nn.Module):
             e = e + self.attn(e, layer)
         return -e[..., self.d:]
 
+    def query_per_layer(self, e: torch.Tensor) -> torch.Tensor:
+        """The query's read-out -y after each layer: (batch, depth)."""
+        outs = []
+        for layer in range(self.depth):
+            e = e + self.attn(e, layer)
+            outs.append(-e[:, -1, self.d])
+        return torch.stack(outs, dim=1)
+
 
 class LinearTransformer(nn.Module):
     """000 eq. 3.1: linear attention (heads summed) + ReLU MLP, both residual."""
@@ -124,15 +132,20 @@ class LinearTransformer(nn.Module):
             for _ in range(depth)
         ) if mlp_width else None
 
+    def step(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        """One layer (attention, then the ReLU MLP if any) on tokens h (batch, N, width)."""
+        delta = 0
+        for k in range(self.heads):
+            q = h @ self.WQ[layer, k].T
+            kk = h @ self.WK[layer, k].T
+            v = h @ self.WV[layer, k].T
+            delta = delta + (q @ kk.transpose(1, 2)) @ v  # row form of W_V H (W_K H)^T W_Q H
+        h = h + delta
+        if self.mlp is not None:
+            h = h + self.mlp[layer](h)
+        return h
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         for layer in range(self.depth):
-            delta = 0
-            for k in range(self.heads):
-                q = h @ self.WQ[layer, k].T
-                kk = h @ self.WK[layer, k].T
-                v = h @ self.WV[layer, k].T
-                delta = delta + (q @ kk.transpose(1, 2)) @ v  # row form of W_V H (W_K H)^T W_Q H
-            h = h + delta
-            if self.mlp is not None:
-                h = h + self.mlp[layer](h)
+            h = self.step(h, layer)
         return h

@@ -172,6 +172,7 @@ class SolverResult:
     status: str  # "ok" | "diverged" | "failed"
     steps: list[ErrorSummary] = field(default_factory=list)
     param_mse: list[float] = field(default_factory=list)
+    reference: list[ErrorSummary] = field(default_factory=list)  # constructions: vs algorithm
     floor: Floor | None = None
     error: str | None = None
     wall_time: float = 0.0
