@@ -87,15 +87,16 @@ def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Rep
 
     runs = solver_runs(rows)
     for pivot in solver_pivots(runs):
-        problem = pivot.key.removeprefix("solvers-")
-        sec = Section(f"Solvers on {problem}", tables=[pivot])
+        suite, problem = pivot.meta["suite"], pivot.meta["problem"]
+        sub = runs[(runs["suite"] == suite) & (runs["problem"] == problem)]
+        sec = Section(f"{suite}: {problem}", tables=[pivot])
         series = {rid: store.series(rid, "log10_mse").get("log10_mse", [])
-                  for rid in runs[runs["problem"] == problem]["run_id"]}
-        trace = plots.solver_traces(problem, runs, series, folder / f"{pivot.key}-traces.png")
+                  for rid in sub["run_id"]}
+        trace = plots.solver_traces(problem, sub, series, folder / f"{pivot.key}-traces.png")
         if trace is not None:
             sec.figures.append((f"{problem}: log10 MSE per iteration, one line per precision",
                                 trace))
-        floors = plots.solver_floors(problem, runs, folder / f"{pivot.key}-floors.png")
+        floors = plots.solver_floors(problem, sub, folder / f"{pivot.key}-floors.png")
         if floors is not None:
             sec.figures.append((f"{problem}: floor against precision", floors))
         sections.append(sec)

@@ -62,7 +62,9 @@ def solver_tables(rows: list[dict[str, Any]]) -> str:
         group = by_problem[label]
         precs = sorted({r["precision"] for r in group}, key=_precision_key)
         solvers = sorted({r["subject"] for r in group})
-        cells = {(r["subject"], r["precision"]): _cell(r) for r in group}
+        # Newest run wins when a suite was re-run with other parameters.
+        cells = {(r["subject"], r["precision"]): _cell(r)
+                 for r in sorted(group, key=lambda r: (r["created_at"], r["run_id"]))}
         head = ["solver", *precs]
         body = [[s, *[cells.get((s, p), "") for p in precs]] for s in solvers]
         widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,8 +18,8 @@ import pandas as pd
 
 from precision.precisions import parse_precision
 
-SOLVER_COLUMNS = ["problem", "solver", "precision", "status", "floor_log10", "floor_index",
-                  "rate", "conv_order", "mse", "log10_mse", "steps", "run_id"]
+SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "status", "floor_log10", "floor_index",
+                  "rate", "conv_order", "mse", "log10_mse", "steps", "run_id", "created_at"]
 
 
 def precision_order(name: str) -> tuple[int, int]:
@@ -40,18 +40,26 @@ def format_mse(log10: float | None) -> str:
 
 
 def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Solver runs, one per row, columns :data:`SOLVER_COLUMNS`, sorted."""
+    """Solver and construction runs, one per row, columns :data:`SOLVER_COLUMNS`, sorted.
+
+    When a suite was re-run with other parameters, the store holds several runs for one
+    (problem, solver, precision); the newest is kept (older ones stay in the store).
+    """
     recs = [{
-        "problem": r["task"], "solver": r["subject"], "precision": r["precision"],
+        "suite": r["suite"], "problem": r["task"], "solver": r["subject"],
+        "precision": r["precision"],
         "status": r["status"], "floor_log10": r["floor_log10"], "floor_index": r["floor_index"],
         "rate": r["rate"], "conv_order": r["conv_order"], "mse": r["mse"],
         "log10_mse": r["log10_mse"], "steps": r["steps"], "run_id": r["run_id"],
+        "created_at": r["created_at"],
     } for r in rows if r.get("kind") in ("solver", "construction")]
     df = pd.DataFrame(recs, columns=SOLVER_COLUMNS)
     if df.empty:
         return df
+    df = df.sort_values(["created_at", "run_id"]).drop_duplicates(
+        ["suite", "problem", "solver", "precision"], keep="last")
     df["_p"] = df["precision"].map(precision_order)
-    df = df.sort_values(["problem", "solver", "_p", "run_id"]).drop(columns="_p")
+    df = df.sort_values(["suite", "problem", "solver", "_p", "run_id"]).drop(columns="_p")
     return df.reset_index(drop=True)
 
 
@@ -74,14 +82,15 @@ class Pivot:
     key: str
     title: str
     frame: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)  # what the table is about
 
 
 def solver_pivots(runs: pd.DataFrame) -> list[Pivot]:
-    """Per problem: floor MSE (@ step reached), solvers x precisions."""
+    """Per suite and problem: floor MSE (@ step reached), solvers x precisions."""
     out = []
     if runs.empty:
         return out
-    for problem, group in runs.groupby("problem", sort=True):
+    for (suite, problem), group in runs.groupby(["suite", "problem"], sort=True):
         precs = sorted(group["precision"].unique(), key=precision_order)
         cells = {(r["solver"], r["precision"]): _solver_cell(r) for _, r in group.iterrows()}
         solvers = sorted(group["solver"].unique())
@@ -89,8 +98,9 @@ def solver_pivots(runs: pd.DataFrame) -> list[Pivot]:
             [[cells.get((s, p), "") for p in precs] for s in solvers],
             index=pd.Index(solvers, name="solver"), columns=precs,
         )
-        out.append(Pivot(f"solvers-{problem}", f"Problem {problem}: floor MSE (@ step reached)",
-                         frame))
+        out.append(Pivot(f"{suite}-{problem}",
+                         f"{suite} / {problem}: floor MSE (@ step reached)", frame,
+                         {"suite": suite, "problem": problem}))
     return out
 
 

@@ -141,3 +141,15 @@ def test_html_renders_in_headless_chromium(store_path, tmp_path):
     pixels = mpimg.imread(shot)
     assert pixels.shape[0] == 1600 and pixels.shape[1] == 1200
     assert pixels[..., :3].std() > 0.05  # not a blank page
+
+
+def test_newest_run_wins_when_a_suite_was_rerun_with_other_parameters(tmp_path):
+    with Store(tmp_path / "n.db") as store:
+        for run_id, floor in (("old", -10.0), ("new", -20.0)):
+            store.write_run(RunRecord(
+                run_id=run_id, suite="s", kind="solver", subject="gd", task="p",
+                precision="float64", status="ok", floor_log10=floor, log10_mse=floor, steps=5,
+                floor_index=3, config={"iters": run_id}))
+        rep = build_report(store, None, tmp_path / "out")
+    md = rep.markdown.read_text()
+    assert "| gd | 1.0e-20 @3 |" in md and "1.0e-10" not in md
