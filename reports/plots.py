@@ -38,7 +38,8 @@ def _finish(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str, path: Path,
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=11)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=ncol)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, ncol=ncol)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -67,7 +68,8 @@ def solver_traces(problem: str, runs: pd.DataFrame, series: dict[str, list[tuple
         ax.set_xlabel("iteration")
         ax.set_ylabel("log10 MSE")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(solvers):]:
         ax.axis("off")
     fig.suptitle(f"{problem}: error per iteration against the certified truth", fontsize=11)
