@@ -143,9 +143,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
                 desc = f"(invalid: {exc})"
             print(f"  {name:<12} {desc}")
     if what in ("solvers", "all"):
+        from precision.constructions.registry import CONSTRUCTIONS
+
         print("solvers:")
         for name, spec in sorted(SOLVERS.items()):
             print(f"  {name:<16} [{spec.task}] {spec.description}")
+        print("constructions (run by name like solvers, e.g. --solvers lsa_gd):")
+        for name, cspec in sorted(CONSTRUCTIONS.items()):
+            print(f"  {name:<18} [{cspec.task}] {cspec.description}")
     if what in ("precisions", "all"):
         print("precisions:")
         for name in ("bfloat16", "float16", "float32", "float64", "mp30", "mp50", "mp100"):
