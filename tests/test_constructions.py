@@ -200,3 +200,24 @@ def test_construction_runs_per_layer_and_suite_stores_them(tmp_path):
         assert {r["subject"] for r in rows} == {"lsa_gd", "lsa_newton_schulz"}
         series = store.series(rows[0]["run_id"])
         assert "log10_mse_vs_algorithm" in series and "log10_mse" in series
+
+
+def test_symmetric_newton_schulz_one_layer_per_step():
+    from precision.constructions import lsa_newton
+    from precision.problems import spd_matrix
+    from precision.solvers.newton_schulz import newton_schulz
+
+    d, steps = 3, 14
+    A = spd_matrix(d, 10.0, seed=2)
+    alpha = 2.0 ** -int(np.ceil(np.log2(float(np.sum(A * A)))))
+    x = lsa_newton.symmetric_tokens(alpha * A, A)
+    xp = parse_precision("mp50").backend
+    ref = newton_schulz(xp, xp.asarray(A), iters=steps, alpha=alpha)
+    model = lsa_newton.newton_schulz_symmetric(d, steps)
+    assert model.depth == steps  # one layer per step, half of Lemma 4.1's general case
+    got = lsa_newton.read_inverse(evaluate(model, x, "mp50"), d)
+    assert error_summary(got, xp.to_exact(ref[steps])).log10_mse < -95
+    with torch.no_grad():
+        model.WQ[steps - 1, 1, 0, 2 * d] += 1e-3  # the last step's identity read
+    bad = lsa_newton.read_inverse(evaluate(model, x, "mp50"), d)
+    assert error_summary(bad, xp.to_exact(ref[steps])).log10_mse > -20

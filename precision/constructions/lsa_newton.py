@@ -146,3 +146,29 @@ def ls_tokens(A: np.ndarray, y: np.ndarray, a_test: np.ndarray) -> torch.Tensor:
 def ls_prediction(out: np.ndarray, d: int) -> Any:
     """y_hat: the first entry of the last row of H (token 0, last feature)."""
     return out[0, 0, 4 * d + 2]
+
+
+def newton_schulz_symmetric(d: int, steps: int) -> LinearTransformer:
+    """One layer per Newton–Schulz step for *symmetric* A (000 Lemma 4.1, last sentence; the
+    Newton layer of the Thm 4.2 proof): tokens H = (X; A; I), width 3d, 2 heads,
+    head 0 adds -X A X (K reads A: valid because A^T = A), head 1 adds X."""
+    model = LinearTransformer(width=3 * d, depth=steps, heads=2).double()
+    rows = {"X": slice(0, d), "A": slice(d, 2 * d), "I": slice(2 * d, 3 * d)}
+    with torch.no_grad():
+        for p in (model.WQ, model.WK, model.WV):
+            p.zero_()
+        for t in range(steps):
+            _put(model.WV[t, 0], rows["X"], rows["X"], -1.0)
+            _put(model.WK[t, 0], rows["X"], rows["A"])
+            _put(model.WQ[t, 0], rows["X"], rows["X"])
+            _put(model.WV[t, 1], rows["X"], rows["X"])
+            _put(model.WK[t, 1], rows["X"], rows["I"])
+            _put(model.WQ[t, 1], rows["X"], rows["I"])
+    return model
+
+
+def symmetric_tokens(X0: np.ndarray, A: np.ndarray) -> torch.Tensor:
+    """(1, d, 3d) row tokens of H = (X0; A; I) for :func:`newton_schulz_symmetric`."""
+    d = A.shape[0]
+    H = np.concatenate([X0, A, np.eye(d)], axis=0)
+    return torch.as_tensor(H.T[None].copy(), dtype=torch.float64)
