@@ -221,3 +221,32 @@ def test_symmetric_newton_schulz_one_layer_per_step():
         model.WQ[steps - 1, 1, 0, 2 * d] += 1e-3  # the last step's identity read
     bad = lsa_newton.read_inverse(evaluate(model, x, "mp50"), d)
     assert error_summary(bad, xp.to_exact(ref[steps])).log10_mse > -20
+
+
+def test_gdpp_preconditioning_reaches_ols_in_few_layers():
+    from precision.constructions.lsa_gdpp import gdpp
+    from precision.truth import least_squares_truth
+
+    prob = gaussian_least_squares(4, 10, seed=5)
+    x = tokens(prob.X, prob.y, prob.X_query[0])
+    w = least_squares_truth(exact(prob.X), exact(prob.y), 800)
+    old = flint.ctx.prec
+    flint.ctx.prec = 800
+    want = sum((flint.arb(float(prob.X_query[0][k])) * w[k] for k in range(4)), flint.arb(0))
+    flint.ctx.prec = old
+    errs = []
+    for pre in (2, 4, 6, 8):
+        got = evaluate(gdpp(prob.X, pre, 4), x, "mp50")[0, -1, 0]
+        errs.append(error_summary(np.array([got], dtype=object),
+                                  np.array([want], dtype=object)).log10_mse)
+    # Preconditioning makes Sigma ~ c I fast (kappa -> 1 + 2 eps^2): the error collapses.
+    assert errs[0] > errs[1] > errs[2]
+    assert errs[-1] < -90
+    # GD++ corrects a perturbed step in later layers (like Newton–Schulz), so perturb the
+    # step of a one-GD-layer model, whose output that step alone determines.
+    model = gdpp(prob.X, 8, 1)
+    good = evaluate(model, x, "mp50")[0, -1, 0]
+    with torch.no_grad():
+        model.w[8, 1] *= 1.001
+    bad = evaluate(model, x, "mp50")[0, -1, 0]
+    assert abs(float(good) - float(want)) < 1e-12 < abs(float(bad) - float(want))

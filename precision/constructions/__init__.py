@@ -8,4 +8,6 @@ Each construction is a function returning a ready ``nn.Module`` of a family in
 | READ / AFFINE / MULTIPLY      | baseconv_primitives.py | 001 App. C.1       |
 | preconditioned GD as LSA      | lsa_gd.py              | 003 eq. 2.8-2.10   |
 | Newton–Schulz step, 2 layers  | lsa_newton.py          | 000 Lemma 4.1      |
+| least squares in 3 + T layers | lsa_newton.py          | 000 Thm 4.2        |
+| GD++, per-sequence gamma      | lsa_gdpp.py            | 002 Thm 5.1        |
 """
