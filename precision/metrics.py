@@ -121,7 +121,7 @@ def _summarize(est: Sequence[flint.arb], ref: Sequence[flint.arb]) -> ErrorSumma
     n = len(est)
     if n == 0:
         raise ValueError("error metrics of an empty array")
-    special = _non_finite(est) if (special := _non_finite(ref)) is None else special
+    special = _non_finite([*est, *ref])
     if special is not None:
         return ErrorSummary(special, special, special, special, 0.0)
     err_sq = flint.arb(0)
@@ -338,35 +338,42 @@ def _plateau(tail: np.ndarray, tol: float) -> tuple[float, float]:
     return level, level + max(tol, float(plateau.max()) - level)
 
 
+def _decelerating(seg: np.ndarray) -> bool:
+    """The log-decrease per step keeps shrinking: over a segment of >= 12 points split in
+    thirds, each third's fitted drop per step is below 3/4 of the previous third's (1/k and
+    k**-a traces do this; a geometric trace after a fast first step does not)."""
+    if len(seg) < 12:
+        return False
+    s1, s2, s3 = (-_slope(part) for part in np.array_split(seg, 3))
+    return s1 > 0 and s2 < 0.75 * s1 and s3 < 0.75 * s2
+
+
 def _order(seg: np.ndarray) -> float | None:
     """Order of convergence from successive log-decrease ratios.
 
-    With d_k = L_k - L_{k+1} (L = log10 values), p_k = d_{k+1} / d_k = log(e_{k+1}/e_k) /
-    log(e_k/e_{k-1}), used only where both decreases exceed min(0.05, median(d) / 4) decades
-    (warm-up steps that barely move and noise are skipped). Consecutive ratios are paired as
-    sqrt(p_k p_{k+1}) = sqrt(d_{k+2} / d_k), which cancels the period-2 wobble of gradient
-    descent with the optimal step (decreases alternating a, b, a, b: p_k = b/a, a/b) and
-    leaves a constant order unchanged. The order is the median of the paired values, or of
-    the single ratios when no two consecutive ratios are usable.
+    With L = log10 values and d_k = L_k - L_{k+1}, the single-step estimate is
+    p_k = d_{k+1} / d_k = log(e_{k+1}/e_k) / log(e_k/e_{k-1}). Over a window of w steps,
+    D_k = L_k - L_{k+w} and p_k = (D_{k+w} / D_k)**(1/w), which is exact for a constant order
+    (the decreases grow by p per step) and averages out step-to-step noise and the period-2
+    wobble of gradient descent with the optimal step (decreases alternating a, b, a, b).
+    w = 1 for segments shorter than 8 points (superlinear traces are short), else the even
+    number 2 * max(1, len // 20). Only ratios whose two decreases both exceed
+    w * min(0.05, median(d) / 4) decades count (warm-up steps that barely move are skipped);
+    the order is their median, None when there is none.
     """
     d = -np.diff(seg)
     positive = d[d > 0]
     if len(positive) < 2:
         return None
     thr = min(0.05, float(np.median(positive)) / 4)
-    ratios: list[float | None] = [
-        float(d[k + 1] / d[k]) if d[k] > thr and d[k + 1] > thr else None
-        for k in range(len(d) - 1)
+    w = 1 if len(seg) < 8 else 2 * max(1, len(seg) // 20)
+    big = seg[:-w] - seg[w:]  # big[k] = D_k
+    ratios = [
+        float((big[k + w] / big[k]) ** (1.0 / w))
+        for k in range(len(big) - w)
+        if big[k] > w * thr and big[k + w] > w * thr
     ]
-    singles = [r for r in ratios if r is not None]
-    if not singles:
-        return None
-    paired = [
-        math.sqrt(a * b)
-        for a, b in zip(ratios, ratios[1:], strict=False)
-        if a is not None and b is not None
-    ]
-    return float(np.median(paired if paired else singles))
+    return float(np.median(ratios)) if ratios else None
 
 
 def detect_floor(
@@ -397,9 +404,9 @@ def detect_floor(
        1 decade above the band (all steps when the floor is not reached). With fewer than 3
        points, or a net drop <= ``tol_decades``, kind = "none".
     5. **Kind**: ``order`` (see :func:`_order`) >= 1.5 -> "superlinear"; else "sublinear" if
-       order < 0.8 or the trace decelerates (segment of >= 6 points whose fitted log-slope over
-       its second half is less than half of that over its first half: slower than any
-       geometric sequence); else "linear" with ``rate`` = 10**slope of the segment's line.
+       the trace decelerates (see :func:`_decelerating`: slower than any geometric
+       sequence) or, on a segment of >= 12 points, order < 0.8; else "linear" with ``rate`` =
+       10**slope of the segment's line (short noisy segments default to "linear").
     """
     tol = float(tol_decades)
     logs = _trace_logs(trace, log10_trace)
@@ -438,17 +445,16 @@ def detect_floor(
     floor = {"level": _pow10(log_level), "log10_level": log_level, "index": index}
 
     seg = x[: seg_end + 1]
-    seg = seg[: int(np.nonzero(seg > ZERO_LOG10_CAP)[0][-1]) + 1] if np.any(seg > ZERO_LOG10_CAP) \
-        else seg[:0]
+    zeros = np.nonzero(seg <= ZERO_LOG10_CAP)[0]
+    if len(zeros):  # an exact zero ends the segment: it has no finite log to fit
+        seg = seg[: zeros[0]]
     if len(seg) < 3 or seg[0] - seg[-1] <= tol:
         return Floor(**floor, reached=reached, kind="none", rate=None, order=None)
 
     order = _order(seg)
     if order is not None and order >= 1.5:
         return Floor(**floor, reached=reached, kind="superlinear", rate=None, order=order)
-    half = len(seg) // 2
-    decelerating = len(seg) >= 6 and -_slope(seg[half:]) < -_slope(seg[: half + 1]) / 2
-    if decelerating or (order is not None and order < 0.8):
+    if _decelerating(seg) or (order is not None and order < 0.8 and len(seg) >= 12):
         return Floor(**floor, reached=reached, kind="sublinear", rate=None, order=order)
     rate = 10.0 ** _slope(seg)
     return Floor(**floor, reached=reached, kind="linear", rate=rate, order=order)

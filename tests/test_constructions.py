@@ -197,7 +197,9 @@ def test_construction_runs_per_layer_and_suite_stores_them(tmp_path):
     assert rc == 0
     with Store(db) as store:
         rows = store.runs(kind="construction")
-        assert {r["subject"] for r in rows} == {"lsa_gd", "lsa_newton_schulz"}
+        assert {r["subject"] for r in rows} == {"lsa_gd", "lsa_newton_schulz", "baseconv_gd"}
+        bc = next(r for r in rows if r["subject"] == "baseconv_gd")
+        assert -16 < bc["floor_log10"] < -12.5  # 001 Fig. 5: ~1e-14 in float32
         series = store.series(rows[0]["run_id"])
         assert "log10_mse_vs_algorithm" in series and "log10_mse" in series
 
@@ -250,3 +252,34 @@ def test_gdpp_preconditioning_reaches_ols_in_few_layers():
         model.w[8, 1] *= 1.001
     bad = evaluate(model, x, "mp50")[0, -1, 0]
     assert abs(float(good) - float(want)) < 1e-12 < abs(float(bad) - float(want))
+
+
+def test_causal_baseconv_runs_gradient_descent():
+    from precision.constructions import baseconv_gd
+
+    d, n, steps = 3, 8, 5
+    prob = gaussian_least_squares(d, n, seed=11)
+    eta = 0.5
+    x = baseconv_gd.tokens(prob.X, prob.y, prob.X_query[0])
+    xp = parse_precision("mp50").backend
+    iterates = gd(xp, xp.asarray(prob.X), xp.asarray(prob.y), step=eta, iters=steps)
+    q = xp.asarray(prob.X_query[0])
+    for k in (1, 3, 5):
+        model = baseconv_gd.gradient_descent(d, n, eta, k)
+        got = evaluate(model, x, "mp50")[0, -1, 0]
+        want = xp.to_exact(q @ iterates[k]).reshape(-1)[0]
+        old = flint.ctx.prec
+        flint.ctx.prec = 600
+        try:
+            assert abs(got - want) < flint.arb(10) ** -45 * max(abs(want), flint.arb(1))
+        finally:
+            flint.ctx.prec = old
+        f32 = float(evaluate(model, x, "float32")[0, -1, 0])
+        assert abs(f32 - float(want)) < 1e-5
+    lay = baseconv_gd._layout(d)
+    with torch.no_grad():  # the last GD layer's (eta/n) b_0 weight
+        w_out = model.layers[2 + steps - 1].w_out.weight
+        assert w_out[lay["w"].start, lay["s"].start] != 0
+        w_out[lay["w"].start, lay["s"].start] *= 1.001
+    bad = evaluate(model, x, "mp50")[0, -1, 0]
+    assert abs(float(bad) - float(want)) > 1e-10

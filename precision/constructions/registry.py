@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from precision.constructions import lsa_gd, lsa_newton
+from precision.constructions import baseconv_gd, lsa_gd, lsa_newton
 from precision.evaluate import evaluate
 from precision.metrics import detect_floor, error_summary
 from precision.precisions import parse_precision
@@ -50,6 +50,15 @@ class _PerLayer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kind == "lsa_gd":
             return self.model.query_per_layer(x)             # (batch, layers)
+        if self.kind == "baseconv_gd":                       # w^T x_q after each GD layer
+            lay = baseconv_gd._layout(self.d)
+            h = self.model.inp(x)
+            outs = []
+            for i, layer in enumerate(self.model.layers[:-1]):
+                h = layer(h)
+                if i >= 1:
+                    outs.append((h[:, -1, lay["q"]] * h[:, -1, lay["w"]]).sum(-1))
+            return torch.stack(outs[1:], dim=1)              # (batch, iters)
         outs, h = [], x
         for layer in range(self.model.depth):               # Newton–Schulz: 2 layers a step
             h = self.model.step(h, layer)
@@ -85,6 +94,26 @@ def _trace_lsa_gd(p: Any, prob: Any, layers: int, step: float | None
     return models, refs, matvec(qx, w, bits)
 
 
+def _trace_baseconv_gd(p: Any, prob: Any, iters: int, step: float | None
+                       ) -> tuple[list[Any], list[Any], Any]:
+    """Per GD layer of the causal BaseConv (001 App. C.2.2): x_q^T w_k vs GD and OLS."""
+    xp = p.backend
+    X, y = xp.asarray(prob.X), xp.asarray(prob.y)
+    Xr, yr = xp.to_numpy(X), xp.to_numpy(y)
+    n, d = Xr.shape
+    ev = np.linalg.eigvalsh(Xr.T @ Xr / n)
+    eta = step if step is not None else 2.0 / (ev[0] + ev[-1])
+    q = prob.X_query[0]
+    iterates = gd(xp, X, y, step=eta, iters=iters)
+    model = _PerLayer(baseconv_gd.gradient_descent(d, n, eta, iters), "baseconv_gd", d)
+    out = evaluate(model, baseconv_gd.tokens(Xr, yr, q), p)[0]
+    models = [out[t - 1:t] for t in range(1, iters + 1)]
+    refs = [xp.to_exact(xp.asarray(q) @ iterates[t]).reshape(1) for t in range(1, iters + 1)]
+    bits = truth_bits(p)
+    w = least_squares_truth(xp.to_exact(X), xp.to_exact(y), bits)
+    return models, refs, matvec(xp.to_exact(xp.asarray(q.reshape(1, -1))), w, bits)
+
+
 def _trace_lsa_newton(p: Any, A: np.ndarray, steps: int) -> tuple[list[Any], list[Any], Any]:
     """Per Newton step: the transformer's X_t, Newton–Schulz's X_t, and A^{-1}."""
     xp = p.backend
@@ -106,6 +135,10 @@ CONSTRUCTIONS: dict[str, ConstructionSpec] = {
             "lsa_gd", "least_squares", {"layers": 12, "step": None},
             "linear attention = GD with step eta (003 eq. 2.8-2.10); default 2/(lmin+lmax)",
             lambda p, prob, layers, step: _trace_lsa_gd(p, prob, layers, step)),
+        ConstructionSpec(
+            "baseconv_gd", "least_squares", {"iters": 40, "step": None},
+            "causal BaseConv running GD on least squares (001 App. C.2.2)",
+            lambda p, prob, iters, step: _trace_baseconv_gd(p, prob, iters, step)),
         ConstructionSpec(
             "lsa_newton_schulz", "inverse", {"steps": 12},
             "Newton-Schulz steps in 2 linear-attention layers each (000 Lemma 4.1)",
