@@ -22,7 +22,14 @@ import flint
 import numpy as np
 import torch
 
-from precision.backends.mp_backend import MPArray, MPBackend, _Prec, elementwise, matmul
+from precision.backends.mp_backend import (
+    MPArray,
+    MPBackend,
+    _Prec,
+    elementwise,
+    exact_array,
+    matmul,
+)
 from precision.precisions import Precision, parse_precision
 
 aten = torch.ops.aten
@@ -559,11 +566,7 @@ def _module_path(node: torch.fx.Node) -> str:
 
 def _to_exact(t: torch.Tensor, ctx: Ctx) -> Any:
     if t.dtype.is_floating_point:
-        vals = t.detach().to(torch.float64).cpu().numpy()
-        out = np.empty(vals.shape, dtype=object)
-        flat = out.reshape(-1)
-        for i, v in enumerate(vals.reshape(-1).tolist()):
-            flat[i] = flint.arb(v)
+        out = exact_array(t.detach().to(torch.float64).cpu().numpy())
         # Rounded into the precision (a no-op for float64 data at >= 16 digits).
         return ctx.xp.asarray(out) if ctx.prec < 53 else MPArray(out, ctx.prec, clean=True)
     return t.detach().cpu().numpy()

@@ -67,6 +67,15 @@ def _round_value(x: Any) -> flint.arb:
 _round_array = np.frompyfunc(_round_value, 1, 1)
 
 
+def exact_array(values: Any) -> np.ndarray:
+    """Numbers that fit a float64 (any float format's values do) as an object array of exact
+    ``flint.arb`` values, same shape. No rounding: arb holds every float64 exactly."""
+    arr = np.asarray(values, dtype=np.float64)
+    out = np.fromiter((flint.arb(v) for v in arr.reshape(-1).tolist()), dtype=object,
+                      count=arr.size)
+    return out.reshape(arr.shape)
+
+
 class MPArray:
     """An n-d array of ``arb`` midpoints computing at ``prec`` bits.
 
@@ -371,7 +380,7 @@ class MPBackend(Backend):
         else:
             src = np.asarray(data)
             if src.dtype != object:
-                src = src.astype(np.float64) if src.dtype.kind != "O" else src
+                src = src.astype(np.float64)
         with _Prec(self.prec):
             if src.ndim == 0:
                 res = np.array(_round_value(src.item() if src.dtype != object else src[()]),

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import flint
 import numpy as np
 import torch
 
 from precision.backends.base import Backend
+from precision.backends.mp_backend import exact_array
 from precision.precisions import Precision
 
 
@@ -77,12 +77,7 @@ class TorchBackend(Backend):
 
     def to_exact(self, a: torch.Tensor) -> np.ndarray:
         # Every bfloat16/float16/float32 value is exactly a float64, and every float64 an arb.
-        values = a.detach().to(torch.float64).numpy()
-        out = np.empty(values.shape, dtype=object)
-        flat = out.reshape(-1)
-        for i, v in enumerate(values.reshape(-1).tolist()):
-            flat[i] = flint.arb(v)
-        return out
+        return exact_array(a.detach().to(torch.float64).numpy())
 
     def isfinite(self, a: torch.Tensor) -> bool:
         return bool(torch.isfinite(a).all())

@@ -24,7 +24,7 @@ from precision.metrics import detect_floor, error_summary
 from precision.precisions import parse_precision
 from precision.solvers.gd import gd
 from precision.solvers.newton_schulz import newton_schulz
-from precision.solvers.registry import SolverError, SolverResult, make_problem
+from precision.solvers.registry import SolverError, SolverResult, lookup, make_problem
 from precision.truth import inverse_truth, least_squares_truth, matvec, truth_bits
 
 
@@ -149,12 +149,7 @@ CONSTRUCTIONS: dict[str, ConstructionSpec] = {
 
 def get_construction(name: str) -> ConstructionSpec:
     """The construction called ``name``; :class:`SolverError` listing the valid names."""
-    try:
-        return CONSTRUCTIONS[name]
-    except KeyError:
-        raise SolverError(
-            f"unknown construction '{name}'; choose from: {', '.join(sorted(CONSTRUCTIONS))}"
-        ) from None
+    return lookup(CONSTRUCTIONS, name, "construction")
 
 
 def run_construction(name: str, precision: Any, problem: dict[str, Any],

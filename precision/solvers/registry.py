@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from precision import problems
+from precision.backends.mp_backend import exact_array
 from precision.metrics import ErrorSummary, Floor, detect_floor, error_summary
 from precision.precisions import Precision, parse_precision
 from precision.solvers.cg import conjugate_gradient
@@ -183,14 +184,19 @@ class SolverResult:
         return self.steps[-1] if self.steps else None
 
 
-def get_solver(name: str) -> SolverSpec:
-    """The solver called ``name``; :class:`SolverError` listing the valid names otherwise."""
+def lookup(table: dict[str, Any], name: str, what: str) -> Any:
+    """``table[name]``, or a :class:`SolverError` naming ``what`` and listing the valid names."""
     try:
-        return SOLVERS[name]
+        return table[name]
     except KeyError:
         raise SolverError(
-            f"unknown solver '{name}'; choose from: {', '.join(sorted(SOLVERS))}"
+            f"unknown {what} '{name}'; choose from: {', '.join(sorted(table))}"
         ) from None
+
+
+def get_solver(name: str) -> SolverSpec:
+    """The solver called ``name``; :class:`SolverError` listing the valid names otherwise."""
+    return lookup(SOLVERS, name, "solver")
 
 
 def resolve_params(spec: SolverSpec, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -274,7 +280,7 @@ def run_solver(
             xp.to_exact(X), xp.to_exact(yv), bits, ridge=float(prm.get("lam", 0.0))
             if name == "ridge" else 0.0,
         )
-        q_exact = _exact_float64(prob.X_query)
+        q_exact = exact_array(prob.X_query)
         pred_true = matvec(q_exact, w_true, bits)
 
         def target(it: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -308,14 +314,3 @@ def run_solver(
     result.wall_time = time.perf_counter() - t0
     return result
 
-
-def _exact_float64(a: np.ndarray) -> np.ndarray:
-    """A float64 numpy array as an object array of exact arb values."""
-    import flint
-
-    arr = np.asarray(a, dtype=np.float64)
-    out = np.empty(arr.shape, dtype=object)
-    flat = out.reshape(-1)
-    for i, v in enumerate(arr.reshape(-1).tolist()):
-        flat[i] = flint.arb(v)
-    return out
