@@ -42,6 +42,7 @@ def _csv(text: str | None) -> list[str] | None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from probes.runner import pending_runs, run_suite
+    from reports.model_table import model_tables
     from reports.solver_table import solver_tables
 
     # Everything is validated here, before the store is opened.
@@ -84,7 +85,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             from reports.build import build_report
 
             report = build_report(store, [suite.name], Path(args.report_dir) / suite.name)
-    print(solver_tables(rows))
+    print("\n\n".join(t for t in (solver_tables(rows), model_tables(rows)) if t))
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "none new"
     print(f"\n{summary.computed} computed ({statuses}), {summary.skipped} reused; store: {args.db}")
     if report is not None:
@@ -109,6 +110,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
+    from reports.model_table import model_tables
     from reports.solver_table import solver_tables
 
     if not Path(args.db).exists():
@@ -124,7 +126,9 @@ def _cmd_results(args: argparse.Namespace) -> int:
             elif args.format == "json":
                 store.export_json(out, suite=args.suite)
             else:
-                out.write(solver_tables(store.runs(suite=args.suite)) + "\n")
+                rows = store.runs(suite=args.suite)
+                out.write("\n\n".join(t for t in (solver_tables(rows), model_tables(rows))
+                                      if t) + "\n")
         finally:
             if args.out:
                 out.close()

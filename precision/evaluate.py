@@ -34,14 +34,22 @@ def mp_program(model: torch.nn.Module, x: torch.Tensor) -> MPProgram:
     return per_model[key]
 
 
-def evaluate(model: torch.nn.Module, x: torch.Tensor, precision: Precision | str) -> np.ndarray:
+def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Precision | str
+             ) -> np.ndarray:
     """Output of ``model`` on ``x`` computed in ``precision``, as exact arb values.
 
     Float precisions: the model (deep copy) and ``x`` are cast to the dtype and run by
     PyTorch. mpN: the graph interpreter, weights converted exactly from their stored values.
+    ``x`` may also be an object array of exact values (e.g. an mp iterate fed back as input):
+    the interpreter takes it as it is; float precisions round it into the dtype.
     """
     p = parse_precision(precision)
     model.eval()
+    if isinstance(x, np.ndarray):
+        if p.is_mp:
+            example = torch.zeros(x.shape, dtype=next(iter(model.parameters())).dtype)
+            return p.backend.to_exact(mp_program(model, example)(x, precision=p))
+        x = torch.from_numpy(np.asarray(p.backend.to_numpy(p.backend.asarray(x)), dtype=np.float64))
     if p.is_mp:
         example = x.to(next(iter(model.parameters()), x).dtype) if x.is_floating_point() else x
         out = mp_program(model, example)(x, precision=p)

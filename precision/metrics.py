@@ -64,7 +64,7 @@ class ErrorSummary:
 
 
 @contextmanager
-def _working_precision(prec_bits: int) -> Iterator[None]:
+def working_precision(prec_bits: int) -> Iterator[None]:
     """Set ``flint.ctx.prec`` for the block, restoring the caller's value afterwards."""
     if prec_bits < 2:
         raise ValueError(f"prec_bits must be >= 2, got {prec_bits}")
@@ -117,7 +117,7 @@ def _non_finite(values: Sequence[flint.arb]) -> float | None:
 
 
 def _summarize(est: Sequence[flint.arb], ref: Sequence[flint.arb]) -> ErrorSummary:
-    """One pass over the entry differences (call inside :func:`_working_precision`)."""
+    """One pass over the entry differences (call inside :func:`working_precision`)."""
     n = len(est)
     if n == 0:
         raise ValueError("error metrics of an empty array")
@@ -162,7 +162,7 @@ def _pair(estimate: Any, truth: Any) -> tuple[list[flint.arb], list[flint.arb]]:
 
 def error_summary(estimate: Any, truth: Any, *, prec_bits: int = 1024) -> ErrorSummary:
     """All metrics of ``estimate`` against ``truth`` (same shape, any ndim) in one pass."""
-    with _working_precision(prec_bits):
+    with working_precision(prec_bits):
         return _summarize(*_pair(estimate, truth))
 
 
@@ -205,7 +205,7 @@ def decompose(
     shape_y, y = _flat_arb(truth, "truth")
     if not shape_p == shape_mp == shape_y:
         raise ValueError(f"shape mismatch: {shape_p}, {shape_mp}, {shape_y}")
-    with _working_precision(prec_bits):
+    with working_precision(prec_bits):
         return {
             "total": _summarize(f_p, y),
             "approximation": _summarize(f_mp, y),

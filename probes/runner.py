@@ -18,6 +18,7 @@ from typing import Any
 from precision.constructions.registry import run_construction
 from precision.solvers.registry import run_solver
 from probes.store import RunRecord, Store
+from probes.trained_records import trained_records
 from probes.suite import RunConfig, Suite, expand
 
 #: Traces longer than this are stored subsampled (first points dense, then every k-th + last).
@@ -49,8 +50,16 @@ def _subsample(values: list[float]) -> list[tuple[int, float]]:
     return [(i, values[i]) for i in idx]
 
 
+def compute_records(run: RunConfig) -> list[RunRecord]:
+    """Compute one run (in whatever process calls it): its store records (one for a solver or
+    construction run, one per evaluation precision for a trained job)."""
+    if run.config["kind"] == "trained":
+        return trained_records(run)
+    return [compute_run(run)]
+
+
 def compute_run(run: RunConfig) -> RunRecord:
-    """Compute one run (in whatever process calls it) and package it as a store record."""
+    """Compute one solver / construction run and package it as a store record."""
     cfg = run.config
     if cfg["kind"] == "construction":
         res = run_construction(cfg["solver"], cfg["precision"], cfg["problem"], cfg["params"])
@@ -104,17 +113,17 @@ def pending_runs(suite: Suite, store: Store) -> tuple[list[RunConfig], int]:
     """Runs of ``suite`` not yet in ``store``, and how many are already there."""
     runs = expand(suite)
     done = store.done_ids()
-    todo = [r for r in runs if r.run_id not in done]
+    todo = [r for r in runs if not all(i in done for i in r.ids)]
     return todo, len(runs) - len(todo)
 
 
-def _execute(todo: list[RunConfig], jobs: int) -> Iterator[RunRecord]:
+def _execute(todo: list[RunConfig], jobs: int) -> Iterator[list[RunRecord]]:
     if jobs <= 1 or len(todo) <= 1:
         for run in todo:
-            yield compute_run(run)
+            yield compute_records(run)
         return
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(compute_run, run) for run in todo]
+        futures = [pool.submit(compute_records, run) for run in todo]
         for fut in as_completed(futures):
             yield fut.result()
 
@@ -130,10 +139,12 @@ def run_suite(
     todo, skipped = pending_runs(suite, store)
     statuses: dict[str, int] = {}
     done = 0
-    for record in _execute(todo, jobs):
-        store.write_run(record)
+    for records in _execute(todo, jobs):
+        store.write_runs(records)
         done += 1
-        statuses[record.status] = statuses.get(record.status, 0) + 1
+        record = records[0]
+        for r in records:
+            statuses[r.status] = statuses.get(r.status, 0) + 1
         if progress is not None:
             progress(done, len(todo), record)
     return SweepSummary(total=len(todo) + skipped, skipped=skipped, computed=done,

@@ -307,27 +307,38 @@ class Store:
         also when another process wrote it first. Bad values (non-JSON config/result,
         non-integer steps, a repeated step) raise before anything is written.
         """
-        values: dict[str, Any] = {c: getattr(record, c) for c in RUN_COLUMNS
-                                  if c not in ("created_at", "config_json", "result_json")}
-        for c in _REAL_COLUMNS:
-            values[c] = _real(values[c])
-        for c in _INT_COLUMNS:
-            values[c] = _int(values[c])
-        values["config_json"] = canonical_json(record.config)
-        values["result_json"] = canonical_json(record.result)
-        rows = _series_rows(record)
+        return self.write_runs([record]) == 1
+
+    def write_runs(self, records: list[RunRecord]) -> int:
+        """Insert several runs (e.g. one trained job's records, one per evaluation
+        precision) in ONE transaction: all of them or none survive a kill. Ids already
+        present are skipped. Returns how many were written."""
+        prepared = []
+        for record in records:
+            values: dict[str, Any] = {c: getattr(record, c) for c in RUN_COLUMNS
+                                      if c not in ("created_at", "config_json", "result_json")}
+            for c in _REAL_COLUMNS:
+                values[c] = _real(values[c])
+            for c in _INT_COLUMNS:
+                values[c] = _int(values[c])
+            values["config_json"] = canonical_json(record.config)
+            values["result_json"] = canonical_json(record.result)
+            prepared.append((values, _series_rows(record)))
+        written = 0
         with self._transaction() as con:
-            values["created_at"] = _utc_now()
-            cur = con.execute(
-                f"INSERT OR IGNORE INTO runs ({', '.join(RUN_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
-                tuple(values[c] for c in RUN_COLUMNS),
-            )
-            written = cur.rowcount == 1
-            if written and rows:
-                con.executemany(
-                    "INSERT INTO series (run_id, name, step, value) VALUES (?, ?, ?, ?)", rows
+            for values, rows in prepared:
+                values["created_at"] = _utc_now()
+                cur = con.execute(
+                    f"INSERT OR IGNORE INTO runs ({', '.join(RUN_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
+                    tuple(values[c] for c in RUN_COLUMNS),
                 )
+                if cur.rowcount == 1:
+                    written += 1
+                    if rows:
+                        con.executemany(
+                            "INSERT INTO series (run_id, name, step, value) VALUES (?, ?, ?, ?)",
+                            rows)
         return written
 
     def delete_suite(self, suite: str) -> int:

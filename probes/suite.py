@@ -38,33 +38,19 @@ from typing import Any
 from precision.constructions.registry import get_construction
 from precision.precisions import PrecisionError, parse_precision
 from precision.solvers.registry import SolverError, get_solver, make_problem, resolve_params
+from probes.model_suite import expand_models
 from probes.store import config_hash
+from probes.run_config import RunConfig, SuiteError
 
 #: Bump when the meaning of a run config changes (so old results are not reused).
 CONFIG_VERSION = 1
 
 _TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers",
-             "constructions", "profiles"}
+             "constructions", "profiles", "tasks", "models"}
 #: Subject tables of a suite and the run kind each produces.
 _SUBJECT_TABLES = {"solvers": "solver", "constructions": "construction"}
 _PROBLEM_META = {"task"}
 _SOLVER_KEYS = {"problems", "params", "precisions"}
-
-
-class SuiteError(ValueError):
-    """A suite that cannot be found, parsed or run (one line, for the CLI)."""
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """One run of a suite: everything needed to compute it, and its id."""
-
-    run_id: str
-    suite: str
-    solver: str
-    problem_label: str
-    precision: str
-    config: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -135,7 +121,7 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
         valid = ", ".join(sorted(profiles)) or "none defined"
         raise SuiteError(f"suite {path.stem} has no profile '{profile}' (profiles: {valid})")
     override = profiles[profile]
-    bad = set(override) - {"precisions", "seeds", "solvers"}
+    bad = set(override) - {"precisions", "seeds", "solvers", "models"}
     if bad:
         raise SuiteError(f"{path}: profile '{profile}' cannot override {', '.join(sorted(bad))}")
     merged = {k: v for k, v in data.items()}
@@ -152,6 +138,13 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
             if k in table:
                 base[k] = table[k]
         merged["solvers"] = {**merged["solvers"], solver: base}
+    for model, table in override.get("models", {}).items():
+        base = dict(merged.get("models", {}).get(model, {}))
+        if not base or not isinstance(table, dict):
+            raise SuiteError(f"{path}: profile '{profile}' names unknown model entry '{model}'")
+        for k, v in table.items():
+            base[k] = {**base.get(k, {}), **v} if k == "train" and isinstance(v, dict) else v
+        merged["models"] = {**merged["models"], model: base}
     return merged
 
 
@@ -161,7 +154,7 @@ def _apply_overrides(
     """``--solvers`` keeps only those subjects (solvers or constructions); ``--precisions``
     replaces every precision list."""
     data = dict(data)
-    tables = {t: data[t] for t in _SUBJECT_TABLES if isinstance(data.get(t), dict)}
+    tables = {t: data[t] for t in (*_SUBJECT_TABLES, "models") if isinstance(data.get(t), dict)}
     if solvers:
         known = sorted(name for table in tables.values() for name in table)
         unknown = [s for s in solvers if s not in known]
@@ -199,6 +192,28 @@ def expand(suite: Suite) -> list[RunConfig]:
         raise SuiteError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     precisions = _list_of(data.get("precisions"), "precisions", where, str)
     seeds = _list_of(data.get("seeds", [0]), "seeds", where, int)
+    try:
+        for p in precisions:
+            parse_precision(p)
+    except PrecisionError as exc:
+        raise SuiteError(f"{where}: {exc}") from None
+    runs: list[RunConfig] = []
+    if "models" in data or "tasks" in data:
+        runs += expand_models(suite.name, data, precisions, seeds, where)
+    if any(k in data for k in ("problems", *_SUBJECT_TABLES)) or not runs:
+        runs += _expand_subjects(suite, precisions, seeds)
+    seen: set[str] = set()
+    unique = []
+    for r in runs:
+        if r.run_id not in seen:
+            seen.add(r.run_id)
+            unique.append(r)
+    return unique
+
+
+def _expand_subjects(suite: Suite, precisions: list[str], seeds: list[int]) -> list[RunConfig]:
+    """Runs of the [solvers.*] and [constructions.*] tables over [problems.*]."""
+    data, where = suite.data, suite.path
     problems = data.get("problems")
     if not isinstance(problems, dict) or not problems:
         raise SuiteError(f"{where}: needs at least one [problems.<label>] table")
@@ -211,12 +226,6 @@ def expand(suite: Suite) -> list[RunConfig]:
     if not subjects:
         raise SuiteError(f"{where}: needs at least one [solvers.<name>] or "
                          "[constructions.<name>] table")
-    try:
-        for p in precisions:
-            parse_precision(p)
-    except PrecisionError as exc:
-        raise SuiteError(f"{where}: {exc}") from None
-
     runs: list[RunConfig] = []
     for kind, solver_name, entry in subjects:
         if not isinstance(entry, dict):
@@ -272,10 +281,4 @@ def expand(suite: Suite) -> list[RunConfig]:
                         run_id=config_hash(config), suite=suite.name, solver=solver_name,
                         problem_label=label, precision=prec, config=config,
                     ))
-    seen: set[str] = set()
-    unique = []
-    for r in runs:
-        if r.run_id not in seen:
-            seen.add(r.run_id)
-            unique.append(r)
-    return unique
+    return runs

@@ -1,0 +1,159 @@
+"""Trained-model suites: ``[tasks.*]`` and ``[models.*]`` tables expanded into training jobs.
+
+::
+
+    precisions = ["float32", "float64", "mp50"]   # evaluation precisions
+    seeds = [0]
+
+    [tasks.multiply]             # a labelled task instance: task name + its options
+    task = "multiply"
+    dim = 20
+    n = 40
+
+    [models.transformer]         # a model entry: family, tasks, grid axes, training
+    family = "transformer"
+    tasks = ["multiply"]
+    depth = [1, 2]               # a list is a grid axis; a scalar a fixed option
+    width = [64]
+    layernorm = [true, false]
+    heads = 1
+    train = { recipe = "paper", steps = 2000, batch_size = 64, dtype = ["float32", "float64"] }
+    test_size = 32               # sequences in the fixed seeded test set
+    iterate = 0                  # explicit_gradient: iterations of w <- w - eta model(...)
+
+Every combination of grid values (model options and ``train`` values alike) x task x seed is
+one *job*: trained once, measured in every evaluation precision. Each (job, precision) is one
+store record whose id is the hash of the job config plus the precision, so adding a precision
+later re-trains (deterministically) and writes only the missing records.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from precision.models import MODELS
+from precision.precisions import PrecisionError, parse_precision
+from probes.run_config import RunConfig, SuiteError
+from probes.store import config_hash
+from probes.tasks import TaskError, make_task
+
+#: Bump when the meaning of a trained job config changes.
+MODEL_CONFIG_VERSION = 1
+
+_RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions"}
+_TRAIN_KEYS = {"recipe", "steps", "batch_size", "lr", "dtype", "step_size", "gamma",
+               "second_order_steps", "second_order_batch", "curve_points", "time_limit"}
+RECIPES = ("paper", "adaptive", "high-precision")
+TRAIN_DTYPES = ("float32", "float64", "bfloat16")
+
+
+def record_id(job: dict[str, Any], precision: str) -> str:
+    """Store id of one (job, evaluation precision) record."""
+    return config_hash({**job, "precision": precision})
+
+
+def _axes(table: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    keys = sorted(table)
+    return keys, [v if isinstance(v, list) else [v] for v in (table[k] for k in keys)]
+
+
+def _check_train(train: dict[str, Any], where: str) -> None:
+    bad = set(train) - _TRAIN_KEYS
+    if bad:
+        raise SuiteError(f"{where}: unknown train key(s) {', '.join(sorted(bad))} "
+                         f"(known: {', '.join(sorted(_TRAIN_KEYS))})")
+    for key in ("recipe", "steps", "batch_size"):
+        if key not in train:
+            raise SuiteError(f"{where}: train needs '{key}'")
+    if train["recipe"] not in RECIPES:
+        raise SuiteError(f"{where}: unknown recipe '{train['recipe']}' "
+                         f"(choose from: {', '.join(RECIPES)})")
+    if train.get("dtype", "float32") not in TRAIN_DTYPES:
+        raise SuiteError(f"{where}: training dtype must be one of {', '.join(TRAIN_DTYPES)}, "
+                         f"not '{train.get('dtype')}'")
+    for key in ("steps", "batch_size"):
+        if not isinstance(train[key], int) or train[key] < (key == "batch_size"):
+            raise SuiteError(f"{where}: train {key} must be a non-negative integer")
+
+
+def expand_models(suite_name: str, data: dict[str, Any], precisions: list[str],
+                  seeds: list[int], where: str) -> list[RunConfig]:
+    """Jobs of the suite's [models.*] tables, validated (one :class:`SuiteError` line)."""
+    tasks = data.get("tasks")
+    models = data.get("models")
+    if not isinstance(tasks, dict) or not tasks:
+        raise SuiteError(f"{where}: a suite with [models.*] needs at least one [tasks.<label>]")
+    if not isinstance(models, dict) or not models:
+        raise SuiteError(f"{where}: a suite with [tasks.*] needs at least one [models.<name>]")
+    runs: list[RunConfig] = []
+    for label, entry in models.items():
+        at = f"{where} [models.{label}]"
+        if not isinstance(entry, dict):
+            raise SuiteError(f"{at} must be a table")
+        family = entry.get("family", label)
+        if family not in MODELS:
+            raise SuiteError(f"{at}: unknown model family '{family}' "
+                             f"(choose from: {', '.join(sorted(MODELS))})")
+        task_labels = entry.get("tasks")
+        if not isinstance(task_labels, list) or not task_labels:
+            raise SuiteError(f"{at}: 'tasks' must be a non-empty list of task labels")
+        train = entry.get("train")
+        if not isinstance(train, dict):
+            raise SuiteError(f"{at}: needs a 'train' table (recipe, steps, batch_size, ...)")
+        precs = entry.get("precisions", precisions)
+        try:
+            precs = [parse_precision(p).name for p in precs]
+        except PrecisionError as exc:
+            raise SuiteError(f"{at}: {exc}") from None
+        options = {k: v for k, v in entry.items() if k not in _RESERVED}
+        for key in ("depth", "width"):
+            if key not in options:
+                raise SuiteError(f"{at}: needs '{key}' (an integer or a list of integers)")
+        okeys, ovals = _axes(options)
+        tkeys, tvals = _axes(train)
+        for tl in task_labels:
+            if tl not in tasks:
+                raise SuiteError(f"{at}: unknown task label '{tl}' "
+                                 f"(defined: {', '.join(sorted(tasks))})")
+            topts = dict(tasks[tl])
+            task_name = topts.pop("task", tl)
+            for combo in itertools.product(*ovals):
+                opts = dict(zip(okeys, combo, strict=True))
+                depth, width = opts.pop("depth"), opts.pop("width")
+                if not all(isinstance(v, int) and v >= 1 for v in (depth, width)):
+                    raise SuiteError(f"{at}: depth and width must be positive integers")
+                for tcombo in itertools.product(*tvals):
+                    tr = dict(zip(tkeys, tcombo, strict=True))
+                    _check_train(tr, at)
+                    for seed in seeds:
+                        job = {
+                            "version": MODEL_CONFIG_VERSION, "kind": "trained",
+                            "solver": label, "family": family, "task": task_name,
+                            "problem_label": tl, "task_options": topts,
+                            "model_options": opts, "depth": depth, "width": width,
+                            "layernorm": opts.get("layernorm"), "train": tr,
+                            "train_steps": tr["steps"], "seed": seed,
+                            "test_size": int(entry.get("test_size", 32)),
+                            "iterate": int(entry.get("iterate", 0)),
+                        }
+                        _validate_job(job, at)
+                        runs.append(RunConfig(
+                            run_id=config_hash(job), suite=suite_name, solver=label,
+                            problem_label=tl, precision=",".join(precs),
+                            config={**job, "precisions": precs},
+                            record_ids=tuple(record_id(job, p) for p in precs)))
+    return runs
+
+
+def _validate_job(job: dict[str, Any], where: str) -> None:
+    """Impossible shapes and bad options fail here, before anything is trained or stored."""
+    from probes.trained_run import build_job  # heavy (torch models); only when validating
+
+    try:
+        build_job({**job, "seed": job["seed"]})
+    except TaskError as exc:
+        raise SuiteError(f"{where}: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise SuiteError(f"{where}: cannot build model '{job['family']}' "
+                         f"(depth {job['depth']}, width {job['width']}): {exc}") from None

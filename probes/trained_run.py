@@ -1,0 +1,203 @@
+"""One trained-model run: build, train, evaluate in every precision, decompose the error.
+
+A *job* is (model family + options, depth, width, task, training recipe, seed). It trains
+once (:mod:`probes.training`) and then measures the trained weights on a fixed seeded test
+set in each evaluation precision p (DESIGN principles 3-4):
+
+  total         = f_p(x_p) - y*(x_p)       the test MSE in p
+  approximation = f_mp100(x_p) - y*(x_p)   what the weights represent
+  rounding      = f_p(x_p) - f_mp100(x_p)  what p's arithmetic loses
+
+where x_p is the test input rounded into p and y* the task's exact target of x_p. For the
+explicit-gradient task (001 Sec. 5.1.2) the trained model is also *iterated* in p,
+w_{t+1} = w_t - eta Delta_t with Delta_t = model(context, w_t), and the MSE of w_t against
+the OLS solution per iteration is a trace whose floor the detector measures.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from precision.backends.mp_backend import exact_array
+from precision.evaluate import evaluate
+from precision.metrics import Floor, decompose, detect_floor, error_summary
+from precision.models import build_model
+from precision.precisions import parse_precision
+from precision.truth import least_squares_truth, truth_bits
+from probes.tasks import Task, gradient_query_row, make_task
+from probes.training import TrainConfig, TrainResult, train
+
+#: The high precision the decomposition's f_mp is computed in.
+REFERENCE_PRECISION = "mp100"
+#: Offset between the training seed and the test-set seed (the test set never overlaps).
+TEST_SEED_OFFSET = 1_000_003
+
+
+@dataclass
+class PrecisionOutcome:
+    """What one evaluation precision measured."""
+
+    precision: str
+    status: str                      # "ok" | "diverged" | "failed"
+    error: str | None
+    total: float | None = None       # MSE
+    log10_total: float | None = None
+    log10_approximation: float | None = None
+    log10_rounding: float | None = None
+    digits: float | None = None
+    iterate_trace: list[float] = field(default_factory=list)   # log10 MSE per iteration
+    floor: Floor | None = None
+
+
+@dataclass
+class TrainedOutcome:
+    """The training result and one :class:`PrecisionOutcome` per evaluation precision."""
+
+    training: TrainResult
+    per_precision: list[PrecisionOutcome]
+    n_params: int
+    task: str
+    wall_time: float
+
+
+def model_options(family: str, options: dict[str, Any], task: Task) -> dict[str, Any]:
+    """Family options from a suite's generic ones: ``layernorm`` switches every LayerNorm of a
+    Transformer; sequence models get ``max_len`` = the task's token count (BaseConv filters,
+    the Transformer's learned positional embedding as in GPT-2, 001 App. D.1)."""
+    opts = dict(options)
+    if family == "transformer":
+        if "layernorm" in opts:
+            ln = bool(opts.pop("layernorm"))
+            opts.update(ln_attn=ln, ln_mlp=ln, ln_final=ln)
+        opts.setdefault("max_len", task.n_tokens)
+    elif family == "baseconv":
+        opts.setdefault("max_len", task.n_tokens)
+    return opts
+
+
+def build_job(config: dict[str, Any]) -> tuple[Task, nn.Module]:
+    """The task instance and the freshly initialised model of a job config (seeded)."""
+    opts = dict(config.get("model_options", {}))
+    task_opts = dict(config.get("task_options", {}))
+    if config["task"] == "read":
+        task_opts.setdefault("causal", bool(opts.get("causal", True)))
+    task = make_task(config["task"], seed=config["seed"], **task_opts)
+    with torch.random.fork_rng():
+        torch.manual_seed(config["seed"])
+        model = build_model(config["family"], task.d_in, task.d_out, config["depth"],
+                            config["width"], **model_options(config["family"], opts, task))
+    return task, model.double()
+
+
+def _rounded_inputs(x: torch.Tensor, p: Any) -> torch.Tensor:
+    """x rounded into precision p, as exact float64 values."""
+    return x if p.is_mp else x.to(p.torch_dtype).to(torch.float64)
+
+
+def _select_np(task: Task, out: np.ndarray) -> np.ndarray:
+    return task.select(out)  # numpy slicing has torch's syntax
+
+
+def _log10(x: float) -> float | None:
+    return None if not math.isfinite(x) else x
+
+
+def measure_precision(model: nn.Module, task: Task, x: torch.Tensor, precision: str,
+                      ref_cache: dict[bytes, np.ndarray]) -> PrecisionOutcome:
+    """Test MSE of ``model`` in ``precision`` and its decomposition (module docstring)."""
+    p = parse_precision(precision)
+    xp_ = _rounded_inputs(x, p)
+    x_exact = exact_array(xp_.numpy())
+    truth = task.truth(x_exact, truth_bits(p))
+    f_p = _select_np(task, evaluate(model, xp_, p))
+    key = xp_.numpy().tobytes()
+    if key not in ref_cache:
+        ref_cache[key] = _select_np(task, evaluate(model, xp_, REFERENCE_PRECISION))
+    parts = decompose(f_p, ref_cache[key], truth)
+    total = parts["total"]
+    if not math.isfinite(total.mse):
+        return PrecisionOutcome(precision, "diverged", f"model output not finite in {p.name}")
+    return PrecisionOutcome(
+        precision, "ok", None, total=total.mse, log10_total=total.log10_mse,
+        log10_approximation=_log10(parts["approximation"].log10_mse),
+        log10_rounding=_log10(parts["rounding"].log10_mse), digits=total.digits)
+
+
+def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: str,
+                     iters: int) -> list[float]:
+    """001 Sec. 5.1.2 inference: w_{t+1} = w_t - eta Delta_t with the model's gradient
+    Delta_t, all arithmetic in ``precision``; log10 MSE of w_t against OLS per iteration.
+
+    x: the explicit-gradient test inputs (batch, N + 1, width); their last token's w_0 starts
+    the iteration. eta = 2 / (lambda_min + lambda_max) of X^T X / N per sequence (the best
+    fixed GD step; the paper does not state its eta), rounded to a power of two's multiple in
+    float64 and applied in ``precision``.
+    """
+    p = parse_precision(precision)
+    xb = p.backend
+    n, d = task.options["n"], task.options["dim"]
+    ctx = exact_array(_rounded_inputs(x[:, :n], p).numpy())          # context rows, rounded
+    Xr = x[:, :n, :d].numpy()
+    etas = []
+    for X in Xr:
+        ev = np.linalg.eigvalsh(X.T @ X / n)
+        etas.append(float(np.float32(2.0 / (ev[0] + ev[-1]))))     # exact in every precision
+    bits = truth_bits(p)
+    w_star = [least_squares_truth(c[:, :d], c[:, d], bits) for c in ctx]
+    w = [xb.asarray(exact_array(_rounded_inputs(x[b:b + 1, n, :d], p).numpy()[0]))
+         for b in range(x.shape[0])]
+    trace = []
+    for _ in range(iters):
+        last = np.stack([xb.to_exact(wb) for wb in w])               # (batch, d) exact
+        row = np.empty((x.shape[0], 1, x.shape[-1]), dtype=object)
+        row[:] = exact_array(gradient_query_row(torch.zeros(x.shape[0], d), x.shape[-1]).numpy())
+        row[:, 0, :d] = last
+        delta = _select_np(task, evaluate(model, np.concatenate([ctx, row], axis=1), p))
+        w = [w[b] - xb.asarray(exact_array(np.array(etas[b]))) * xb.asarray(delta[b])
+             for b in range(len(w))]
+        est = np.stack([xb.to_exact(wb) for wb in w])
+        trace.append(error_summary(est, np.stack(w_star)).log10_mse)
+        if not math.isfinite(trace[-1]):
+            break
+    return trace
+
+
+def run_trained(config: dict[str, Any]) -> TrainedOutcome:
+    """Train the job of ``config`` and measure it in each of ``config["precisions"]``.
+
+    config keys: family, task, task_options, model_options, depth, width, seed, train (the
+    :class:`~probes.training.TrainConfig` fields), test_size, iterate, precisions.
+    """
+    t0 = time.perf_counter()
+    task, model = build_job(config)
+    tcfg = TrainConfig(**{**config["train"], "seed": config["seed"]})
+    result = train(model, task.sample, lambda m, x: task.select(m(x)), tcfg)
+    model = model.double().eval()
+    outcomes = []
+    if result.status != "ok":
+        outcomes = [PrecisionOutcome(p, result.status, result.message)
+                    for p in config["precisions"]]
+    else:
+        gen = torch.Generator().manual_seed(config["seed"] + TEST_SEED_OFFSET)
+        x_test, _ = task.sample(config["test_size"], gen)
+        refs: dict[bytes, np.ndarray] = {}
+        for prec in config["precisions"]:
+            out = measure_precision(model, task, x_test, prec, refs)
+            if out.status == "ok" and config.get("iterate", 0) and \
+                    task.name == "explicit_gradient":
+                n_iter = min(config["test_size"], 8)
+                out.iterate_trace = iterate_gradient(model, task, x_test[:n_iter], prec,
+                                                     config["iterate"])
+                out.floor = detect_floor([10.0 ** v for v in out.iterate_trace],
+                                         log10_trace=out.iterate_trace)
+            outcomes.append(out)
+    n_params = sum(t.numel() for t in model.parameters())
+    return TrainedOutcome(result, outcomes, n_params, task.describe(),
+                          time.perf_counter() - t0)

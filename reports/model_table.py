@@ -1,0 +1,60 @@
+"""Plain-text tables of trained-model runs from store rows (what ``precision run`` prints).
+
+One table per task: one line per model configuration (subject, depth, width, LayerNorm,
+recipe, training dtype, seed), one column per evaluation precision. A cell is the test MSE
+followed by the part of the decomposition that dominates it: ``A`` approximation (the weights
+cannot represent the map better) or ``R`` rounding (the precision's arithmetic is the limit).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from reports.solver_table import _precision_key, format_mse
+
+
+def _label(row: dict[str, Any]) -> tuple[str, ...]:
+    cfg = row.get("config") or {}
+    tr = cfg.get("train") or {}
+    ln = cfg.get("layernorm")
+    return (row["subject"], str(cfg.get("depth", "")), str(cfg.get("width", "")),
+            "" if ln is None else ("yes" if ln else "no"), str(tr.get("recipe", "")),
+            str(tr.get("dtype", "float32")), str(tr.get("steps", "")), str(cfg.get("seed", "")))
+
+
+def _cell(row: dict[str, Any]) -> str:
+    if row["status"] != "ok":
+        return row["status"]
+    text = format_mse(row.get("mse"))
+    dec = (row.get("result") or {}).get("decomposition") or {}
+    a, r = dec.get("approximation"), dec.get("rounding")
+    if a is not None and r is not None:
+        text += " A" if a >= r else " R"
+    return text
+
+
+def model_tables(rows: list[dict[str, Any]]) -> str:
+    """Tables of test MSE per task for the trained runs among ``rows`` ('' when none)."""
+    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if r.get("kind") == "trained":
+            by_task[r["task"]].append(r)
+    blocks = []
+    for task in sorted(by_task):
+        group = by_task[task]
+        precs = sorted({r["precision"] for r in group}, key=_precision_key)
+        cells = {(_label(r), r["precision"]): _cell(r)
+                 for r in sorted(group, key=lambda r: (r["created_at"], r["run_id"]))}
+        labels = sorted({_label(r) for r in group},
+                        key=lambda t: (t[0], *(int(x) if x.isdigit() else 0 for x in t[1:3]), t))
+        head = ["model", "depth", "width", "LN", "recipe", "train", "steps", "seed", *precs]
+        body = [[*lab, *[cells.get((lab, p), "") for p in precs]] for lab in labels]
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
+        lines = [f"task {task}: test MSE (A = approximation-limited, R = rounding-limited)"]
+        lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
+        lines.append("  ".join("-" * w for w in widths))
+        lines += ["  ".join(str(x).ljust(w) for x, w in zip(b, widths, strict=True))
+                  for b in body]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

@@ -1,0 +1,85 @@
+"""Probe tasks (001 App. D.2-D.3): shapes, targets, exact truths, fixed hidden parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from precision.backends.mp_backend import exact_array
+from precision.metrics import error_summary
+from probes.tasks import TASKS, TaskError, make_task
+
+
+def _sample(name: str, batch: int = 3, seed: int = 0, **opts):
+    task = make_task(name, seed=1, **opts)
+    return task, *task.sample(batch, torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_shapes_and_exact_truth_agree_with_float64_target(name):
+    task, x, y = _sample(name)
+    assert x.shape == (3, task.n_tokens, task.d_in)
+    assert task.select(torch.zeros(3, task.n_tokens, task.d_out)).shape == y.shape
+    truth = task.truth(exact_array(x.numpy()), 512)
+    assert truth.shape == y.shape
+    assert error_summary(y.numpy(), truth).mse < 1e-28   # float64 target vs exact truth
+
+
+def test_primitive_shapes_are_001_d23():
+    assert (make_task("read").d_in, make_task("read").d_out) == (20, 20)
+    assert make_task("affine").d_out == 1
+    assert make_task("multiply").d_out == 10
+    assert make_task("ls_feature").d_in == 5 * 5 + 2 * 5 + 1      # D^2 + 2D + 1
+    assert make_task("explicit_gradient").n_tokens == 21          # N + 1
+
+
+def test_read_copies_row_i_to_row_j_and_keeps_the_rest():
+    task, x, y = _sample("read")
+    i, j = task.params["i"], task.params["j"]
+    assert i < j                                   # causal by default
+    assert torch.equal(y[:, j], x[:, i])
+    keep = [k for k in range(40) if k != j]
+    assert torch.equal(y[:, keep], x[:, keep])
+
+
+def test_hidden_parameters_are_fixed_per_seed_not_per_batch():
+    a, b = make_task("affine", seed=3), make_task("affine", seed=3)
+    assert np.array_equal(a.params["h"], b.params["h"])
+    assert not np.array_equal(a.params["h"], make_task("affine", seed=4).params["h"])
+    # h ~ N(0, 3 I): its sample variance over many seeds is near 3
+    hs = np.concatenate([make_task("affine", seed=s).params["h"] for s in range(200)])
+    assert 2.6 < hs.var() < 3.4
+
+
+def test_multiply_and_explicit_gradient_targets():
+    _, x, y = _sample("multiply")
+    assert torch.equal(y, x[..., :10] * x[..., 10:])
+    task, x, y = _sample("explicit_gradient", k=2)
+    X, t, w0 = x[:, :20, :5], x[:, :20, 5], x[:, 20, :5]
+    grad = torch.einsum("bn,bnd->bd", (X @ w0[..., None])[..., 0] - t, X) / 20   # 001 eq. 13
+    assert torch.allclose(y, grad, rtol=0, atol=1e-13)
+    # k = 2 features are the causal prefix sums; the last context token holds the full sums
+    assert torch.allclose(x[:, 19, 6:11], (t[..., None] * X).sum(1), atol=1e-12)
+
+
+def test_truth_uses_the_rounded_inputs():
+    task, x, _ = _sample("multiply")
+    x32 = x.to(torch.float32).to(torch.float64)
+    truth = task.truth(exact_array(x32.numpy()), 512)
+    assert error_summary((x32[..., :10] * x32[..., 10:]).numpy(), truth).mse == 0.0
+
+
+@pytest.mark.parametrize("name, opts, match", [
+    ("nope", {}, "unknown task 'nope'"),
+    ("multiply", {"dim": 7}, "even dim"),
+    ("read", {"i": 3, "j": 3}, "i != j"),
+    ("read", {"i": 5, "j": 2}, "causal model needs i < j"),
+    ("ls_fixed_n", {"dim": 6, "n": 4}, "n >= dim"),
+    ("ls_feature", {"k": 3}, "k must be 0, 1 or 2"),
+    ("affine", {"width": 3}, "has no option width"),
+])
+def test_impossible_tasks_are_one_line_errors(name, opts, match):
+    with pytest.raises(TaskError, match=match) as info:
+        make_task(name, **opts)
+    assert "\n" not in str(info.value)
