@@ -34,9 +34,11 @@ from typing import Any
 
 from precision.models import MODELS
 from precision.precisions import PrecisionError, parse_precision
+from probes.factory import FactoryError, is_factory_spec
+from probes.job import build_job
 from probes.run_config import RunConfig, SuiteError
 from probes.store import config_hash
-from probes.tasks import TaskError, make_task
+from probes.tasks import TaskError
 
 #: Bump when the meaning of a trained job config changes.
 MODEL_CONFIG_VERSION = 1
@@ -92,7 +94,7 @@ def expand_models(suite_name: str, data: dict[str, Any], precisions: list[str],
         if not isinstance(entry, dict):
             raise SuiteError(f"{at} must be a table")
         family = entry.get("family", label)
-        if family not in MODELS:
+        if family not in MODELS and not is_factory_spec(family):
             raise SuiteError(f"{at}: unknown model family '{family}' "
                              f"(choose from: {', '.join(sorted(MODELS))})")
         task_labels = entry.get("tasks")
@@ -147,12 +149,12 @@ def expand_models(suite_name: str, data: dict[str, Any], precisions: list[str],
 
 
 def _validate_job(job: dict[str, Any], where: str) -> None:
-    """Impossible shapes and bad options fail here, before anything is trained or stored."""
-    from probes.trained_run import build_job  # heavy (torch models); only when validating
+    """Impossible shapes, bad options and broken factories fail here, before anything is
+    trained or stored."""
 
     try:
         build_job({**job, "seed": job["seed"]})
-    except TaskError as exc:
+    except (TaskError, FactoryError) as exc:
         raise SuiteError(f"{where}: {exc}") from None
     except (ValueError, TypeError) as exc:
         raise SuiteError(f"{where}: cannot build model '{job['family']}' "

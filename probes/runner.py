@@ -18,8 +18,8 @@ from typing import Any
 from precision.constructions.registry import run_construction
 from precision.solvers.registry import run_solver
 from probes.store import RunRecord, Store
-from probes.trained_records import trained_records
 from probes.suite import RunConfig, Suite, expand
+from probes.trained_records import trained_records
 
 #: Traces longer than this are stored subsampled (first points dense, then every k-th + last).
 MAX_SERIES_POINTS = 2000

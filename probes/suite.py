@@ -39,8 +39,8 @@ from precision.constructions.registry import get_construction
 from precision.precisions import PrecisionError, parse_precision
 from precision.solvers.registry import SolverError, get_solver, make_problem, resolve_params
 from probes.model_suite import expand_models
-from probes.store import config_hash
 from probes.run_config import RunConfig, SuiteError
+from probes.store import config_hash
 
 #: Bump when the meaning of a run config changes (so old results are not reused).
 CONFIG_VERSION = 1

@@ -4,17 +4,17 @@ Every task is a sequence-to-sequence map on tokens (rows): the model sees ``x`` 
 (batch, n_tokens, d_in) and outputs (batch, n_tokens, d_out); :meth:`Task.select` cuts the
 supervised entries out of that output, shaped like the target ``y``.
 
-| name               | 001 section | input (tokens x channels)            | target                    |
-|--------------------|-------------|--------------------------------------|---------------------------|
-| identity           | D.2.3       | u: N x D                             | u                         |
-| read               | D.2.3, eq 5 | u: N x D                             | u with row j := row i     |
-| affine             | D.2.3, eq 6 | u: N x D                             | u h (N x 1), h ~ N(0, 3I) |
-| multiply           | D.2.3, eq 7 | u: N x D (D even)                    | u[:, :D/2] ⊙ u[:, D/2:]   |
-| square             | eq 8        | u: N x D                             | u ⊙ u                     |
-| ls_parallel        | D.2.1       | x_1, y_1 e_1, ..., x_N, y_N e_1, x_q | y_1 .. y_N, y_q           |
-| ls_fixed_n         | D.2.2       | [x_i, y_i] (N rows), [x_q, 0]        | y_q                       |
-| ls_feature (k)     | D.2.4       | [x_i, y_i, features_k] (N rows)      | w* (last token, D ch.)    |
-| explicit_gradient  | D.2.5       | ls_feature rows, then [w_0, 0, 0]    | grad L(w_0), eq. 13       |
+| name              | 001   | input (tokens x channels)            | target                  |
+|-------------------|-------|--------------------------------------|-------------------------|
+| identity          | D.2.3 | u: N x D                             | u                       |
+| read              | eq 5  | u: N x D                             | u with row j := row i   |
+| affine            | eq 6  | u: N x D                             | u h (N x 1), h~N(0, 3I) |
+| multiply          | eq 7  | u: N x D (D even)                    | u[:, :D/2] ⊙ u[:, D/2:] |
+| square            | eq 8  | u: N x D                             | u ⊙ u                   |
+| ls_parallel       | D.2.1 | x_1, y_1 e_1, ..., x_N, y_N e_1, x_q | y_1 .. y_N, y_q         |
+| ls_fixed_n        | D.2.2 | [x_i, y_i] (N rows), [x_q, 0]        | y_q                     |
+| ls_feature (k)    | D.2.4 | [x_i, y_i, features_k] (N rows)      | w* (last token)         |
+| explicit_gradient | D.2.5 | ls_feature rows, then [w_0, 0, 0]    | grad L(w_0), eq. 13     |
 
 Inputs are drawn from N(0, 1) per entry (D.3). The parameters of READ (i, j) and AFFINE (h)
 are *not* in the input, so they are fixed per task instance (drawn from the task seed), not
@@ -201,7 +201,8 @@ def feature_rows(X: torch.Tensor, y: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def gradient_query_row(w0: torch.Tensor, width: int) -> torch.Tensor:
-    """The last token [w_0, 0, ..., 0] of the explicit-gradient task (001 D.2.5), (batch, 1, width)."""
+    """The last token [w_0, 0, ..., 0] of the explicit-gradient task (001 D.2.5):
+    (batch, 1, width)."""
     row = torch.zeros(w0.shape[0], 1, width, dtype=w0.dtype)
     row[:, 0, : w0.shape[1]] = w0
     return row

@@ -28,10 +28,10 @@ from torch import nn
 from precision.backends.mp_backend import exact_array
 from precision.evaluate import evaluate
 from precision.metrics import Floor, decompose, detect_floor, error_summary
-from precision.models import build_model
 from precision.precisions import parse_precision
 from precision.truth import least_squares_truth, truth_bits
-from probes.tasks import Task, gradient_query_row, make_task
+from probes.job import build_job
+from probes.tasks import Task, gradient_query_row
 from probes.training import TrainConfig, TrainResult, train
 
 #: The high precision the decomposition's f_mp is computed in.
@@ -65,35 +65,6 @@ class TrainedOutcome:
     n_params: int
     task: str
     wall_time: float
-
-
-def model_options(family: str, options: dict[str, Any], task: Task) -> dict[str, Any]:
-    """Family options from a suite's generic ones: ``layernorm`` switches every LayerNorm of a
-    Transformer; sequence models get ``max_len`` = the task's token count (BaseConv filters,
-    the Transformer's learned positional embedding as in GPT-2, 001 App. D.1)."""
-    opts = dict(options)
-    if family == "transformer":
-        if "layernorm" in opts:
-            ln = bool(opts.pop("layernorm"))
-            opts.update(ln_attn=ln, ln_mlp=ln, ln_final=ln)
-        opts.setdefault("max_len", task.n_tokens)
-    elif family == "baseconv":
-        opts.setdefault("max_len", task.n_tokens)
-    return opts
-
-
-def build_job(config: dict[str, Any]) -> tuple[Task, nn.Module]:
-    """The task instance and the freshly initialised model of a job config (seeded)."""
-    opts = dict(config.get("model_options", {}))
-    task_opts = dict(config.get("task_options", {}))
-    if config["task"] == "read":
-        task_opts.setdefault("causal", bool(opts.get("causal", True)))
-    task = make_task(config["task"], seed=config["seed"], **task_opts)
-    with torch.random.fork_rng():
-        torch.manual_seed(config["seed"])
-        model = build_model(config["family"], task.d_in, task.d_out, config["depth"],
-                            config["width"], **model_options(config["family"], opts, task))
-    return task, model.double()
 
 
 def _rounded_inputs(x: torch.Tensor, p: Any) -> torch.Tensor:
