@@ -14,7 +14,7 @@ from pathlib import Path
 from precision.precisions import VALID_FORMS, PrecisionError, parse_precision
 from precision.solvers.registry import SOLVERS, SolverError
 from probes.store import Store, StoreError
-from probes.suite import SuiteError, load_suite, shipped_suites
+from probes.suite import Suite, SuiteError, load_suite, shipped_suites
 
 EXIT_USAGE = 2
 DEFAULT_DB = "results.db"
@@ -41,10 +41,6 @@ def _csv(text: str | None) -> list[str] | None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from probes.runner import pending_runs, run_suite
-    from reports.model_table import model_tables
-    from reports.solver_table import solver_tables
-
     # Everything is validated here, before the store is opened.
     suite = load_suite(
         args.suite,
@@ -52,6 +48,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
         precisions=_csv(args.precisions),
         solvers=_csv(args.solvers),
     )
+    return _run_loaded(suite, args)
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from probes.model_suite import suite_for_factory
+
+    base = load_suite(args.suite, profile=args.profile, precisions=_csv(args.precisions))
+    suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks))
+    return _run_loaded(suite, args)
+
+
+def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
+    from probes.runner import pending_runs, run_suite
+    from reports.model_table import model_tables
+    from reports.solver_table import solver_tables
+
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     with Store(args.db) as store:
@@ -192,6 +204,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the suite's report is refreshed in REPORT_DIR/SUITE (default report)")
     run.add_argument("--no-report", action="store_true", help="do not write the report")
     run.set_defaults(func=_cmd_run)
+
+    prb = sub.add_parser("probe", help="train and measure your own architecture on a suite",
+                         description="Run a suite's tasks, grid and recipes on the module "
+                         "returned by FACTORY(d_in, d_out, depth, width) and store it beside "
+                         "the built-in families.")
+    prb.add_argument("factory", help="MODULE:FACTORY or path/to/file.py:FACTORY")
+    prb.add_argument("--suite", required=True, help="a suite with [models.*] (e.g. primitives)")
+    prb.add_argument("--tasks", default=None, help="comma-separated subset of the suite's tasks")
+    for action in run._actions:
+        if action.dest not in ("help", "suite", "solvers"):
+            prb._add_action(action)
+    prb.set_defaults(func=_cmd_probe)
 
     res = sub.add_parser("results", help="print or export stored results",
                          description="Dump the runs in the store as a table, CSV or JSON.")

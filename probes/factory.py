@@ -23,9 +23,10 @@ class FactoryError(ValueError):
     """A factory that cannot be imported, raises, or returns the wrong thing (one line)."""
 
 
-def is_factory_spec(family: str) -> bool:
-    """True for ``module:attr`` / ``path/to/file.py:attr`` specs (built-in names have no ':')."""
-    return ":" in family
+def is_factory_spec(family: Any) -> bool:
+    """True for a callable or a ``module:attr`` / ``file.py:attr`` spec (built-in family
+    names have no ':')."""
+    return callable(family) or ":" in family
 
 
 def load_factory(spec: str) -> Callable[..., nn.Module]:
@@ -59,10 +60,12 @@ def load_factory(spec: str) -> Callable[..., nn.Module]:
     return fn
 
 
-def build_from_factory(spec: str, d_in: int, d_out: int, depth: int, width: int,
-                       n_tokens: int, **options: Any) -> nn.Module:
-    """Call the factory and check its module on a float64 probe input of the task's shape."""
-    fn = load_factory(spec)
+def build_from_factory(spec: str | Callable[..., nn.Module], d_in: int, d_out: int, depth: int,
+                       width: int, n_tokens: int, **options: Any) -> nn.Module:
+    """Call the factory (a spec string or the callable itself) and check its module on a
+    float64 probe input of the task's shape."""
+    fn = spec if callable(spec) else load_factory(spec)
+    spec = getattr(fn, "__qualname__", str(fn)) if callable(spec) else spec
     kwargs = dict(options)
     try:
         params = inspect.signature(fn).parameters

@@ -94,7 +94,7 @@ def expand_models(suite_name: str, data: dict[str, Any], precisions: list[str],
         if not isinstance(entry, dict):
             raise SuiteError(f"{at} must be a table")
         family = entry.get("family", label)
-        if family not in MODELS and not is_factory_spec(family):
+        if not isinstance(family, str) or (family not in MODELS and not is_factory_spec(family)):
             raise SuiteError(f"{at}: unknown model family '{family}' "
                              f"(choose from: {', '.join(sorted(MODELS))})")
         task_labels = entry.get("tasks")
@@ -159,3 +159,36 @@ def _validate_job(job: dict[str, Any], where: str) -> None:
     except (ValueError, TypeError) as exc:
         raise SuiteError(f"{where}: cannot build model '{job['family']}' "
                          f"(depth {job['depth']}, width {job['width']}): {exc}") from None
+
+
+def suite_for_factory(base: Any, factory: str, tasks: list[str] | None = None) -> Any:
+    """The suite ``base`` with its models replaced by the user's ``factory``.
+
+    The factory gets the grid (depth, width), training, test size and iterations of the
+    suite's *first* model entry (not its family-specific options: heads, layernorm, ...) and
+    runs every task of the suite's model entries (or only ``tasks``). Its label is the
+    factory's name, so its rows sit beside the built-in families in the store and report.
+    """
+    from probes.suite import Suite, expand
+
+    data = dict(base.data)
+    models = data.get("models")
+    if not isinstance(models, dict) or not models:
+        raise SuiteError(f"suite {base.name} has no [models.*] to probe a factory with")
+    first = next(iter(models.values()))
+    entry = {k: v for k, v in first.items() if k in _RESERVED | {"depth", "width"}}
+    names = [t for e in models.values() for t in e.get("tasks", [])]
+    all_tasks = list(dict.fromkeys(names))
+    if tasks:
+        unknown = [t for t in tasks if t not in data.get("tasks", {})]
+        if unknown:
+            raise SuiteError(f"suite {base.name} has no task {', '.join(unknown)} "
+                             f"(its tasks: {', '.join(sorted(data.get('tasks', {})))})")
+        all_tasks = [t for t in all_tasks if t in tasks] or list(tasks)
+    entry.update(family=factory, tasks=all_tasks)
+    data["models"] = {factory.rpartition(":")[2]: entry}
+    for key in ("problems", "solvers", "constructions"):
+        data.pop(key, None)
+    suite = Suite(name=base.name, description=base.description, path=base.path, data=data)
+    expand(suite)
+    return suite

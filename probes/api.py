@@ -1,0 +1,72 @@
+"""Python API for testing an architecture inside a user's own test suite (no store needed).
+
+    from probes.api import probe, assert_floor_below
+
+    def test_my_mixer_multiplies_precisely():
+        assert_floor_below(make_mixer, "multiply", 1e-6, precision="float64",
+                           depth=1, width=32, train={"recipe": "high-precision", "steps": 500,
+                                                     "batch_size": 32})
+
+``probe`` trains the factory's module on a task with a recipe and returns what each
+evaluation precision measured (test MSE and its approximation / rounding split), exactly as
+``precision probe`` does for the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from torch import nn
+
+from precision.precisions import parse_precision
+from probes.trained_run import PrecisionOutcome, run_trained
+
+#: A small default budget (seconds to a minute on 2 CPU cores for a small module).
+DEFAULT_TRAIN = {"recipe": "paper", "steps": 500, "batch_size": 32, "dtype": "float32"}
+
+
+class FloorAssertionError(AssertionError):
+    """A module's measured floor is above the bound (message: expected / measured / where)."""
+
+
+def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
+          width: int = 32, train: dict[str, Any] | None = None,
+          precisions: tuple[str, ...] = ("float32", "float64", "mp50"), seed: int = 0,
+          task_options: dict[str, Any] | None = None, model_options: dict[str, Any] | None = None,
+          test_size: int = 16) -> dict[str, PrecisionOutcome]:
+    """Train ``factory``'s module on ``task`` and measure it in each precision.
+
+    ``factory``: a callable ``(d_in, d_out, depth, width, **model_options) -> nn.Module`` or a
+    ``MODULE:FACTORY`` spec. Returns {precision: PrecisionOutcome} (``total`` is the test MSE,
+    ``log10_approximation`` / ``log10_rounding`` its decomposition, ``status``).
+    """
+    config = {
+        "family": factory, "task": task, "task_options": dict(task_options or {}),
+        "model_options": dict(model_options or {}), "depth": depth, "width": width,
+        "seed": seed, "train": {**DEFAULT_TRAIN, **(train or {})}, "test_size": test_size,
+        "iterate": 0, "precisions": [parse_precision(p).name for p in precisions],
+    }
+    outcome = run_trained(config)
+    return {o.precision: o for o in outcome.per_precision}
+
+
+def assert_floor_below(factory: str | Callable[..., nn.Module], task: str, bound: float, *,
+                       precision: str = "float64", **kwargs: Any) -> PrecisionOutcome:
+    """Fail (pytest-style: expected / measured / where) unless the trained module's test MSE
+    on ``task`` in ``precision`` is at most ``bound``. Returns the outcome when it holds."""
+    name = parse_precision(precision).name
+    result = probe(factory, task, precisions=(name,), **kwargs)[name]
+    where = (f"{getattr(factory, '__qualname__', factory)} on {task}, depth "
+             f"{kwargs.get('depth', 1)}, width {kwargs.get('width', 32)}, evaluated in {name}")
+    if result.status != "ok":
+        raise FloorAssertionError(f"expected test MSE <= {bound:.1e}, measured: {result.status} "
+                                  f"({result.error}); where: {where}")
+    if not result.total <= bound:
+        split = ""
+        if result.log10_approximation is not None and result.log10_rounding is not None:
+            split = (f" (approximation 1e{result.log10_approximation:.1f}, "
+                     f"rounding 1e{result.log10_rounding:.1f})")
+        raise FloorAssertionError(f"expected test MSE <= {bound:.1e}, measured "
+                                  f"{result.total:.2e}{split}; where: {where}")
+    return result
