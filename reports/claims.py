@@ -1,9 +1,11 @@
 """The published-claims check: every claim of ``claims.toml`` gets a verdict from the store.
 
-A claim with a ``check`` table selects stored runs (suite / subject / task / precision) and a
-metric column; it *holds* when every selected run's metric lies in [min, max], *does not
-hold* otherwise, and is *not measured* when the store has no such run (the row then names
-the command that produces the data). Claims without a check are listed as not measured,
+A claim with a ``check`` table selects stored runs (suite / subject / task / precision, each a
+value or a list, plus an optional ``config`` table of run-config values such as ``depth`` or
+``train.recipe``) and a metric column; it *holds* when every selected run's metric lies in
+[min, max] (or, with ``aggregate = "best"``, when the best one does), *does not hold*
+otherwise, and is *not measured* when the store has no such run (the row then names the
+command that produces the data). Claims without a check are listed as not measured,
 never dropped.
 """
 
@@ -48,6 +50,25 @@ def _format_metric(metric: str, value: float) -> str:
     return f"{metric} {value:.3g}"
 
 
+def _matches(value: Any, wanted: Any) -> bool:
+    return value in wanted if isinstance(wanted, list) else value == wanted
+
+
+def _selected(row: dict[str, Any], check: dict[str, Any]) -> bool:
+    """Row matches the check's suite/subject/task/precision (a value or a list of values) and
+    its ``config`` table (keys of the run config; ``train.recipe`` style dotted keys)."""
+    if not all(_matches(row.get(k), check[k]) for k in SELECT_KEYS if k in check):
+        return False
+    cfg = row.get("config") or {}
+    for key, wanted in check.get("config", {}).items():
+        value: Any = cfg
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if not _matches(value, wanted):
+            return False
+    return True
+
+
 def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
     """Verdicts for every shipped claim against store ``rows`` (dicts from ``Store.runs``)."""
     out = []
@@ -59,18 +80,23 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
             out.append(ClaimRow(**base, measured="-", verdict="not measured",
                                 command="needs a suite not built yet"))
             continue
-        chosen = [r for r in rows
-                  if all(r.get(k) == check[k] for k in SELECT_KEYS if k in check)
+        chosen = [r for r in rows if _selected(r, check)
                   and r.get("status") == "ok" and r.get(check["metric"]) is not None]
         if not chosen:
             out.append(ClaimRow(**base, measured="-", verdict="not measured",
                                 command=check["command"]))
             continue
         values = sorted(float(r[check["metric"]]) for r in chosen)
-        ok = all(check["min"] <= v <= check["max"] for v in values)
-        measured = _format_metric(check["metric"], values[len(values) // 2])
-        if len(values) > 1:
-            measured += f" (median of {len(values)})"
+        if check.get("aggregate") == "best":        # the best configuration must reach it
+            ok = check["min"] <= values[0] <= check["max"]
+            measured = _format_metric(check["metric"], values[0])
+            if len(values) > 1:
+                measured += f" (best of {len(values)})"
+        else:                                       # every selected run must lie in range
+            ok = all(check["min"] <= v <= check["max"] for v in values)
+            measured = _format_metric(check["metric"], values[len(values) // 2])
+            if len(values) > 1:
+                measured += f" (median of {len(values)})"
         out.append(ClaimRow(**base, measured=measured,
                             verdict="holds" if ok else "does not hold",
                             command=check["command"]))

@@ -113,8 +113,13 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
                 or "width" not in cfg:
             continue
         dec = (r.get("result") or {}).get("decomposition") or {}
-        label = r["subject"] + ("" if "layernorm" not in cfg else
+        label = r["subject"] + ("" if cfg.get("layernorm") is None else
                                 (" +LN" if cfg["layernorm"] else " -LN"))
+        train = cfg.get("train") or {}
+        if train.get("recipe", "paper") != "paper":
+            label += f" {train['recipe']}"
+        if train.get("dtype", "float32") != "float32":
+            label += f" (trained in {train['dtype']})"
         recs.append({"task": r["task"], "subject": label, "precision": r["precision"],
                      "depth": int(cfg["depth"]), "width": int(cfg["width"]),
                      "seed": cfg.get("seed", 0), "train_steps": cfg.get("train_steps"),
