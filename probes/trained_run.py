@@ -147,6 +147,15 @@ def run_trained(config: dict[str, Any]) -> TrainedOutcome:
     :class:`~probes.training.TrainConfig` fields), test_size, iterate, precisions.
     """
     t0 = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small models: 1 thread beats 2 (see docs/architecture.md)
+    try:
+        return _run_trained(config, t0)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_trained(config: dict[str, Any], t0: float) -> TrainedOutcome:
     task, model = build_job(config)
     tcfg = TrainConfig(**{**config["train"], "seed": config["seed"]})
     result = train(model, task.sample, lambda m, x: task.select(m(x)), tcfg)

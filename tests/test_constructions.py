@@ -197,7 +197,8 @@ def test_construction_runs_per_layer_and_suite_stores_them(tmp_path):
     assert rc == 0
     with Store(db) as store:
         rows = store.runs(kind="construction")
-        assert {r["subject"] for r in rows} == {"lsa_gd", "lsa_newton_schulz", "baseconv_gd"}
+        assert {r["subject"] for r in rows} >= {"lsa_gd", "lsa_newton_schulz", "baseconv_gd",
+                                                "baseconv_gd_noncausal", "baseconv_read"}
         bc = next(r for r in rows if r["subject"] == "baseconv_gd")
         assert -16 < bc["floor_log10"] < -12.5  # 001 Fig. 5: ~1e-14 in float32
         series = store.series(rows[0]["run_id"])
@@ -283,3 +284,173 @@ def test_causal_baseconv_runs_gradient_descent():
         w_out[lay["w"].start, lay["s"].start] *= 1.001
     bad = evaluate(model, x, "mp50")[0, -1, 0]
     assert abs(float(bad) - float(want)) > 1e-10
+
+
+# --- non-causal BaseConv GD (001 App. C.2.1) and the primitives as suite subjects ----------
+
+
+class _StepStates(torch.nn.Module):
+    """The non-causal GD model's residual stream after every layer (batch, layers, N, width)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.model.inp(x)
+        outs = []
+        for layer in self.model.layers:
+            h = layer(h)
+            outs.append(h)
+        return torch.stack(outs, dim=1)
+
+
+def test_noncausal_baseconv_filter_is_two_sided():
+    from precision.models.baseconv import BaseConv, BaseConvConfig
+
+    torch.manual_seed(0)
+    causal = BaseConv(BaseConvConfig(d_in=2, d_out=1, width=3, max_len=5))
+    assert causal.cfg.causal and causal.layers[0].filter.shape == (3, 5)
+    model = BaseConv(BaseConvConfig(d_in=2, d_out=1, width=3, max_len=5, causal=False)).double()
+    layer = model.layers[0]
+    assert layer.filter.shape == (3, 9)
+    u = torch.randn(2, 4, 3, dtype=torch.float64)  # shorter than max_len
+    k = layer.filter.detach()
+    want = torch.zeros_like(u)
+    for t in range(4):
+        for s in range(4):
+            want[:, t] += k[:, t - s + 4] * u[:, s]      # lag t - s, lag 0 at tap max_len - 1
+    assert torch.allclose(layer.mix(u), want, rtol=0, atol=1e-14)
+    x = torch.randn(1, 4, 2, dtype=torch.float64)
+    f64 = evaluate(model, x, "float64")
+    assert error_summary(evaluate(model, x, "mp50"), f64).relative < 1e-14
+    with pytest.raises(ValueError, match="short"):
+        BaseConv(BaseConvConfig(d_in=2, d_out=1, short=True, causal=False))
+
+
+@pytest.mark.parametrize("prec", ["float64", "mp50"])
+def test_noncausal_baseconv_runs_gd_layer_by_layer(prec):
+    from precision.constructions import baseconv_gd as bg
+
+    d, n, steps = 3, 8, 3
+    prob = gaussian_least_squares(d, n, seed=11)
+    eta = bg.exact_step(0.6, n)
+    assert eta != 0.6 and bg.exact_step(eta, n) == eta  # 24-bit eta/n, exact weight
+    model = bg.gradient_descent_noncausal(d, n, eta, steps)
+    assert model.cfg.width == bg.width_noncausal(d) == 5 * d + 3 and len(model.layers) == 10
+    lay = bg._layout_noncausal(d)
+    x = bg.tokens_noncausal(prob.X, prob.y, prob.X_query[0])
+    xp = parse_precision(prec).backend
+    X, y = xp.asarray(prob.X), xp.asarray(prob.y)
+    iterates = gd(xp, X, y, step=eta, iters=steps)
+    states = evaluate(_StepStates(model), x, prec)[0]   # (layers, n + 1, width)
+    tol = -90 if prec == "mp50" else -26
+    for t in range(steps):
+        w = iterates[t]
+        r = X @ w - y
+        # layer 1: r_i = w_t^T x_i - y_i (0 at the query token)
+        got_r = states[3 * t][:, lay["r"].start]
+        assert error_summary(got_r[:n], xp.to_exact(r)).log10_mse < tol
+        assert got_r[n] == 0
+        # layer 2: g_i = r_i x_i
+        got_g = states[3 * t + 1][:n, lay["g"]]
+        assert error_summary(got_g, xp.to_exact(r.reshape(-1, 1) * X)).log10_mse < tol
+        # layer 3: every token holds w_{t+1}; r and g are cleared exactly
+        after = states[3 * t + 2]
+        want = np.tile(xp.to_exact(iterates[t + 1]), (n + 1, 1))
+        assert error_summary(after[:, lay["w"]], want).log10_mse < tol
+        assert all(v == 0 for v in after[:, lay["r"].start: lay["g"].stop].reshape(-1))
+    # the read-out layer writes w^T x_q into the output channel at the last token
+    out = states[3 * steps][n:, lay["o"]].reshape(-1)
+    assert model.out.weight[0, lay["o"].start] == 1
+    want = xp.to_exact(xp.asarray(prob.X_query[0]) @ iterates[steps]).reshape(-1)
+    assert error_summary(out, want).log10_mse < tol
+
+
+def test_noncausal_baseconv_gd_breaks_when_one_weight_changes():
+    from precision.constructions import baseconv_gd as bg
+
+    d, n = 3, 8
+    prob = gaussian_least_squares(d, n, seed=4)
+    model = bg.gradient_descent_noncausal(d, n, bg.exact_step(0.5, n), 2)
+    # w_0 != 0, so the first step's products w ⊙ x are not all zero
+    x = bg.tokens_noncausal(prob.X, prob.y, prob.X_query[0], w0=np.array([0.5, -1.0, 2.0]))
+    good = evaluate(model, x, "mp50")
+    # every parameter of the first GD step and of the read-out layer
+    params = [(f"layers.{k}.{name}", p) for k in (0, 1, 2, 6)
+              for name, p in model.layers[k].named_parameters()]
+    checked = 0
+    for pname, p in params:
+        nz = torch.nonzero(p)
+        if len(nz) == 0:
+            continue
+        idx = tuple(nz[len(nz) // 2].tolist())
+        with torch.no_grad():
+            p[idx] *= 1.001
+        err = error_summary(evaluate(model, x, "mp50"), good).log10_mse
+        with torch.no_grad():
+            p[idx] /= 1.001
+        assert err > -30, f"changing {pname}{list(idx)} left the output unchanged"
+        checked += 1
+    assert checked >= 12
+    assert error_summary(evaluate(model, x, "mp50"), good).log10_mse == -np.inf
+
+
+def test_noncausal_gd_construction_in_registry():
+    from precision.constructions.registry import run_construction
+
+    prob = {"kind": "gaussian", "dim": 4, "n_samples": 40}
+    res = run_construction("baseconv_gd_noncausal", "mp50", prob, {"iters": 8})
+    assert max(s.log10_mse for s in res.reference) < -95      # = GD in 50 digits
+    res32 = run_construction("baseconv_gd_noncausal", "float32", prob, {"iters": 40})
+    assert res32.floor.reached and res32.floor.log10_level < -12   # float32 rounding level
+    assert max(s.log10_mse for s in res32.reference) < -12
+
+
+def test_primitive_problems_are_seeded_and_checked():
+    from precision.problems import primitive_problem
+    from precision.solvers.registry import SolverError, make_problem
+
+    a = make_problem("primitive", {"kind": "read", "dim": 20, "seq_len": 40, "seed": 3})
+    b = primitive_problem("read", 20, 40, seed=3)
+    assert np.array_equal(a.u, b.u) and a.params == b.params and a.u.shape == (40, 20)
+    assert a.params["i"] < a.params["j"] and (a.params["a"], a.params["b"]) == (0, 20)
+    aff = primitive_problem("affine", seed=1)
+    assert aff.params["H"].shape == (20, 1)
+    mul = primitive_problem("multiply", seed=1)
+    assert mul.params == {"a": 0, "b": 10, "d_out": 10}
+    with pytest.raises(SolverError, match="kind"):
+        make_problem("primitive", {"kind": "square"})
+    with pytest.raises(SolverError, match="i < j"):
+        make_problem("primitive", {"kind": "read", "i": 5, "j": 2})
+    with pytest.raises(SolverError, match="no parameter"):
+        make_problem("primitive", {"kind": "affine", "i": 1})
+
+
+def test_primitive_constructions_in_the_suite(tmp_path):
+    from precision.cli import main
+    from precision.constructions.registry import run_construction
+    from precision.solvers.registry import SolverError
+    from probes.store import Store
+
+    db = tmp_path / "p.db"
+    names = ["baseconv_read", "baseconv_affine", "baseconv_multiply"]
+    rc = main(["run", "constructions", "--db", str(db), "--solvers", ",".join(names),
+               "--precisions", "float32,mp50", "--no-progress", "--no-report"])
+    assert rc == 0
+    with Store(db) as store:
+        rows = store.runs(kind="construction")
+    assert {(r["subject"], r["precision"]) for r in rows} == {
+        (n, p) for n in names for p in ("float32", "mp50")}
+    for r in rows:
+        assert r["status"] == "ok" and r["steps"] == 1
+        if r["precision"] == "mp50":
+            assert r["log10_mse"] < -90
+        else:
+            assert r["log10_mse"] < -12.5       # float32 rounding of outputs of size ~1-5
+            assert float(r["result"]["max_log10_mse_vs_algorithm"]) < -12.5
+    # float32: the error is the rounding of the output, relative ~ u = 6e-8
+    res = run_construction("baseconv_affine", "float32", {"kind": "affine", "seed": 0})
+    assert res.steps[0].relative < 4 * parse_precision("float32").unit_roundoff
+    with pytest.raises(SolverError, match="kind 'read'"):
+        run_construction("baseconv_read", "float32", {"kind": "affine"})

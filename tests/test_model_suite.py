@@ -104,6 +104,7 @@ def test_bad_model_suite_exit_2_store_untouched(tmp_path, capsys):
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     path = tmp_path / "bad.toml"
     path.write_text(GRID.replace('dim = 4', 'dim = 5'))
+    capsys.readouterr()
     rc = main(["run", str(path), "--db", str(db), "--no-progress", "--no-report"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "even dim" in err and "\n" not in err

@@ -9,9 +9,19 @@ with H w formed as flt(H) ⊙ flt(1 w^T) summed by W_out; the per-position gate 
 the step to the last token (the 0 ... 0 1 gate pattern of App. C.2.2). A final layer writes
 w^T x_q. Layers use the outer residual, so each writes only its increments; the channel
 layout (x, y, w, x_q, products, sums, scratch) is ours — the paper stacks the same blocks.
+
+:func:`gradient_descent_noncausal` is the O(D)-state construction of 001 App. C.2.1 on a
+non-causal BaseConv (two-sided long filter, ``causal=False``), using eq. 45 instead of eq. 46:
+every token carries the current w; one GD step is the paper's three layers,
+  1. r_i = w^T x_i - y_i            (gate w ⊙ conv x, summed by W_out; minus y_i),
+  2. g_i = r_i x_i                  (gate r ⊙ conv x),
+  3. w <- w - (eta/N) sum_i g_i     (all-ones two-sided filter: every token gets the sum),
+and layer 3 also clears r and g (adds -r, -g: exact), so the next step starts from zeros.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -104,5 +114,119 @@ def tokens(X: np.ndarray, y: np.ndarray, x_query: np.ndarray,
     rows[:n, :d] = X
     rows[:n, d] = y
     rows[n, d + 1: 2 * d + 1] = np.zeros(d) if w0 is None else w0
+    rows[n, 2 * d + 1:] = x_query
+    return torch.as_tensor(rows[None], dtype=torch.float64)
+
+
+# --- non-causal, O(D) state (001 App. C.2.1) ---------------------------------------------
+
+def _layout_noncausal(d: int) -> dict[str, slice]:
+    sizes = [("x", d), ("y", 1), ("w", d), ("q", d), ("r", 1), ("g", d), ("s", d), ("o", 1)]
+    out, start = {}, 0
+    for name, size in sizes:
+        out[name] = slice(start, start + size)
+        start += size
+    return out
+
+
+def width_noncausal(d: int) -> int:
+    """Channels of the non-causal construction: 5d + 3 (O(D), against 7d + 3d^2 + 2)."""
+    return _layout_noncausal(d)["o"].stop
+
+
+def exact_step(step: float, n: int) -> float:
+    """The step :func:`gradient_descent_noncausal` runs: n c, with c = step / n rounded to 24
+    significant bits. Then the layer weight c is exact in float32, float64 and mpN, and n c is
+    exact in float64 (n < 2^29), so GD run with the returned step is the model's algorithm in
+    every precision (a weight fl(step / n) would run a step perturbed by ~1e-16, visible in
+    mp50)."""
+    if not (isinstance(n, int) and 1 <= n < 2 ** 29):
+        raise ValueError(f"n must be an integer in [1, 2^29), got {n!r}")
+    c = float(step) / n
+    if c == 0.0 or not math.isfinite(c):
+        return c * n
+    m, e = math.frexp(c)
+    return math.ldexp(round(m * 2 ** 24), e - 24) * n
+
+
+def gradient_descent_noncausal(d: int, n: int, step: float, iters: int) -> BaseConv:
+    """A non-causal BaseConv of 3 ``iters`` + 1 layers running ``iters`` GD steps on
+    f(w) = (1/2n) ||X w - y||^2 for n context tokens (001 App. C.2.1), with step
+    :func:`exact_step` (``step``, n); input :func:`tokens_noncausal`, output channel 0 of the
+    last token = w_iters^T x_q. Width 5d + 3."""
+    if iters < 0:
+        raise ValueError(f"iters must be >= 0, got {iters}")
+    lay = _layout_noncausal(d)
+    coef = exact_step(step, n) / n  # exact: the 24-bit c of exact_step
+    model = BaseConv(BaseConvConfig(d_in=3 * d + 1, d_out=1, depth=3 * iters + 1,
+                                    width=width_noncausal(d), max_len=n + 1, residual="outer",
+                                    causal=False)).double()
+    lag0 = n  # filter index of lag 0 (max_len - 1)
+
+    def ch(block: str, k: int = 0) -> int:
+        return lay[block].start + k
+
+    def delta(layer: torch.nn.Module, slot: int) -> None:
+        layer.filter[slot, lag0] = 1.0
+
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.inp.weight[: 3 * d + 1, : 3 * d + 1] = torch.eye(3 * d + 1, dtype=torch.float64)
+        model.out.weight[0, ch("o")] = 1.0
+        for it in range(iters):
+            # Layer 1: r += sum_a w_a x_a - y   (inner slots s_a = w_a x_a, slot r = y).
+            L = model.layers[3 * it]
+            for a in range(d):
+                L.w_gate.weight[ch("s", a), ch("w", a)] = 1.0
+                L.w_in.weight[ch("s", a), ch("x", a)] = 1.0
+                delta(L, ch("s", a))
+                L.w_out.weight[ch("r"), ch("s", a)] = 1.0
+            L.b_gate[:, ch("r")] = 1.0
+            L.w_in.weight[ch("r"), ch("y")] = 1.0
+            delta(L, ch("r"))
+            L.w_out.weight[ch("r"), ch("r")] = -1.0
+            # Layer 2: g_a += r x_a.
+            L = model.layers[3 * it + 1]
+            for a in range(d):
+                L.w_gate.weight[ch("g", a), ch("r")] = 1.0
+                L.w_in.weight[ch("g", a), ch("x", a)] = 1.0
+                delta(L, ch("g", a))
+                L.w_out.weight[ch("g", a), ch("g", a)] = 1.0
+            # Layer 3: w_a += -(eta/n) sum_t g_a[t] at every token (all-ones two-sided
+            # filter, slots s); g and r are cleared (slots g, r carry them: += -g, -r).
+            L = model.layers[3 * it + 2]
+            for a in range(d):
+                L.b_gate[:, ch("s", a)] = 1.0
+                L.w_in.weight[ch("s", a), ch("g", a)] = 1.0
+                L.filter[ch("s", a), :] = 1.0
+                L.w_out.weight[ch("w", a), ch("s", a)] = -coef
+                L.b_gate[:, ch("g", a)] = 1.0
+                L.w_in.weight[ch("g", a), ch("g", a)] = 1.0
+                delta(L, ch("g", a))
+                L.w_out.weight[ch("g", a), ch("g", a)] = -1.0
+            L.b_gate[:, ch("r")] = 1.0
+            L.w_in.weight[ch("r"), ch("r")] = 1.0
+            delta(L, ch("r"))
+            L.w_out.weight[ch("r"), ch("r")] = -1.0
+        # Final layer: o = sum_a x_q,a w_a at the last token (x_q is zero elsewhere).
+        L = model.layers[3 * iters]
+        for a in range(d):
+            L.w_gate.weight[ch("s", a), ch("q", a)] = 1.0
+            L.w_in.weight[ch("s", a), ch("w", a)] = 1.0
+            delta(L, ch("s", a))
+            L.w_out.weight[ch("o"), ch("s", a)] = 1.0
+    return model
+
+
+def tokens_noncausal(X: np.ndarray, y: np.ndarray, x_query: np.ndarray,
+                     w0: np.ndarray | None = None) -> torch.Tensor:
+    """(1, n + 1, 3d + 1), the embedding of 001 App. C.2.1: rows (x_i, y_i, w_0, 0), then
+    (0, 0, w_0, x_q) — w_0 in every token."""
+    n, d = X.shape
+    rows = np.zeros((n + 1, 3 * d + 1))
+    rows[:n, :d] = X
+    rows[:n, d] = y
+    rows[:, d + 1: 2 * d + 1] = np.zeros(d) if w0 is None else w0
     rows[n, 2 * d + 1:] = x_query
     return torch.as_tensor(rows[None], dtype=torch.float64)

@@ -8,9 +8,13 @@ construction of App. C.1.1 gates one position through b_gate). ``residual``: "ou
 k * u is a causal per-channel convolution with a filter as long as the sequence,
 (k * u)[t, c] = sum_{s <= t} k[c, t - s] u[s, c], evaluated as a product with the
 lower-triangular Toeplitz matrix of k — a plain matmul, so the arbitrary-precision graph
-interpreter computes it exactly (no FFT rounding). ``short=True`` replaces the long filter
-by a depthwise causal Conv1d of length ``short_len``. Without LayerNorm the whole map is a
-polynomial in the input, which the tests check against exact rational arithmetic.
+interpreter computes it exactly (no FFT rounding). ``causal=False`` makes the long convolution
+two-sided (the non-causal BaseConv of 001 App. C.2.1): the filter has 2 max_len - 1 taps, tap
+max_len - 1 + l for lag l = t - s in (-max_len, max_len), so
+(k * u)[t, c] = sum_s k[c, t - s + max_len - 1] u[s, c] — a full Toeplitz matrix, again a
+plain matmul. ``short=True`` replaces the long filter by a depthwise causal Conv1d of length
+``short_len``. Without LayerNorm the whole map is a polynomial in the input, which the tests
+check against exact rational arithmetic.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class BaseConvConfig:
     short_len: int = 3
     layernorm: bool = False
     residual: str = "outer"   # "outer" | "inner" | "none"
+    causal: bool = True       # False: two-sided long filter (001 App. C.2.1)
 
 
 def toeplitz_causal(k: torch.Tensor, n: int) -> torch.Tensor:
@@ -42,6 +47,14 @@ def toeplitz_causal(k: torch.Tensor, n: int) -> torch.Tensor:
     return taps * (diff >= 0).to(k.dtype)
 
 
+def toeplitz_full(k: torch.Tensor, n: int) -> torch.Tensor:
+    """(channels, n, n) two-sided Toeplitz matrices T[c, t, s] = k[c, t - s + center] for a
+    filter k of 2 center + 1 taps (center >= n - 1): tap ``center`` is lag 0."""
+    center = (k.shape[1] - 1) // 2
+    idx = torch.arange(n)
+    return k[:, idx[:, None] - idx[None, :] + center]
+
+
 class BaseConvLayer(nn.Module):
     """One gated-convolution layer of width ``width`` (001 eq. 2 / eq. 40)."""
 
@@ -49,6 +62,8 @@ class BaseConvLayer(nn.Module):
         super().__init__()
         if cfg.residual not in ("outer", "inner", "none"):
             raise ValueError(f"residual must be outer, inner or none, not {cfg.residual!r}")
+        if cfg.short and not cfg.causal:
+            raise ValueError("causal=False applies to the long convolution; short=True is causal")
         w, n = cfg.width, cfg.max_len
         self.ln = nn.LayerNorm(w) if cfg.layernorm else nn.Identity()
         self.w_in = nn.Linear(w, w, bias=False)
@@ -59,19 +74,26 @@ class BaseConvLayer(nn.Module):
         self.b_conv = nn.Parameter(0.02 * torch.randn(n, w))
         self.b_out = nn.Parameter(0.02 * torch.randn(n, w))
         self.short = cfg.short
+        self.causal = cfg.causal
         self.residual = cfg.residual
         if cfg.short:
             self.conv = nn.Conv1d(w, w, cfg.short_len, groups=w, padding=cfg.short_len - 1,
                                   bias=False)
-        else:
+        elif cfg.causal:
             self.filter = nn.Parameter(torch.randn(w, n) / n)
+        else:  # taps for lags -(n - 1) .. n - 1; lag 0 at index n - 1
+            self.filter = nn.Parameter(torch.randn(w, 2 * n - 1) / n)
 
     def mix(self, u: torch.Tensor) -> torch.Tensor:
-        """Causal convolution k * u of u (batch, N, width) along the sequence."""
+        """Long convolution k * u of u (batch, N, width) along the sequence (causal unless
+        ``causal=False``)."""
         n = u.shape[1]
         if self.short:
             return self.conv(u.transpose(1, 2))[..., :n].transpose(1, 2)
-        T = toeplitz_causal(self.filter[:, :n], n)           # (width, N, N)
+        if self.causal:
+            T = toeplitz_causal(self.filter[:, :n], n)       # (width, N, N)
+        else:
+            T = toeplitz_full(self.filter, n)                # (width, N, N), two-sided
         return (T @ u.permute(2, 1, 0)).permute(2, 1, 0)   # per channel: T_c @ u[:, :, c]
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,7 @@ class SolverSpec:
     """A reference solver: its task family, its default parameters, one line of description."""
 
     name: str
-    task: str  # "least_squares" | "inverse" | "logistic"
+    task: str  # "least_squares" | "inverse" | "logistic" ("primitive": constructions only)
     run: Callable[..., list[Any]]
     defaults: dict[str, Any]
     description: str
@@ -156,6 +156,7 @@ TASK_PROBLEMS: dict[str, tuple[str, ...]] = {
     "least_squares": tuple(problems.PROBLEMS),
     "inverse": ("spd",),
     "logistic": ("logistic",),
+    "primitive": problems.PRIMITIVE_OPS,
 }
 
 
@@ -226,6 +227,11 @@ def make_problem(task: str, problem: dict[str, Any]) -> Any:
             if kind != "logistic":
                 raise SolverError(f"task 'logistic' takes problem kind 'logistic', not '{kind}'")
             return problems.logistic_regression(**spec)
+        if task == "primitive":
+            if kind not in problems.PRIMITIVE_OPS:
+                raise SolverError(f"task 'primitive' takes problem kind "
+                                  f"{', '.join(problems.PRIMITIVE_OPS)}, not '{kind}'")
+            return problems.primitive_problem(kind, **spec)
         return problems.make_least_squares(kind, **spec)
     except TypeError as exc:
         raise SolverError(f"problem '{kind}': {exc}") from None
