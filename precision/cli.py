@@ -249,6 +249,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if args.command in ("run", "probe"):
+            import torch
+
+            # Small models and solvers: one intra-op thread per process is faster than two
+            # (which spin against each other); parallelism comes from --jobs processes.
+            torch.set_num_threads(1)
         return int(args.func(args))
     except (UsageError, SuiteError, PrecisionError, SolverError, StoreError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
