@@ -454,3 +454,84 @@ def test_primitive_constructions_in_the_suite(tmp_path):
     assert res.steps[0].relative < 4 * parse_precision("float32").unit_roundoff
     with pytest.raises(SolverError, match="kind 'read'"):
         run_construction("baseconv_read", "float32", {"kind": "affine"})
+
+
+# --- 000 Thm 4.2 / Remark 4.4, Lemma 4.1 (symmetric), 002 Thm 5.1 as registered subjects --
+
+_LS = {"kind": "gaussian", "dim": 4, "n_samples": 40}
+_INV = {"kind": "spd", "dim": 3, "kappa": 10.0}
+_NEW = [("lsa_least_squares", _LS, {"steps": 14}),
+        ("lsa_ridge", _LS, {"steps": 14, "mu": 4.0}),
+        ("lsa_newton_schulz_sym", _INV, {"steps": 17}),
+        ("lsa_gdpp", _LS, {"precondition": 8, "gd_steps": 6})]
+
+
+@pytest.mark.parametrize("prec", ["float64", "mp50"])
+@pytest.mark.parametrize("name,problem,params", _NEW, ids=[c[0] for c in _NEW])
+def test_new_constructions_match_algorithm_and_truth(name, problem, params, prec):
+    from precision.constructions.registry import run_construction
+
+    res = run_construction(name, prec, problem, params)
+    assert res.status == "ok"
+    n_points = params.get("steps", params.get("precondition", 0) + params.get("gd_steps", 0))
+    assert len(res.steps) == len(res.reference) == n_points
+    vs_alg = max(s.log10_mse for s in res.reference)
+    if prec == "mp50":
+        assert vs_alg < -80            # the model = its algorithm in the same precision
+        assert res.floor.log10_level < -95 and res.steps[-1].log10_mse < -95
+    else:
+        assert vs_alg < -24            # float64 rounding level (outputs of size ~1-10)
+        assert -34 < res.floor.log10_level < -28 and res.steps[-1].log10_mse < -28
+    assert res.steps[0].log10_mse > -3     # the first step is far from the truth
+
+
+def test_ridge_construction_differs_from_ols_and_checks_mu():
+    from precision.constructions.registry import run_construction
+    from precision.solvers.registry import SolverError
+
+    ols = run_construction("lsa_least_squares", "float64", _LS, {"steps": 12})
+    ridge = run_construction("lsa_ridge", "float64", _LS, {"steps": 12, "mu": 40.0})
+    # each converges to its own truth; the ridge truth is not the OLS one
+    assert ols.steps[-1].log10_mse < -28 and ridge.steps[-1].log10_mse < -28
+    assert ols.steps[-1].mse != ridge.steps[-1].mse
+    with pytest.raises(SolverError, match="mu"):
+        run_construction("lsa_ridge", "float64", _LS, {"steps": 2, "mu": 0.1})
+
+
+def test_gd_plus_plus_reference_gd_phase_is_gd_on_preconditioned_features():
+    from precision.solvers.gd import gd_plus_plus
+
+    prob = gaussian_least_squares(3, 9, seed=2)
+    xp = parse_precision("float64").backend
+    X, y, q = (xp.asarray(a) for a in (prob.X, prob.y, prob.X_query[0]))
+    g, eta = 0.01, 0.02
+    preds = gd_plus_plus(xp, X, y, q, weights=[(-g, 0.0), (0.0, -eta), (0.0, -eta)])
+    assert float(preds[1]) == 0.0                    # preconditioning leaves y_q = 0
+    M = np.eye(3) - g * prob.X.T @ prob.X            # X' = X M, x_q' = M x_q
+    Xp, qp = prob.X @ M, M @ prob.X_query[0]
+    w = np.zeros(3)
+    for t in (2, 3):                                  # w <- w + eta X'^T (y - X' w)
+        w = w + eta * Xp.T @ (prob.y - Xp @ w)
+        assert float(preds[t]) == pytest.approx(qp @ w, rel=1e-12)
+
+
+@pytest.mark.parametrize("prec", ["float32", "mp50"])
+def test_layerwise_evaluation_equals_whole_model(prec):
+    """One layer exported and re-loaded per layer gives the whole model's numbers exactly."""
+    from precision.constructions.registry import _layerwise
+    from precision.models.linear_attention import LinearTransformer
+
+    torch.manual_seed(0)
+    model = LinearTransformer(width=5, depth=3, heads=2, mlp_width=7, init_scale=0.3).double()
+    x = torch.randn(1, 4, 5, dtype=torch.float64)
+    outs = _layerwise(model, x, parse_precision(prec), lambda h: h[:, 1:3, :2])
+    assert len(outs) == 3
+    want = evaluate(model, x, prec)[0, 1:3, :2]
+    assert error_summary(outs[-1], want).log10_mse == -np.inf
+    lsa = preconditioned_gd(4, 5, 0.3)
+    prob = gaussian_least_squares(4, 12, seed=3)
+    tok = tokens(prob.X, prob.y, prob.X_query[0])
+    per = _layerwise(lsa, tok, parse_precision(prec), lambda e: -e[:, -1, 4:5])
+    for layers in (1, 5):
+        whole = evaluate(preconditioned_gd(4, layers, 0.3), tok, prec)[0, -1]
+        assert error_summary(per[layers - 1], whole).log10_mse == -np.inf

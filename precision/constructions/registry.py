@@ -5,14 +5,18 @@ and compared with (a) the matching reference algorithm's iterate t computed in t
 precision by :mod:`precision.solvers`, and (b) the certified truth of the task (from the
 inputs after rounding). The result has the format of a solver run, plus the trace against
 the algorithm, so the store, the floor detector and the report treat both alike.
+In mpN, deep models are evaluated one exported layer (or BaseConv block) at a time with each
+layer's weights loaded in turn (:func:`_layerwise`, :func:`_blockwise_mp`): the same
+arithmetic as interpreting the whole model, without exporting every layer.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import flint
@@ -20,11 +24,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from precision.constructions import baseconv_gd, baseconv_primitives, lsa_gd, lsa_newton
+from precision.constructions import (
+    baseconv_gd,
+    baseconv_primitives,
+    lsa_gd,
+    lsa_gdpp,
+    lsa_newton,
+)
 from precision.evaluate import evaluate, mp_program
 from precision.metrics import detect_floor, error_summary
+from precision.models.linear_attention import LSA, LinearTransformer, RestrictedLSA
 from precision.precisions import parse_precision
-from precision.solvers.gd import gd
+from precision.solvers.gd import gd, gd_plus_plus
 from precision.solvers.newton_schulz import newton_schulz
 from precision.solvers.registry import SolverError, SolverResult, lookup, make_problem
 from precision.truth import (
@@ -86,6 +97,102 @@ class _PerLayer(nn.Module):
         return torch.stack(outs, dim=1)                      # (batch, steps, d, d)
 
 
+# --- layered models evaluated one layer at a time -----------------------------------------
+def _layer_step(model: nn.Module, h: torch.Tensor, layer: int) -> torch.Tensor:
+    """Layer ``layer`` of a LinearTransformer (000 eq. 3.1), LSA (002) or RestrictedLSA (003)
+    on tokens h (batch, N, width): the same operations as the model's own forward pass."""
+    if isinstance(model, RestrictedLSA):
+        return h + model.attn(h, layer)
+    if isinstance(model, LinearTransformer | LSA):
+        return model.step(h, layer)
+    raise TypeError(f"no per-layer step for {type(model).__name__}")
+
+
+def _sub_model(model: nn.Module, layers: Sequence[int]) -> nn.Module:
+    """A copy of a layered model (per-layer parameters stacked along dim 0, MLPs in a
+    ``ModuleList``) holding only ``layers``, in that order."""
+    sub = copy.deepcopy(model)
+    idx = torch.as_tensor(list(layers), dtype=torch.long)
+    with torch.no_grad():
+        for name, prm in list(model.named_parameters(recurse=False)):
+            if prm.shape[0] == model.depth:
+                setattr(sub, name, nn.Parameter(prm.detach()[idx].clone()))
+    if getattr(model, "mlp", None) is not None:
+        sub.mlp = nn.ModuleList(copy.deepcopy(model.mlp[i]) for i in layers)
+    sub.depth = len(layers)
+    return sub
+
+
+class _Window(nn.Module):
+    """One layer of a layered model as a module of its own, loadable with the weights of any
+    of its layers, plus fixed ``tail`` layers applied to a copy of the state for a read-out.
+
+    forward(h (batch, N, width)) -> (h after the layer, read(tail(h after the layer))). The
+    layers of :class:`LinearTransformer` / :class:`LSA` / :class:`RestrictedLSA` models share
+    one graph, so one export serves every layer."""
+
+    def __init__(self, model: nn.Module, tail: Sequence[int],
+                 read: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.sub = _sub_model(model, [0, *tail])
+        self.read = read
+
+    def load(self, model: nn.Module, layer: int) -> None:
+        """Copy layer ``layer``'s weights of ``model`` into the window's layer (cast to the
+        window's dtype, the rounding ``model.to(dtype)`` does)."""
+        with torch.no_grad():
+            for name, prm in model.named_parameters(recurse=False):
+                if prm.shape[0] == model.depth:
+                    getattr(self.sub, name)[0].copy_(prm[layer])
+            if getattr(model, "mlp", None) is not None:
+                for dst, src in zip(self.sub.mlp[0].parameters(), model.mlp[layer].parameters(),
+                                    strict=True):
+                    dst.copy_(src)
+
+    def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = _layer_step(self.sub, h, 0)
+        r = h
+        for layer in range(1, self.sub.depth):
+            r = _layer_step(self.sub, r, layer)
+        return h, self.read(r)
+
+
+def _layerwise(model: nn.Module, x: torch.Tensor, p: Any,
+               read: Callable[[torch.Tensor], torch.Tensor], *, every: int = 1, start: int = 0,
+               tail: Sequence[int] = ()) -> list[np.ndarray]:
+    """Read-outs of a layered model after layers start + every, start + 2 every, ... (of its
+    first depth - len(tail) layers), ``read`` applied after the ``tail`` layers; each read-out
+    without its batch axis, as exact values.
+
+    The model runs one layer at a time through a :class:`_Window` loaded with that layer's
+    weights: the arithmetic of evaluating the whole model (floats: the model cast to the
+    dtype, on x rounded to it; mpN: the graph interpreter), but in mpN one export of a
+    one-layer graph instead of one of the whole model, whose torch.export time (~0.4 s a
+    layer) would dominate."""
+    model.eval()
+    window = _Window(model, tail, read).eval()
+    h: Any = x
+    if p.is_mp:
+        prog = mp_program(window, x)
+
+        def run(h: Any) -> Any:
+            return prog(h, precision=p)
+    else:
+        window = window.to(p.torch_dtype)
+
+        def run(h: Any) -> Any:
+            with torch.no_grad():
+                return window(h)
+        h = x.to(p.torch_dtype)
+    outs = []
+    for layer in range(model.depth - len(tail)):
+        window.load(model, layer)
+        h, r = run(h)
+        if layer >= start and (layer + 1 - start) % every == 0:
+            outs.append(p.backend.to_exact(r)[0])
+    return outs
+
+
 def _pow2_below(x: float) -> float:
     """The largest power of two <= 1/x: exact in every precision."""
     return 2.0 ** -int(np.ceil(np.log2(x)))
@@ -103,9 +210,13 @@ def _trace_lsa_gd(p: Any, prob: Any, layers: int, step: float | None
     q = prob.X_query[0]
     iterates = gd(xp, X, y, step=eta, iters=layers)
     tokens = lsa_gd.tokens(Xr, yr, q)
-    model = _PerLayer(lsa_gd.preconditioned_gd(Xr.shape[1], layers, eta), "lsa_gd", 0)
-    out = evaluate(model, tokens, p)[0]                      # (layers,)
-    models = [out[t - 1:t] for t in range(1, layers + 1)]
+    d = Xr.shape[1]
+    model = lsa_gd.preconditioned_gd(d, layers, eta)
+    if p.is_mp:  # the same arithmetic as the whole model, one layer exported (fast)
+        models = _layerwise(model, tokens, p, lambda e: -e[:, -1, d:d + 1])
+    else:
+        out = evaluate(_PerLayer(model, "lsa_gd", 0), tokens, p)[0]    # (layers,)
+        models = [out[t - 1:t] for t in range(1, layers + 1)]
     refs = [xp.to_exact(xp.asarray(q) @ iterates[t]).reshape(1) for t in range(1, layers + 1)]
     bits = truth_bits(p)
     w = least_squares_truth(xp.to_exact(X), xp.to_exact(y), bits)
@@ -261,8 +372,12 @@ def _trace_lsa_newton(p: Any, A: np.ndarray, steps: int) -> tuple[list[Any], lis
     alpha = _pow2_below(float(np.sum(Ar * Ar)))
     iterates = newton_schulz(xp, Ap, iters=steps, alpha=alpha)
     tokens = lsa_newton.tokens(alpha * Ar.T, Ar)
-    out = evaluate(_PerLayer(lsa_newton.newton_schulz(d, steps), "ns", d), tokens, p)[0]
-    models = [out[t - 1].T for t in range(1, steps + 1)]    # X_t
+    model = lsa_newton.newton_schulz(d, steps)
+    if p.is_mp:  # one layer exported, run layer by layer; X_t^T after every second layer
+        models = [o.T for o in _layerwise(model, tokens, p, lambda h: h[:, :, :d], every=2)]
+    else:
+        out = evaluate(_PerLayer(model, "ns", d), tokens, p)[0]
+        models = [out[t - 1].T for t in range(1, steps + 1)]    # X_t
     refs = [xp.to_exact(iterates[t]) for t in range(1, steps + 1)]
     return models, refs, inverse_truth(xp.to_exact(Ap), truth_bits(p))
 
@@ -280,12 +395,113 @@ def _trace_logistic_newton(p: Any, prob: Any, N: int, k: int, steps: int
     Ar, yr = xp.to_numpy(A), xp.to_numpy(y)  # the inputs as the model receives them
     n, d = Ar.shape
     model = logistic_newton.damped_newton(d, n, prob.mu, N=N, k=k, steps=steps)
-    out = evaluate(logistic_newton.PerStep(model), logistic_newton.tokens(Ar, yr), p)[0]
+    x = logistic_newton.tokens(Ar, yr)
+    if p.is_mp:  # one layer exported, run layer by layer; x after every Newton step
+        xs = logistic_newton.rows(d)["x"]
+        out = _layerwise(model, x, p, lambda h: h[:, 0, xs],
+                         every=logistic_newton.layers_per_step(k))
+    else:
+        out = evaluate(logistic_newton.PerStep(model), x, p)[0]
     iterates = newton_logistic(xp, A, y, mu=prob.mu, iters=steps, damped=True)
     models = [out[t] for t in range(steps)]
     refs = [xp.to_exact(iterates[t]) for t in range(1, steps + 1)]
     truth = logistic_truth(xp.to_exact(A), xp.to_exact(y), prob.mu, truth_bits(p))
     return models, refs, truth
+
+
+def _trace_lsa_least_squares(p: Any, prob: Any, steps: int, mu: float
+                             ) -> tuple[list[Any], list[Any], Any]:
+    """Per Newton–Schulz step t = 1..T of the 3 + T layer linear transformer of 000 Thm 4.2
+    (ridge variant, 000 Remark 4.4, for mu > 0), A (n, d), y (n,), query a (d,):
+
+    * model: the prediction y_hat = y^T A X_t a of the 3 + t layer model (its read-out
+      layers T+2, T+3 applied to the state after Newton layer t; they do not depend on T);
+    * algorithm: :func:`newton_schulz` on R = A^T A + mu I from X_0 = eps R in the same
+      precision, prediction a^T X_t (A^T y);
+    * truth: a^T w*, w* = (A^T A + mu I)^{-1} A^T y, certified (``least_squares_truth`` with
+      ridge mu / n in its 1/n scaling, passed as an arb so it is exact).
+
+    eps = the largest power of two <= 1/||R||_F^2 (< 2 / lambda_max(R)^2: convergence), so
+    X_0 = eps R is exact; mu must make the weights mu - 1 and eps mu - 1 exact float64
+    numbers (e.g. an integer or a power of two), or mp50 would see float64 rounding.
+    """
+    xp = p.backend
+    X, y = xp.asarray(prob.X), xp.asarray(prob.y)
+    Xr, yr = xp.to_numpy(X), xp.to_numpy(y)  # the inputs as the model receives them
+    n, d = Xr.shape
+    mu = float(mu)
+    R64 = Xr.T @ Xr + mu * np.eye(d)
+    eps = _pow2_below(float(np.sum(R64 * R64)))
+    if mu < 0 or Fraction(mu) - 1 != Fraction(mu - 1.0) or (
+            Fraction(eps) * Fraction(mu) - 1 != Fraction(eps * mu - 1.0)):
+        raise SolverError(f"lsa ridge: mu={mu!r} must be >= 0 with mu - 1 and eps mu - 1 "
+                          f"exact in float64 (eps = {eps!r}); use an integer or power of two")
+    q = prob.X_query[0]
+    model = lsa_newton.least_squares(d, steps, eps, mu)
+    col = 4 * d + 2  # the prediction: token 0 of the last row of H (lsa_newton.ls_prediction)
+    models = _layerwise(model, lsa_newton.ls_tokens(Xr, yr, q), p,
+                        lambda h: h[:, 0, col:col + 1], start=1, tail=(steps + 1, steps + 2))
+    R = X.T @ X
+    if mu:
+        R = R + xp.eye(d) * mu
+    iterates = newton_schulz(xp, R, iters=steps, alpha=eps)      # X_0 = eps R^T = eps R
+    b, qv = X.T @ y, xp.asarray(q)
+    refs = [xp.to_exact(qv @ (iterates[t] @ b)).reshape(1) for t in range(1, steps + 1)]
+    bits = truth_bits(p)
+    ridge: Any = 0.0
+    if mu:
+        old = flint.ctx.prec
+        flint.ctx.prec = 4 * bits
+        try:
+            ridge = flint.arb(mu) / n
+        finally:
+            flint.ctx.prec = old
+    w = least_squares_truth(xp.to_exact(X), xp.to_exact(y), bits, ridge=ridge)
+    return models, refs, matvec(xp.to_exact(xp.asarray(q.reshape(1, -1))), w, bits)
+
+
+def _trace_lsa_newton_symmetric(p: Any, A: np.ndarray, steps: int
+                                ) -> tuple[list[Any], list[Any], Any]:
+    """Per Newton–Schulz step (one linear-attention layer each, symmetric A (d, d); 000
+    Lemma 4.1's last sentence): the model's X_t, Newton–Schulz's X_t from X_0 = alpha A in
+    the same precision (alpha a power of two <= 1/||A||_F^2), and A^{-1}."""
+    xp = p.backend
+    Ap = xp.asarray(A)
+    Ar = xp.to_numpy(Ap)
+    d = Ar.shape[0]
+    if not np.array_equal(Ar, Ar.T):
+        raise SolverError("lsa_newton_schulz_sym needs an exactly symmetric matrix")
+    alpha = _pow2_below(float(np.sum(Ar * Ar)))
+    iterates = newton_schulz(xp, Ap, iters=steps, alpha=alpha)   # X_0 = alpha A^T = alpha A
+    model = lsa_newton.newton_schulz_symmetric(d, steps)
+    outs = _layerwise(model, lsa_newton.symmetric_tokens(alpha * Ar, Ar), p,
+                      lambda h: h[:, :, :d])                      # X_t^T (row tokens)
+    models = [o.T for o in outs]
+    refs = [xp.to_exact(iterates[t]) for t in range(1, steps + 1)]
+    return models, refs, inverse_truth(xp.to_exact(Ap), truth_bits(p))
+
+
+def _trace_lsa_gdpp(p: Any, prob: Any, precondition: int, gd_steps: int
+                    ) -> tuple[list[Any], list[Any], Any]:
+    """Per layer of 002 Thm 5.1's GD++ linear transformer (``precondition`` layers with
+    w_xx = -gamma_l = -1/(3 nu_l), then ``gd_steps`` GD layers; steps from the rounded prompt
+    in float64, :func:`lsa_gdpp.gdpp`): the query read-out -y_q, the same recursion run by
+    :func:`precision.solvers.gd.gd_plus_plus` in the same precision with the same weights,
+    and the certified OLS prediction x_q^T w* (the limit of Thm 5.1)."""
+    xp = p.backend
+    X, y = xp.asarray(prob.X), xp.asarray(prob.y)
+    Xr, yr = xp.to_numpy(X), xp.to_numpy(y)
+    d = Xr.shape[1]
+    q = prob.X_query[0]
+    model = lsa_gdpp.gdpp(Xr, precondition, gd_steps)
+    models = _layerwise(model, lsa_gd.tokens(Xr, yr, q), p, lambda e: -e[:, -1, d:d + 1])
+    weights = [(float(a), float(b)) for a, b in model.w.detach().tolist()]
+    qv = xp.asarray(q)
+    preds = gd_plus_plus(xp, X, y, qv, weights=weights)
+    refs = [xp.to_exact(preds[t]).reshape(1) for t in range(1, len(weights) + 1)]
+    bits = truth_bits(p)
+    w = least_squares_truth(xp.to_exact(X), xp.to_exact(y), bits)
+    return models, refs, matvec(xp.to_exact(xp.asarray(q.reshape(1, -1))), w, bits)
 
 
 CONSTRUCTIONS: dict[str, ConstructionSpec] = {
@@ -323,6 +539,27 @@ CONSTRUCTIONS: dict[str, ConstructionSpec] = {
             "damped Newton for logistic regression in 11+2k layers, ReLU gadgets of N "
             "intervals, k Newton-Schulz steps (000 Thm 5.2, App. C)",
             lambda p, prob, N, k, steps: _trace_logistic_newton(p, prob, N, k, steps)),
+        ConstructionSpec(
+            "lsa_least_squares", "least_squares", {"steps": 16},
+            "least squares in 3+T linear-attention layers, width 4d+3, T Newton-Schulz steps "
+            "(000 Thm 4.2), per step t: a^T X_t A^T y",
+            lambda p, prob, steps: _trace_lsa_least_squares(p, prob, steps, 0.0)),
+        ConstructionSpec(
+            "lsa_ridge", "least_squares", {"steps": 16, "mu": 4.0},
+            "ridge regression (A^T A + mu I)^{-1} A^T y in 3+T linear-attention layers "
+            "(000 Remark 4.4), per Newton-Schulz step",
+            lambda p, prob, steps, mu: _trace_lsa_least_squares(p, prob, steps, mu)),
+        ConstructionSpec(
+            "lsa_newton_schulz_sym", "inverse", {"steps": 12},
+            "Newton-Schulz for symmetric A, one linear-attention layer per step "
+            "(000 Lemma 4.1, last sentence)",
+            lambda p, prob, steps: _trace_lsa_newton_symmetric(p, prob, steps)),
+        ConstructionSpec(
+            "lsa_gdpp", "least_squares", {"precondition": 8, "gd_steps": 4},
+            "GD++ linear transformer: preconditioning layers gamma_l = 1/(3 nu_l) per sequence, "
+            "then GD layers (002 Thm 5.1), per layer against the OLS prediction",
+            lambda p, prob, precondition, gd_steps: _trace_lsa_gdpp(p, prob, precondition,
+                                                                    gd_steps)),
     ]
 }
 
