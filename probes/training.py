@@ -1,0 +1,500 @@
+"""Training recipes: ``train(model, sample, predict, cfg)`` with three recipes.
+
+Every model maps (batch, N, d_in) -> (batch, N, d_out); ``sample(batch, gen)`` draws a fresh
+batch ``(x, y)`` in float64 (x: (batch, N, d_in), y: whatever ``predict`` returns, e.g.
+(batch, N, d_out)); ``predict(model, x)`` maps the model output to the shape of y. The loss
+is the mean squared error over all entries of y.
+
+Recipes
+-------
+``paper``
+    001 App. D.1: Adam(lr = 1e-3), StepLR (x0.9 every 1e4 steps), a fresh batch per step
+    (001 App. E.2: "new data is sampled at each iteration").
+``adaptive``
+    Adam with a step learning rate that can go *down or up*, driven by the gradient
+    signal-to-noise ratio over a window of steps (:class:`AdaptiveLR` documents the rule).
+``high-precision``
+    The toolkit's recipe for the lowest floor a model can express: Adam in float64 for
+    ``steps`` steps (adaptive rate), then a Levenberg–Marquardt phase (damped Gauss–Newton on
+    the squared residuals) on fixed seeded batches of ``second_order_batch`` samples that are
+    refreshed every ``lm_refresh`` iterations, so the fit generalises to fresh inputs (001
+    App. E.1 notes that no trained model reaches machine precision on the primitives and asks
+    whether "more refined optimization methods" help; this phase is that method).
+
+Levenberg–Marquardt solves ``(J^T J + lam I) d = -J^T r`` for the residual vector r of the
+fixed batch (M = batch * |y entries| residuals, P parameters). Small problems form J
+explicitly (``torch.func.jacrev``/``jacfwd``) and diagonalise ``J^T J`` once per iteration;
+large ones build a Krylov (Lanczos, fully reorthogonalised) basis of ``J^T J`` from ``J^T r``
+with matrix-free products (``J v`` by double backward, ``J^T u`` by backward), augmented by
+the last ``lm_memory`` accepted steps (their curvature is recomputed at the current point, so
+the subspace keeps the slow, low-curvature directions earlier Krylov spaces found). In both cases
+the damped step for *any* lam is then a cheap solve in the stored eigenbasis, so a rejected
+step costs one forward pass, not a new factorisation. The damping follows Nielsen's rule
+(gain ratio rho = actual / predicted decrease: on success lam *= max(1/3, 1 - (2 rho - 1)^3),
+on failure lam *= nu, nu *= 2).
+
+Determinism: data come from ``torch.Generator().manual_seed(seed)``; parameter-side
+randomness (none in these recipes, but models may use dropout) from ``torch.manual_seed(seed)``
+inside ``torch.random.fork_rng``, so the caller's global RNG is untouched and the same config
+gives bit-identical results (on the same machine and thread count).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.func import functional_call, jacfwd, jacrev
+
+Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+Predict = Callable[[nn.Module, torch.Tensor], torch.Tensor]
+
+RECIPES = ("paper", "adaptive", "high-precision")
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "bfloat16": torch.bfloat16,
+}
+
+
+@dataclass
+class TrainConfig:
+    """One training run. Field names and defaults of the first block are the public interface.
+
+    recipe: "paper" | "adaptive" | "high-precision"; steps: first-order (Adam) steps (for
+    high-precision: the Adam steps before the second-order phase); dtype: training precision.
+    """
+
+    recipe: str
+    steps: int
+    batch_size: int
+    lr: float = 1e-3
+    dtype: str = "float32"
+    seed: int = 0
+    step_size: int = 10_000       # StepLR period (001 App. D.1: 1e4)
+    gamma: float = 0.9            # StepLR factor (001 App. D.1: 0.9)
+    second_order_steps: int = 50  # high-precision: Levenberg-Marquardt iterations
+    second_order_batch: int = 64  # high-precision: samples in each fixed LM batch
+    curve_points: int = 200       # at most this many (step, loss) points recorded
+    time_limit: float | None = None  # seconds; stop early (status stays "ok") when exceeded
+    # --- adaptive scheduler (AdaptiveLR) ---
+    window: int = 50              # steps per decision
+    lr_up: float = 1.5            # factor when the signal dominates and the loss falls
+    lr_down: float = 0.5          # factor when noise dominates or the loss rises
+    snr_low: float = 1.0          # window-SNR below this: noise dominates
+    snr_high: float = 4.0         # window-SNR above this (and falling loss): signal dominates
+    lr_min_factor: float = 1e-4   # lr stays within [lr * lr_min_factor, lr * lr_max_factor]
+    lr_max_factor: float = 10.0
+    # --- high-precision second-order phase ---
+    lm_refresh: int = 10          # LM iterations per fixed batch before a fresh one is drawn
+    krylov_dim: int = 80          # Lanczos basis size (matrix-free path)
+    dense_max_params: int = 2500  # explicit J and eigh(J^T J) when P <= this (and J fits)
+    dense_max_entries: int = 20_000_000  # ... and M * P <= this
+    lm_damping: float = 1e-3      # initial lam relative to the largest curvature seen
+    diag_probes: int = 16         # Hutchinson probes for the Marquardt scaling (matrix-free)
+    lm_memory: int = 40           # earlier LM steps added to the Krylov basis (matrix-free)
+    lm_max_tries: int = 12        # damping increases per LM iteration before giving up on it
+
+
+@dataclass
+class TrainResult:
+    """curve: (step, training loss) subsampled, includes the last step; steps: steps done
+    (first + second order); status "ok" | "diverged"; lr_trace: (step, lr) where it changed
+    (first entry: step 0 and the initial lr); curve_times: wall seconds of each curve point."""
+
+    curve: list[tuple[int, float]]
+    steps: int
+    status: str
+    message: str
+    wall_time: float
+    lr_trace: list[tuple[int, float]] = field(default_factory=list)
+    curve_times: list[float] = field(default_factory=list)  # seconds since start, per point
+
+
+class _Diverged(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class _Curve:
+    """Keeps every ``stride``-th (step, loss) plus the last one: at most ``points`` entries."""
+
+    def __init__(self, total_steps: int, points: int) -> None:
+        self.t0 = time.perf_counter()
+        self.times: list[float] = []
+        self.last_time = 0.0
+        self.stride = max(1, math.ceil(total_steps / max(points - 1, 1)))
+        self.points: list[tuple[int, float]] = []
+        self.last: tuple[int, float] | None = None
+
+    def add(self, step: int, loss: float) -> None:
+        self.last = (step, loss)
+        self.last_time = time.perf_counter() - self.t0
+        if step % self.stride == 0 or step == 1:
+            self.points.append((step, loss))
+            self.times.append(self.last_time)
+
+    def finish(self) -> tuple[list[tuple[int, float]], list[float]]:
+        pts, times = list(self.points), list(self.times)
+        if self.last is not None and (not pts or pts[-1][0] != self.last[0]):
+            pts.append(self.last)
+            times.append(self.last_time)
+        return pts, times
+
+
+class AdaptiveLR:
+    """Step learning rate that decreases *or* increases from a gradient-variance signal.
+
+    Rule (checked every ``window`` = W steps, on the raw minibatch gradients g_1..g_W of the
+    window and the losses l_1..l_W):
+
+    * gbar = mean g_k, sigma^2 = sum_k ||g_k - gbar||^2 / (W - 1) (per-step noise power),
+      and the *window SNR* snr = (||gbar||^2 - sigma^2 / W) / (sigma^2 / W): the squared
+      drift of the window mean over its own noise (E ||gbar||^2 = ||mu||^2 + sigma^2 / W).
+      Over a window, the drift moves the parameters ~ W |mu| and the noise ~ sqrt(W) sigma,
+      so snr < 1 means the window made no systematic progress, only noise.
+    * trend = mean loss of the window's second half / mean loss of its first half.
+    * noise dominates (snr < snr_low) or the loss rose (trend > 1.05): lr *= lr_down;
+    * signal dominates (snr > snr_high) and the loss fell (trend < 0.99): lr *= lr_up;
+    * otherwise lr is kept. lr stays in [lr0 * lr_min_factor, lr0 * lr_max_factor].
+
+    Lowering the rate when noise dominates lowers the SGD noise floor; raising it while the
+    gradient is consistent speeds the deterministic phase. 001 (App. D.1) uses a fixed StepLR;
+    its ICLR'25 version describes an adaptive scheduler of this kind (text not available to
+    us, so the rule above is our design).
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> None:
+        self.opt = optimizer
+        self.lr = cfg.lr
+        self.lo = cfg.lr * cfg.lr_min_factor
+        self.hi = cfg.lr * cfg.lr_max_factor
+        self.cfg = cfg
+        self.window = max(4, cfg.window)
+        self._reset()
+        self.last_snr = float("nan")
+        self.last_trend = float("nan")
+
+    def _reset(self) -> None:
+        self.gsum: torch.Tensor | None = None
+        self.sqsum = 0.0
+        self.losses: list[float] = []
+
+    def observe(self, grad: torch.Tensor, loss: float) -> bool:
+        """Record one step's flat float64 gradient and loss; True when the lr changed."""
+        self.gsum = grad.clone() if self.gsum is None else self.gsum + grad
+        self.sqsum += float(grad.dot(grad))
+        self.losses.append(loss)
+        if len(self.losses) < self.window:
+            return False
+        w = len(self.losses)
+        gbar = self.gsum / w
+        mean2 = float(gbar.dot(gbar))
+        sigma2 = max((self.sqsum - w * mean2) / (w - 1), 0.0)
+        noise = sigma2 / w
+        snr = (mean2 - noise) / noise if noise > 0 else math.inf
+        half = w // 2
+        first = sum(self.losses[:half]) / half
+        second = sum(self.losses[half:]) / (w - half)
+        trend = second / first if first > 0 else 1.0
+        self.last_snr, self.last_trend = snr, trend
+        self._reset()
+        cfg = self.cfg
+        new = self.lr
+        if snr < cfg.snr_low or trend > 1.05:
+            new = self.lr * cfg.lr_down
+        elif snr > cfg.snr_high and trend < 0.99:
+            new = self.lr * cfg.lr_up
+        new = min(max(new, self.lo), self.hi)
+        if new == self.lr:
+            return False
+        self.lr = new
+        for group in self.opt.param_groups:
+            group["lr"] = new
+        return True
+
+
+def _params_finite(params: list[torch.Tensor]) -> bool:
+    total = torch.stack([p.detach().double().sum() for p in params]).sum()
+    return bool(torch.isfinite(total))
+
+
+def _mse(pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (pred - y).pow(2).mean()
+
+
+def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
+                 scheduler: str, dtype: torch.dtype, gen: torch.Generator, curve: _Curve,
+                 lr_trace: list[tuple[int, float]], deadline: float | None) -> int:
+    """Adam for cfg.steps steps with ``scheduler`` "step" (StepLR) or "adaptive"; returns the
+    steps done; raises :class:`_Diverged` on a non-finite loss or parameters."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=cfg.lr)
+    steplr = torch.optim.lr_scheduler.StepLR(opt, step_size=cfg.step_size, gamma=cfg.gamma) \
+        if scheduler == "step" else None
+    adaptive = AdaptiveLR(opt, cfg) if scheduler == "adaptive" else None
+    done = 0
+    for step in range(1, cfg.steps + 1):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        x, y = sample(cfg.batch_size, gen)
+        loss = _mse(predict(model, x.to(dtype)), y.to(dtype))
+        lval = float(loss.detach())
+        if not math.isfinite(lval):
+            raise _Diverged(f"loss became {lval} at step {step}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        done = step
+        curve.add(step, lval)
+        if not _params_finite(params):
+            raise _Diverged(f"parameters became non-finite at step {step}")
+        if steplr is not None:
+            before = opt.param_groups[0]["lr"]
+            steplr.step()
+            after = opt.param_groups[0]["lr"]
+            if after != before:
+                lr_trace.append((step, after))
+        if adaptive is not None:
+            grad = torch.cat([p.grad.detach().double().flatten() for p in params
+                              if p.grad is not None])
+            if adaptive.observe(grad, lval):
+                lr_trace.append((step, adaptive.lr))
+    return done
+
+
+class _Predictor(nn.Module):
+    """model + predict as one module, so ``functional_call`` can swap the parameters."""
+
+    def __init__(self, model: nn.Module, predict: Predict) -> None:
+        super().__init__()
+        self.model = model
+        self._predict = predict
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._predict(self.model, x)
+
+
+class _Flat:
+    """The trainable parameters of ``model`` as one flat float64 vector theta (P,)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self.names = ["model." + n for n, _ in named]
+        self.params = [p for _, p in named]
+        self.shapes = [p.shape for p in self.params]
+        self.sizes = [p.numel() for p in self.params]
+
+    def get(self) -> torch.Tensor:
+        return torch.cat([p.detach().flatten() for p in self.params])
+
+    def set(self, theta: torch.Tensor) -> None:
+        with torch.no_grad():
+            for p, chunk in zip(self.params, theta.split(self.sizes), strict=True):
+                p.copy_(chunk.view(p.shape))
+
+    def as_dict(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {n: c.view(s) for n, c, s in
+                zip(self.names, theta.split(self.sizes), self.shapes, strict=True)}
+
+
+@dataclass
+class _Model2:
+    """A damped-step model in an orthonormal basis V (P, k): J^T J ~ V diag(lam_i) V^T on
+    span V, b = V^T (J^T r). The LM step for damping mu is d = -V (b / (lam_i + mu))."""
+
+    V: torch.Tensor | None   # None: the identity (dense path with eigenvectors folded in)
+    evals: torch.Tensor
+    b: torch.Tensor
+
+    def step(self, mu: float) -> tuple[torch.Tensor, float]:
+        z = self.b / (self.evals + mu)
+        pred = float(self.b.dot(z) - 0.5 * (z * self.evals).dot(z))  # decrease of 0.5||r||^2
+        d = -(z if self.V is None else self.V @ z)
+        return d, pred
+
+
+def _dense_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor,
+                 r: torch.Tensor) -> _Model2:
+    """Explicit J (M, P), Marquardt scaling S = diag(J^T J)^(-1/2), then eigh(S J^T J S)."""
+    jac = (jacrev if r.numel() <= theta.numel() else jacfwd)(res)(theta)
+    A = jac.T @ jac
+    s = _scaling(torch.diagonal(A))
+    evals, Q = torch.linalg.eigh(s[:, None] * A * s[None, :])
+    return _Model2(V=s[:, None] * Q, evals=evals.clamp(min=0.0), b=Q.T @ (s * (jac.T @ r)))
+
+
+def _scaling(diag: torch.Tensor) -> torch.Tensor:
+    """Marquardt/Jacobi scale 1 / sqrt(diag(J^T J)), floored so dead parameters stay bounded."""
+    floor = 1e-12 * float(diag.max()) if diag.numel() else 0.0
+    return (diag.clamp(min=0.0) + max(floor, 1e-300)).rsqrt()
+
+
+def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor, k: int,
+                  probes: int, memory: list[torch.Tensor], deadline: float | None
+                  ) -> _Model2:
+    """Lanczos on S J^T J S started from S J^T r, k matrix-free products.
+
+    J v is the double-backward trick: u -> J^T u is linear in u, so d/du <J^T u, v> = J v.
+    S = diag(J^T J)^(-1/2) (Marquardt scaling) with diag(J^T J) = E[(J^T z)^2] estimated from
+    ``probes`` Rademacher vectors z (Hutchinson); the estimate only has to be a preconditioner.
+    """
+    th = theta.detach().clone().requires_grad_(True)
+    r = res(th)
+    u = torch.zeros_like(r, requires_grad=True)
+    jtu = torch.autograd.grad(r, th, u, create_graph=True)[0]
+    g = torch.autograd.grad(r, th, r.detach(), retain_graph=True)[0]
+
+    def jtj(v: torch.Tensor) -> torch.Tensor:
+        jv = torch.autograd.grad(jtu, u, v, retain_graph=True)[0]
+        return torch.autograd.grad(r, th, jv, retain_graph=True)[0]
+
+    diag = torch.zeros_like(theta)
+    for _ in range(probes):
+        z = torch.randint(0, 2, r.shape, dtype=r.dtype).mul_(2).sub_(1)
+        diag += torch.autograd.grad(r, th, z, retain_graph=True)[0].pow(2)
+    sc = _scaling(diag / max(probes, 1)) if probes > 0 else torch.ones_like(theta)
+    gs = sc * g
+    gnorm = float(gs.norm())
+    basis = [gs / gnorm]
+    images: list[torch.Tensor] = []              # S J^T J S applied to each basis vector
+    for j in range(k):
+        w = sc * jtj(sc * basis[j])
+        images.append(w)
+        Vm = torch.stack(basis, dim=1)
+        for _ in range(2):                       # full reorthogonalisation, twice
+            w = w - Vm @ (Vm.T @ w)
+        beta = float(w.norm())
+        if j == k - 1 or beta <= 1e-12 * float(images[0].norm()) or (
+                deadline is not None and time.perf_counter() > deadline):
+            break
+        basis.append(w / beta)
+    basis = basis[:len(images)]
+    for d in memory:                             # earlier steps, in scaled coordinates
+        v = d / sc
+        Vm = torch.stack(basis, dim=1)
+        for _ in range(2):
+            v = v - Vm @ (Vm.T @ v)
+        nv = float(v.norm())
+        if nv <= 1e-8 * float((d / sc).norm()):
+            continue
+        basis.append(v / nv)
+        images.append(sc * jtj(sc * basis[-1]))
+    Vm = torch.stack(basis, dim=1)
+    T = Vm.T @ torch.stack(images, dim=1)
+    evals, Q = torch.linalg.eigh(0.5 * (T + T.T))
+    bvec = Q.T @ (Vm.T @ gs)
+    Vm = sc[:, None] * (Vm @ Q)
+    return _Model2(V=Vm, evals=evals.clamp(min=0.0), b=bvec)
+
+
+def _second_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
+                  gen: torch.Generator, curve: _Curve, first_steps: int,
+                  deadline: float | None) -> int:
+    """Levenberg-Marquardt on fixed float64 batches (see the module docstring); returns the
+    LM iterations done."""
+    wrapper = _Predictor(model, predict)
+    flat = _Flat(model)
+    theta = flat.get()
+    P = theta.numel()
+    x = y = None
+    mu: float | None = None
+    nu = 2.0
+    done = 0
+    f = math.inf
+    memory: list[torch.Tensor] = []
+    for it in range(cfg.second_order_steps):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        if it % max(cfg.lm_refresh, 1) == 0:
+            x, y = sample(cfg.second_order_batch, gen)
+            x, y = x.double(), y.double()
+
+        def res(th: torch.Tensor, x: torch.Tensor = x, y: torch.Tensor = y) -> torch.Tensor:
+            return (functional_call(wrapper, flat.as_dict(th), (x,)) - y).flatten()
+
+        with torch.no_grad():
+            r = res(theta)
+        M = r.numel()
+        f = 0.5 * float(r.dot(r))
+        if not math.isfinite(f):
+            raise _Diverged(f"loss became {2 * f / M} at step {first_steps + it + 1}")
+        dense = P <= cfg.dense_max_params and M * P <= cfg.dense_max_entries
+        if dense:
+            q = _dense_model(res, theta, r)
+        else:
+            q = _krylov_model(res, theta, cfg.krylov_dim, cfg.diag_probes, memory, deadline)
+        if mu is None:
+            mu = cfg.lm_damping * max(float(q.evals.max()), 1e-300)
+        accepted = False
+        for _ in range(cfg.lm_max_tries):
+            d, pred = q.step(mu)
+            trial = theta + d
+            with torch.no_grad():
+                rt = res(trial)
+            ft = 0.5 * float(rt.dot(rt))
+            rho = (f - ft) / pred if pred > 0 else -1.0
+            if math.isfinite(ft) and ft < f and rho > 0:
+                theta, f = trial, ft
+                memory = ([d] + memory)[:cfg.lm_memory]
+                mu *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
+                nu = 2.0
+                accepted = True
+                break
+            mu *= nu
+            nu *= 2.0
+        if not accepted:
+            nu = 2.0    # keep mu large; the next batch / linearisation starts from it
+        mu = min(max(mu, 1e-300), 1e300)
+        done = it + 1
+        curve.add(first_steps + done, 2.0 * f / M)
+    flat.set(theta)
+    return done
+
+
+def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
+          ) -> TrainResult:
+    """Train ``model`` in place with recipe ``cfg.recipe``; never raises on divergence.
+
+    The model is cast to ``cfg.dtype`` for training (high-precision: float64 throughout) and
+    left in float64 at the end. Loss: mean over all entries of (predict(model, x) - y)^2,
+    x (batch, N, d_in) and y from ``sample`` (float64, cast to the training dtype).
+    """
+    if cfg.recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {cfg.recipe!r}; choose from {', '.join(RECIPES)}")
+    if cfg.dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {cfg.dtype!r}; choose from {', '.join(DTYPES)}")
+    dtype = torch.float64 if cfg.recipe == "high-precision" else DTYPES[cfg.dtype]
+    start = time.perf_counter()
+    deadline = None if cfg.time_limit is None else start + cfg.time_limit
+    total = cfg.steps + (cfg.second_order_steps if cfg.recipe == "high-precision" else 0)
+    curve = _Curve(max(total, 1), cfg.curve_points)
+    lr_trace: list[tuple[int, float]] = [(0, cfg.lr)]
+    status, message, done = "ok", "", 0
+    model.to(dtype)
+    model.train()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        gen = torch.Generator().manual_seed(cfg.seed)
+        try:
+            scheduler = "step" if cfg.recipe == "paper" else "adaptive"
+            done = _first_order(model, sample, predict, cfg, scheduler, dtype, gen, curve,
+                                lr_trace, deadline)
+            if cfg.recipe == "high-precision":
+                done += _second_order(model, sample, predict, cfg, gen, curve, done, deadline)
+        except _Diverged as exc:
+            status, message = "diverged", exc.message
+            done = curve.last[0] if curve.last is not None else 0
+    model.to(torch.float64)
+    points, times = curve.finish()
+    return TrainResult(curve=points, curve_times=times, steps=done, status=status, message=message,
+                       wall_time=time.perf_counter() - start, lr_trace=lr_trace)
+
+
+__all__ = ["DTYPES", "RECIPES", "AdaptiveLR", "Predict", "Sampler", "TrainConfig",
+           "TrainResult", "train"]
