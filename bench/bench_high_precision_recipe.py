@@ -9,7 +9,7 @@ eq. 2) represents it exactly (001 App. C.1.3), so the floor is set by the optimi
    target, and the float64 test MSE on 256 fresh sequences.
 2. paper: Adam(1e-3) + StepLR(1e4, 0.9), float32 training, for the same wall time T.
 
-Usage: python bench/bench_high_precision_recipe.py [--width 32] [--budget 300] [--threads 1]
+Usage: python bench/bench_high_precision_recipe.py [--width 20] [--residual none] [--budget 300]
 """
 
 from __future__ import annotations
@@ -20,15 +20,11 @@ import time
 import torch
 
 from precision.models import build_model
+from probes.tasks import make_task
 from probes.training import TrainConfig, train
 
 D, N, TARGET = 20, 40, 1e-14
-
-
-def sample(batch: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """x (batch, N, D) ~ N(0, 1), y = x[..., :D/2] * x[..., D/2:] (batch, N, D/2), float64."""
-    x = torch.randn(batch, N, D, generator=gen, dtype=torch.float64)
-    return x, x[..., : D // 2] * x[..., D // 2:]
+sample = make_task("multiply", dim=D, n=N).sample   # (batch, gen) -> x (b, N, D), y (b, N, D/2)
 
 
 def call(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -41,14 +37,17 @@ def test_mse(model: torch.nn.Module) -> float:
         return float((model(x.double()) - y).pow(2).mean())
 
 
-def build(width: int) -> torch.nn.Module:
+def build(width: int, residual: str) -> torch.nn.Module:
     torch.manual_seed(0)
-    return build_model("baseconv", D, D // 2, depth=1, width=width, max_len=N, layernorm=False)
+    return build_model("baseconv", D, D // 2, depth=1, width=width, max_len=N, layernorm=False,
+                       residual=residual)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--width", type=int, default=32)
+    ap.add_argument("--width", type=int, default=20)
+    ap.add_argument("--residual", default="none", choices=["none", "outer", "inner"],
+                    help="BaseConv residual: without one, width D represents MULTIPLY exactly")
     ap.add_argument("--budget", type=float, default=300.0, help="wall seconds for high-precision")
     ap.add_argument("--adam-steps", type=int, default=1500)
     ap.add_argument("--krylov", type=int, default=60)
@@ -57,7 +56,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    model = build(args.width)
+    model = build(args.width, args.residual)
     n_params = sum(p.numel() for p in model.parameters())
     hp_cfg = TrainConfig(recipe="high-precision", steps=args.adam_steps, batch_size=64,
                          second_order_steps=100_000, second_order_batch=64, lm_refresh=10,
@@ -75,13 +74,14 @@ def main() -> None:
     lm_iters = hp.steps - args.adam_steps
     best_train = min(v for s, v in hp.curve if s > args.adam_steps) if lm_iters else float("nan")
 
-    paper_model = build(args.width)
+    paper_model = build(args.width, args.residual)
     paper = train(paper_model, sample, call,
                   TrainConfig(recipe="paper", steps=10**9, batch_size=256, dtype="float32",
                               time_limit=T))
     paper_mse = test_mse(paper_model)
 
-    print(f"MULTIPLY D={D} N={N}; 1-layer BaseConv width {args.width} (no LayerNorm), "
+    print(f"MULTIPLY D={D} N={N}; 1-layer BaseConv width {args.width} residual {args.residual} "
+          f"(no LayerNorm), "
           f"{n_params} parameters; {args.threads} thread(s)")
     print(f"high-precision: Adam {args.adam_steps} steps (float64, batch 64) in {adam_t:.1f} s, "
           f"then {lm_iters} LM iterations (Krylov {args.krylov} + memory {args.memory}, "

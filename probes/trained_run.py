@@ -175,8 +175,13 @@ def _run_trained(config: dict[str, Any], t0: float) -> TrainedOutcome:
                 n_iter = min(config["test_size"], 8)
                 out.iterate_trace = iterate_gradient(model, task, x_test[:n_iter], prec,
                                                      config["iterate"])
-                out.floor = detect_floor([10.0 ** v for v in out.iterate_trace],
+                out.floor = detect_floor([10.0 ** min(v, 300.0) for v in out.iterate_trace],
                                          log10_trace=out.iterate_trace)
+                if out.floor.kind == "diverged" or not math.isfinite(out.iterate_trace[-1]):
+                    out.status, out.error = "diverged", (
+                        f"iterating the trained gradient diverges in {prec} "
+                        f"(log10 MSE {out.iterate_trace[-1]:.1f} after "
+                        f"{len(out.iterate_trace)} iterations)")
             outcomes.append(out)
     n_params = sum(t.numel() for t in model.parameters())
     return TrainedOutcome(result, outcomes, n_params, task.describe(),
