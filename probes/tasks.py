@@ -93,19 +93,10 @@ class Task:
     def target(self, x: torch.Tensor) -> torch.Tensor:
         """The float64 target of float64 inputs ``x`` (for training; exact enough there)."""
         o, name = self.options, self.name
-        if name == "identity":
-            return x.clone()
-        if name == "read":
-            y = x.clone()
-            y[:, self.params["j"]] = x[:, self.params["i"]]
-            return y
         if name == "affine":
             return x @ torch.as_tensor(self.params["h"])[:, None]
-        if name == "multiply":
-            half = o["dim"] // 2
-            return x[..., :half] * x[..., half:]
-        if name == "square":
-            return x * x
+        if name in _PRIMITIVES:
+            return self._elementwise(x, torch.clone)
         d, n = o["dim"], o["n"]
         if name == "ls_parallel":
             X, y = x[:, 0:2 * n:2], x[:, 1:2 * n:2, 0]
@@ -122,25 +113,29 @@ class Task:
         resid = (X @ w0[:, :, None])[..., 0] - y
         return (resid[:, :, None] * X).sum(1) / n         # eq. 13: (1/N) sum (w^T x_i - y_i) x_i
 
+    def _elementwise(self, x: Any, copy: Any) -> Any:
+        """IDENTITY / READ / MULTIPLY / SQUARE of x (torch tensor or object array of arb,
+        whose slicing and products read the same)."""
+        if self.name == "multiply":
+            half = self.options["dim"] // 2
+            return x[..., :half] * x[..., half:]
+        if self.name == "square":
+            return x * x
+        y = copy(x)
+        if self.name == "read":
+            y[:, self.params["j"]] = x[:, self.params["i"]]
+        return y
+
     def truth(self, x: np.ndarray, bits: int) -> np.ndarray:
         """Exact target (object array of arb, shaped like ``target``) of exact inputs ``x``
         (object array (batch, n_tokens, d_in) of the values the model received)."""
         o, name = self.options, self.name
         with working_precision(bits):
-            if name == "identity":
-                return x.copy()
-            if name == "read":
-                y = x.copy()
-                y[:, self.params["j"]] = x[:, self.params["i"]]
-                return y
             if name == "affine":
                 h = exact_array(self.params["h"])
                 return np.array([[[_dot(row, h)] for row in seq] for seq in x], dtype=object)
-            if name == "multiply":
-                half = o["dim"] // 2
-                return x[..., :half] * x[..., half:]
-            if name == "square":
-                return x * x
+            if name in _PRIMITIVES:
+                return self._elementwise(x, np.copy)
         d, n = o["dim"], o["n"]
         out = []
         for seq in x:

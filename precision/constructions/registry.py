@@ -224,6 +224,18 @@ def _trace_lsa_gd(p: Any, prob: Any, layers: int, step: float | None
     return models, refs, matvec(qx, w, bits)
 
 
+def _query_trace(p: Any, X: Any, y: Any, q: np.ndarray, out: np.ndarray, iterates: list[Any],
+                 iters: int) -> tuple[list[Any], list[Any], Any]:
+    """Per step t = 1..iters: the model's query prediction out[t-1], the algorithm's
+    x_q^T w_t in the same precision, and the certified OLS prediction x_q^T w*."""
+    xp = p.backend
+    models = [out[t - 1:t] for t in range(1, iters + 1)]
+    refs = [xp.to_exact(xp.asarray(q) @ iterates[t]).reshape(1) for t in range(1, iters + 1)]
+    bits = truth_bits(p)
+    w = least_squares_truth(xp.to_exact(X), xp.to_exact(y), bits)
+    return models, refs, matvec(xp.to_exact(xp.asarray(q.reshape(1, -1))), w, bits)
+
+
 def _trace_baseconv_gd(p: Any, prob: Any, iters: int, step: float | None
                        ) -> tuple[list[Any], list[Any], Any]:
     """Per GD layer of the causal BaseConv (001 App. C.2.2): x_q^T w_k vs GD and OLS."""
@@ -242,11 +254,7 @@ def _trace_baseconv_gd(p: Any, prob: Any, iters: int, step: float | None
         out = _blockwise_mp(model, x, p, 1, iters, lay["q"], lay["w"], start=2)
     else:
         out = evaluate(_PerLayer(model, "baseconv_gd", d), x, p)[0]
-    models = [out[t - 1:t] for t in range(1, iters + 1)]
-    refs = [xp.to_exact(xp.asarray(q) @ iterates[t]).reshape(1) for t in range(1, iters + 1)]
-    bits = truth_bits(p)
-    w = least_squares_truth(xp.to_exact(X), xp.to_exact(y), bits)
-    return models, refs, matvec(xp.to_exact(xp.asarray(q.reshape(1, -1))), w, bits)
+    return _query_trace(p, X, y, q, out, iterates, iters)
 
 
 class _Block(nn.Module):
@@ -318,11 +326,7 @@ def _trace_baseconv_gd_noncausal(p: Any, prob: Any, iters: int, step: float | No
         out = _blockwise_mp(model, x, p, 3, iters, lay["q"], lay["w"])
     else:
         out = evaluate(_PerLayer(model, "baseconv_gd_noncausal", d), x, p)[0]
-    models = [out[t - 1:t] for t in range(1, iters + 1)]
-    refs = [xp.to_exact(xp.asarray(q) @ iterates[t]).reshape(1) for t in range(1, iters + 1)]
-    bits = truth_bits(p)
-    w = least_squares_truth(xp.to_exact(X), xp.to_exact(y), bits)
-    return models, refs, matvec(xp.to_exact(xp.asarray(q.reshape(1, -1))), w, bits)
+    return _query_trace(p, X, y, q, out, iterates, iters)
 
 
 def _trace_primitive(p: Any, prob: Any, op: str) -> tuple[list[Any], list[Any], Any]:
