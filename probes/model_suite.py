@@ -41,7 +41,7 @@ from probes.store import config_hash
 from probes.tasks import TaskError
 
 #: Bump when the meaning of a trained job config changes.
-MODEL_CONFIG_VERSION = 1
+MODEL_CONFIG_VERSION = 2
 
 _RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions"}
 _TRAIN_KEYS = {"recipe", "steps", "batch_size", "lr", "dtype", "step_size", "gamma",

@@ -86,11 +86,12 @@ def measure_precision(model: nn.Module, task: Task, x: torch.Tensor, precision: 
     p = parse_precision(precision)
     xp_ = _rounded_inputs(x, p)
     x_exact = exact_array(xp_.numpy())
-    truth = task.truth(x_exact, truth_bits(p))
-    f_p = _select_np(task, evaluate(model, xp_, p))
+    truth = task.evaluated(task.truth(x_exact, truth_bits(p)))
+    f_p = task.evaluated(_select_np(task, evaluate(model, xp_, p)))
     key = xp_.numpy().tobytes()
     if key not in ref_cache:
-        ref_cache[key] = _select_np(task, evaluate(model, xp_, REFERENCE_PRECISION))
+        ref_cache[key] = task.evaluated(
+            _select_np(task, evaluate(model, xp_, REFERENCE_PRECISION)))
     parts = decompose(f_p, ref_cache[key], truth)
     total = parts["total"]
     if not math.isfinite(total.mse):

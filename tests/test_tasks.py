@@ -83,3 +83,10 @@ def test_impossible_tasks_are_one_line_errors(name, opts, match):
     with pytest.raises(TaskError, match=match) as info:
         make_task(name, **opts)
     assert "\n" not in str(info.value)
+
+
+def test_ls_parallel_test_mse_skips_the_underdetermined_positions():
+    task, x, y = _sample("ls_parallel")
+    assert y.shape == (3, 21)                       # y_1 .. y_N and y_q are all trained on
+    assert task.evaluated(y).shape == (3, 16)       # tested: positions with >= D examples
+    assert torch.equal(task.evaluated(y)[:, -1], y[:, -1])
