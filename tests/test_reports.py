@@ -153,3 +153,26 @@ def test_newest_run_wins_when_a_suite_was_rerun_with_other_parameters(tmp_path):
         rep = build_report(store, None, tmp_path / "out")
     md = rep.markdown.read_text()
     assert "| gd | 1.0e-20 @3 |" in md and "1.0e-10" not in md
+
+
+def test_trained_claims_use_best_per_task_config_filters_and_budgets():
+    from reports.claims import check_claims
+
+    def row(task, depth, steps, log10):
+        return {"suite": "primitives", "subject": "transformer", "task": task,
+                "precision": "float32", "status": "ok", "log10_mse": log10, "kind": "trained",
+                "config": {"depth": depth, "train_steps": steps, "train": {"recipe": "paper"}}}
+
+    def verdict(rows, claim_id):
+        return next(c for c in check_claims(rows) if c.id == claim_id)
+
+    long = 1_000_000
+    good = [row("read", 2, long, -9.0), row("read", 2, long, -3.0), row("affine", 2, long, -8.5),
+            row("affine", 4, long, -3.0)]          # depth 4 is filtered out by the config
+    c = verdict(good, "001-read-affine")
+    assert c.verdict == "holds" and "read MSE 1.0e-09" in c.measured
+    bad = [row("read", 2, long, -9.0), row("affine", 2, long, -6.0)]
+    assert verdict(bad, "001-read-affine").verdict == "does not hold"
+    short = [row("read", 2, 2000, -2.0), row("affine", 2, 2000, -2.0)]
+    c = verdict(short, "001-read-affine")
+    assert c.verdict == "not measured" and "trained 2000 steps" in c.command
