@@ -26,17 +26,14 @@ import math
 import numpy as np
 import torch
 
+from precision.constructions.layout import blocks
 from precision.models.baseconv import BaseConv, BaseConvConfig
 
 
 def _layout(d: int) -> dict[str, slice]:
     sizes = [("x", d), ("y", 1), ("w", d), ("q", d), ("pb", d), ("ph", d * d), ("b", d),
              ("h", d * d), ("s", d), ("t", d * d), ("r", d), ("o", 1)]
-    out, start = {}, 0
-    for name, size in sizes:
-        out[name] = slice(start, start + size)
-        start += size
-    return out
+    return blocks(sizes)
 
 
 def width(d: int) -> int:
@@ -122,11 +119,7 @@ def tokens(X: np.ndarray, y: np.ndarray, x_query: np.ndarray,
 
 def _layout_noncausal(d: int) -> dict[str, slice]:
     sizes = [("x", d), ("y", 1), ("w", d), ("q", d), ("r", 1), ("g", d), ("s", d), ("o", 1)]
-    out, start = {}, 0
-    for name, size in sizes:
-        out[name] = slice(start, start + size)
-        start += size
-    return out
+    return blocks(sizes)
 
 
 def width_noncausal(d: int) -> int:
@@ -169,6 +162,13 @@ def gradient_descent_noncausal(d: int, n: int, step: float, iters: int) -> BaseC
     def delta(layer: torch.nn.Module, slot: int) -> None:
         layer.filter[slot, lag0] = 1.0
 
+    def product(L: torch.nn.Module, slot: int, gate: int, inp: int, out: int) -> None:
+        """Inner slot = (channel gate) * (channel inp) at every token, added to channel out."""
+        L.w_gate.weight[slot, gate] = 1.0
+        L.w_in.weight[slot, inp] = 1.0
+        delta(L, slot)
+        L.w_out.weight[out, slot] = 1.0
+
     with torch.no_grad():
         for p in model.parameters():
             p.zero_()
@@ -178,10 +178,7 @@ def gradient_descent_noncausal(d: int, n: int, step: float, iters: int) -> BaseC
             # Layer 1: r += sum_a w_a x_a - y   (inner slots s_a = w_a x_a, slot r = y).
             L = model.layers[3 * it]
             for a in range(d):
-                L.w_gate.weight[ch("s", a), ch("w", a)] = 1.0
-                L.w_in.weight[ch("s", a), ch("x", a)] = 1.0
-                delta(L, ch("s", a))
-                L.w_out.weight[ch("r"), ch("s", a)] = 1.0
+                product(L, ch("s", a), ch("w", a), ch("x", a), ch("r"))
             L.b_gate[:, ch("r")] = 1.0
             L.w_in.weight[ch("r"), ch("y")] = 1.0
             delta(L, ch("r"))
@@ -189,10 +186,7 @@ def gradient_descent_noncausal(d: int, n: int, step: float, iters: int) -> BaseC
             # Layer 2: g_a += r x_a.
             L = model.layers[3 * it + 1]
             for a in range(d):
-                L.w_gate.weight[ch("g", a), ch("r")] = 1.0
-                L.w_in.weight[ch("g", a), ch("x", a)] = 1.0
-                delta(L, ch("g", a))
-                L.w_out.weight[ch("g", a), ch("g", a)] = 1.0
+                product(L, ch("g", a), ch("r"), ch("x", a), ch("g", a))
             # Layer 3: w_a += -(eta/n) sum_t g_a[t] at every token (all-ones two-sided
             # filter, slots s); g and r are cleared (slots g, r carry them: += -g, -r).
             L = model.layers[3 * it + 2]
@@ -212,10 +206,7 @@ def gradient_descent_noncausal(d: int, n: int, step: float, iters: int) -> BaseC
         # Final layer: o = sum_a x_q,a w_a at the last token (x_q is zero elsewhere).
         L = model.layers[3 * iters]
         for a in range(d):
-            L.w_gate.weight[ch("s", a), ch("q", a)] = 1.0
-            L.w_in.weight[ch("s", a), ch("w", a)] = 1.0
-            delta(L, ch("s", a))
-            L.w_out.weight[ch("o"), ch("s", a)] = 1.0
+            product(L, ch("s", a), ch("q", a), ch("w", a), ch("o"))
     return model
 
 

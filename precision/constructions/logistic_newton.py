@@ -108,6 +108,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from precision.constructions.layout import blocks
 from precision.models.linear_attention import LinearTransformer
 
 _GADGET_BITS = 256  # precision for the gadgets' knot values and slopes (then rounded once)
@@ -122,11 +123,7 @@ def rows(d: int) -> dict[str, slice]:
     """Row blocks of the width-(7d + 4) embedding (see the module docstring)."""
     names = [("X", d), ("G", d), ("T", d), ("I", d), ("A", d), ("y", 1), ("x", d), ("P", d),
              ("z", 1), ("s", 1), ("one", 1)]
-    out, start = {}, 0
-    for name, size in names:
-        out[name] = slice(start, start + size)
-        start += size
-    return out
+    return blocks(names)
 
 
 def width_of(d: int) -> int:
