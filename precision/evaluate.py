@@ -49,7 +49,7 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
         if p.is_mp:
             example = torch.zeros(x.shape, dtype=next(iter(model.parameters())).dtype)
             return p.backend.to_exact(mp_program(model, example)(x, precision=p))
-        x = torch.from_numpy(np.asarray(p.backend.to_numpy(p.backend.asarray(x)), dtype=np.float64))
+        x = p.backend.asarray(x)  # rounded into the dtype
     if p.is_mp:
         example = x.to(next(iter(model.parameters()), x).dtype) if x.is_floating_point() else x
         out = mp_program(model, example)(x, precision=p)

@@ -18,11 +18,7 @@ from precision.metrics import detect_floor
 from probes.model_suite import record_id
 from probes.run_config import RunConfig
 from probes.store import RunRecord
-from probes.trained_run import run_trained
-
-
-def _finite(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
+from probes.trained_run import finite_or_none, run_trained
 
 
 def trained_records(run: RunConfig) -> list[RunRecord]:
@@ -61,7 +57,7 @@ def trained_records(run: RunConfig) -> list[RunRecord]:
             run_id=record_id(job, out.precision), suite=run.suite, kind="trained",
             subject=run.solver, task=run.problem_label, precision=out.precision,
             status=out.status, error=out.error, mse=out.total, log10_mse=out.log10_total,
-            floor_log10=_finite(floor.log10_level) if floor else None,
+            floor_log10=finite_or_none(floor.log10_level) if floor else None,
             floor_index=floor.index if floor else None,
             rate=floor.rate if floor else None, conv_order=floor.order if floor else None,
             steps=tr.steps, wall_time=outcome.wall_time, worker=worker,

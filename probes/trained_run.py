@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from precision.backends.graph_interpreter import UnsupportedOpError
 from precision.backends.mp_backend import exact_array
 from precision.evaluate import evaluate
 from precision.metrics import Floor, decompose, detect_floor, error_summary
@@ -72,34 +73,39 @@ def _rounded_inputs(x: torch.Tensor, p: Any) -> torch.Tensor:
     return x if p.is_mp else x.to(p.torch_dtype).to(torch.float64)
 
 
-def _select_np(task: Task, out: np.ndarray) -> np.ndarray:
-    return task.select(out)  # numpy slicing has torch's syntax
-
-
-def _log10(x: float) -> float | None:
-    return None if not math.isfinite(x) else x
+def finite_or_none(x: float | None) -> float | None:
+    """``x`` when it is a finite number, else None (what the store and reports expect)."""
+    return x if x is not None and math.isfinite(x) else None
 
 
 def measure_precision(model: nn.Module, task: Task, x: torch.Tensor, precision: str,
-                      ref_cache: dict[bytes, np.ndarray]) -> PrecisionOutcome:
-    """Test MSE of ``model`` in ``precision`` and its decomposition (module docstring)."""
+                      ref_cache: dict[bytes, np.ndarray | None]) -> PrecisionOutcome:
+    """Test MSE of ``model`` in ``precision`` and its decomposition (module docstring); a
+    module the mp interpreter cannot run gets the total error without the decomposition."""
     p = parse_precision(precision)
     xp_ = _rounded_inputs(x, p)
     x_exact = exact_array(xp_.numpy())
     truth = task.evaluated(task.truth(x_exact, truth_bits(p)))
-    f_p = task.evaluated(_select_np(task, evaluate(model, xp_, p)))
+    f_p = task.evaluated(task.select(evaluate(model, xp_, p)))
     key = xp_.numpy().tobytes()
     if key not in ref_cache:
-        ref_cache[key] = task.evaluated(
-            _select_np(task, evaluate(model, xp_, REFERENCE_PRECISION)))
-    parts = decompose(f_p, ref_cache[key], truth)
-    total = parts["total"]
+        try:
+            ref_cache[key] = task.evaluated(
+                task.select(evaluate(model, xp_, REFERENCE_PRECISION)))
+        except UnsupportedOpError:  # no mp path (a user module's op): total error only
+            ref_cache[key] = None
+    if ref_cache[key] is None:
+        total, approx, rounding = error_summary(f_p, truth), None, None
+    else:
+        parts = decompose(f_p, ref_cache[key], truth)
+        total = parts["total"]
+        approx, rounding = parts["approximation"].log10_mse, parts["rounding"].log10_mse
     if not math.isfinite(total.mse):
         return PrecisionOutcome(precision, "diverged", f"model output not finite in {p.name}")
     return PrecisionOutcome(
         precision, "ok", None, total=total.mse, log10_total=total.log10_mse,
-        log10_approximation=_log10(parts["approximation"].log10_mse),
-        log10_rounding=_log10(parts["rounding"].log10_mse), digits=total.digits)
+        log10_approximation=finite_or_none(approx), log10_rounding=finite_or_none(rounding),
+        digits=total.digits)
 
 
 def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: str,
@@ -125,15 +131,13 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: s
     w_star = [least_squares_truth(c[:, :d], c[:, d], bits) for c in ctx]
     w = [xb.asarray(exact_array(_rounded_inputs(x[b:b + 1, n, :d], p).numpy()[0]))
          for b in range(x.shape[0])]
+    steps = [xb.asarray(exact_array(np.array(eta))) for eta in etas]
+    row = exact_array(gradient_query_row(torch.zeros(x.shape[0], d), x.shape[-1]).numpy())
     trace = []
     for _ in range(iters):
-        last = np.stack([xb.to_exact(wb) for wb in w])               # (batch, d) exact
-        row = np.empty((x.shape[0], 1, x.shape[-1]), dtype=object)
-        row[:] = exact_array(gradient_query_row(torch.zeros(x.shape[0], d), x.shape[-1]).numpy())
-        row[:, 0, :d] = last
-        delta = _select_np(task, evaluate(model, np.concatenate([ctx, row], axis=1), p))
-        w = [w[b] - xb.asarray(exact_array(np.array(etas[b]))) * xb.asarray(delta[b])
-             for b in range(len(w))]
+        row[:, 0, :d] = np.stack([xb.to_exact(wb) for wb in w])      # the last token: w_t
+        delta = task.select(evaluate(model, np.concatenate([ctx, row], axis=1), p))
+        w = [w[b] - steps[b] * xb.asarray(delta[b]) for b in range(len(w))]
         est = np.stack([xb.to_exact(wb) for wb in w])
         trace.append(error_summary(est, np.stack(w_star)).log10_mse)
         if not math.isfinite(trace[-1]):
@@ -168,9 +172,13 @@ def _run_trained(config: dict[str, Any], t0: float) -> TrainedOutcome:
     else:
         gen = torch.Generator().manual_seed(config["seed"] + TEST_SEED_OFFSET)
         x_test, _ = task.sample(config["test_size"], gen)
-        refs: dict[bytes, np.ndarray] = {}
+        refs: dict[bytes, np.ndarray | None] = {}
         for prec in config["precisions"]:
-            out = measure_precision(model, task, x_test, prec, refs)
+            try:
+                out = measure_precision(model, task, x_test, prec, refs)
+            except Exception as exc:  # noqa: BLE001 - e.g. a user module's op with no mp
+                first = (str(exc).splitlines() or [""])[0]   # implementation: a status
+                out = PrecisionOutcome(prec, "failed", f"{type(exc).__name__}: {first}")
             if out.status == "ok" and config.get("iterate", 0) and \
                     task.name == "explicit_gradient":
                 n_iter = min(config["test_size"], 8)
