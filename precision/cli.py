@@ -63,6 +63,7 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
     from probes.runner import pending_runs, run_suite
     from reports.model_table import model_tables
     from reports.solver_table import solver_tables
+    from reports.study_table import study_tables
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
@@ -97,7 +98,8 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
             from reports.build import build_report
 
             report = build_report(store, [suite.name], Path(args.report_dir) / suite.name)
-    print("\n\n".join(t for t in (solver_tables(rows), model_tables(rows)) if t))
+    print("\n\n".join(t for t in (solver_tables(rows), model_tables(rows), study_tables(rows))
+                      if t))
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "none new"
     print(f"\n{summary.computed} computed ({statuses}), {summary.skipped} reused; store: {args.db}")
     if report is not None:
@@ -124,6 +126,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_results(args: argparse.Namespace) -> int:
     from reports.model_table import model_tables
     from reports.solver_table import solver_tables
+    from reports.study_table import study_tables
 
     if not Path(args.db).exists():
         raise UsageError(f"no results store at {args.db} (run 'precision run solvers' first)")
@@ -139,8 +142,8 @@ def _cmd_results(args: argparse.Namespace) -> int:
                 store.export_json(out, suite=args.suite)
             else:
                 rows = store.runs(suite=args.suite)
-                out.write("\n\n".join(t for t in (solver_tables(rows), model_tables(rows))
-                                      if t) + "\n")
+                tables = (solver_tables(rows), model_tables(rows), study_tables(rows))
+                out.write("\n\n".join(t for t in tables if t) + "\n")
         finally:
             if args.out:
                 out.close()
@@ -167,6 +170,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print("constructions (run by name like solvers, e.g. --solvers lsa_gd):")
         for name, cspec in sorted(CONSTRUCTIONS.items()):
             print(f"  {name:<18} [{cspec.task}] {cspec.description}")
+        from probes.studies import load_studies
+
+        print("studies (run from a suite's [studies.<label>] tables):")
+        for name, sspec in sorted(load_studies().items()):
+            print(f"  {name:<34} {sspec.doc}")
     if what in ("precisions", "all"):
         print("precisions:")
         for name in ("bfloat16", "float16", "float32", "float64", "mp30", "mp50", "mp100"):

@@ -18,6 +18,7 @@ from typing import Any
 from precision.constructions.registry import run_construction
 from precision.solvers.registry import run_solver
 from probes.store import RunRecord, Store
+from probes.study_suite import study_record
 from probes.suite import RunConfig, Suite, expand
 from probes.trained_records import trained_records
 
@@ -55,6 +56,8 @@ def compute_records(run: RunConfig) -> list[RunRecord]:
     construction run, one per evaluation precision for a trained job)."""
     if run.config["kind"] == "trained":
         return trained_records(run)
+    if run.config["kind"] == "study":
+        return [study_record(run)]
     return [compute_run(run)]
 
 

@@ -41,12 +41,13 @@ from precision.solvers.registry import SolverError, get_solver, make_problem, re
 from probes.model_suite import expand_models
 from probes.run_config import RunConfig, SuiteError
 from probes.store import config_hash
+from probes.study_suite import expand_studies
 
 #: Bump when the meaning of a run config changes (so old results are not reused).
 CONFIG_VERSION = 1
 
 _TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers",
-             "constructions", "profiles", "tasks", "models"}
+             "constructions", "profiles", "tasks", "models", "studies"}
 #: Subject tables of a suite and the run kind each produces.
 _SUBJECT_TABLES = {"solvers": "solver", "constructions": "construction"}
 _PROBLEM_META = {"task"}
@@ -121,7 +122,7 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
         valid = ", ".join(sorted(profiles)) or "none defined"
         raise SuiteError(f"suite {path.stem} has no profile '{profile}' (profiles: {valid})")
     override = profiles[profile]
-    bad = set(override) - {"precisions", "seeds", "solvers", "models"}
+    bad = set(override) - {"precisions", "seeds", "solvers", "models", "studies"}
     if bad:
         raise SuiteError(f"{path}: profile '{profile}' cannot override {', '.join(sorted(bad))}")
     merged = {k: v for k, v in data.items()}
@@ -145,6 +146,11 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
         for k, v in table.items():
             base[k] = {**base.get(k, {}), **v} if k == "train" and isinstance(v, dict) else v
         merged["models"] = {**merged["models"], model: base}
+    for entry, table in override.get("studies", {}).items():
+        base = dict(merged.get("studies", {}).get(entry, {}))
+        if not base or not isinstance(table, dict):
+            raise SuiteError(f"{path}: profile '{profile}' names unknown study entry '{entry}'")
+        merged["studies"] = {**merged["studies"], entry: {**base, **table}}
     return merged
 
 
@@ -154,7 +160,8 @@ def _apply_overrides(
     """``--solvers`` keeps only those subjects (solvers or constructions); ``--precisions``
     replaces every precision list."""
     data = dict(data)
-    tables = {t: data[t] for t in (*_SUBJECT_TABLES, "models") if isinstance(data.get(t), dict)}
+    tables = {t: data[t] for t in (*_SUBJECT_TABLES, "models", "studies")
+              if isinstance(data.get(t), dict)}
     if solvers:
         known = sorted(name for table in tables.values() for name in table)
         unknown = [s for s in solvers if s not in known]
@@ -200,6 +207,8 @@ def expand(suite: Suite) -> list[RunConfig]:
     runs: list[RunConfig] = []
     if "models" in data or "tasks" in data:
         runs += expand_models(suite.name, data, precisions, seeds, where)
+    if "studies" in data:
+        runs += expand_studies(suite.name, data, precisions, seeds, where)
     if any(k in data for k in ("problems", *_SUBJECT_TABLES)) or not runs:
         runs += _expand_subjects(suite, precisions, seeds)
     seen: set[str] = set()

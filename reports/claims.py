@@ -48,7 +48,16 @@ def _format_metric(metric: str, value: float) -> str:
         return f"order {value:.2f}"
     if metric == "rate":
         return f"rate {value:.3g}"
+    if metric.startswith("result."):
+        return f"{metric[len('result.'):]} {value:.4g}"
     return f"{metric} {value:.3g}"
+
+
+def metric_value(row: dict[str, Any], metric: str) -> Any:
+    """A runs-table column (``floor_log10``) or a study metric (``result.<name>``)."""
+    if metric.startswith("result."):
+        return ((row.get("result") or {}).get("metrics") or {}).get(metric[len("result."):])
+    return row.get(metric)
 
 
 def _matches(value: Any, wanted: Any) -> bool:
@@ -82,7 +91,7 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
                                 command="needs a suite not built yet"))
             continue
         chosen = [r for r in rows if _selected(r, check)
-                  and r.get("status") == "ok" and r.get(check["metric"]) is not None]
+                  and r.get("status") == "ok" and metric_value(r, check["metric"]) is not None]
         short = [r for r in chosen
                  if (r.get("config") or {}).get("train_steps", math.inf)
                  < check.get("min_train_steps", 0)]
@@ -95,11 +104,11 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
                             f">= {check['min_train_steps']})")
             out.append(ClaimRow(**base, measured="-", verdict="not measured", command=command))
             continue
-        values = sorted(float(r[check["metric"]]) for r in chosen)
+        values = sorted(float(metric_value(r, check["metric"])) for r in chosen)
         if check.get("aggregate") == "best":        # each task's best configuration counts
             best: dict[str, float] = {}
             for r in chosen:
-                v = float(r[check["metric"]])
+                v = float(metric_value(r, check["metric"]))
                 best[r["task"]] = min(v, best.get(r["task"], math.inf))
             ok = all(check["min"] <= v <= check["max"] for v in best.values())
             measured = "; ".join(f"{t} {_format_metric(check['metric'], v)}"

@@ -1,0 +1,119 @@
+"""Paper studies: experiments that are neither a solver trace nor one trained probe task.
+
+A *study* is a registered function ``fn(params, precision, seed) -> StudyOutcome`` -- e.g.
+002's ridge baselines on noisy regression, 003's Memformers against CG, 004's population-loss
+gradient descent. Suites run them through ``[studies.<label>]`` tables
+(:mod:`probes.study_suite`); each (entry, grid point, seed, precision) is one store record of
+kind ``study`` whose ``result`` holds every metric the study measured and whose series hold
+its traces (per layer, per iteration, per variance bin ...).
+
+Each module of this package registers its studies with :func:`register_study` when imported;
+:func:`get_study` imports them all, so adding a paper is adding a file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from precision.precisions import Precision
+
+
+class StudyError(ValueError):
+    """Bad study parameters (one line; the suite loader reports it as a SuiteError)."""
+
+
+@dataclass
+class StudyOutcome:
+    """What one study run measured.
+
+    ``metrics``: named scalars (stored in the record's ``result``; claims select them as
+    ``result.<name>``). ``primary``: the metric stored in the record's ``mse`` column (and
+    shown in tables). ``series``: named traces, each a list of values (index = step) or of
+    ``(step, value)`` pairs. ``status`` is ``ok``, ``diverged`` or ``failed``.
+    """
+
+    metrics: dict[str, float | None]
+    primary: str | None = None
+    series: dict[str, list[Any]] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    status: str = "ok"
+    error: str | None = None
+
+    @property
+    def primary_value(self) -> float | None:
+        if self.primary is None:
+            return None
+        v = self.metrics.get(self.primary)
+        return None if v is None or not math.isfinite(v) else float(v)
+
+
+StudyFn = Callable[[dict[str, Any], Precision, int], StudyOutcome]
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A registered study: its function, default parameters, optional validator."""
+
+    name: str
+    fn: StudyFn
+    defaults: dict[str, Any]
+    doc: str
+    validate: Callable[[dict[str, Any]], None] | None = None
+
+    def resolve(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Defaults overridden by ``given``; unknown keys and invalid values raise StudyError."""
+        unknown = set(given) - set(self.defaults)
+        if unknown:
+            raise StudyError(f"study '{self.name}' has no parameter(s) "
+                             f"{', '.join(sorted(unknown))} (parameters: "
+                             f"{', '.join(sorted(self.defaults)) or 'none'})")
+        params = {**self.defaults, **given}
+        if self.validate is not None:
+            self.validate(params)
+        return params
+
+
+STUDIES: dict[str, StudySpec] = {}
+
+
+def register_study(
+    name: str,
+    defaults: dict[str, Any],
+    validate: Callable[[dict[str, Any]], None] | None = None,
+) -> Callable[[StudyFn], StudyFn]:
+    """Decorator: register ``fn`` as study ``name`` with parameter ``defaults``."""
+
+    def wrap(fn: StudyFn) -> StudyFn:
+        if name in STUDIES and STUDIES[name].fn is not fn:
+            raise RuntimeError(f"study '{name}' registered twice")
+        doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
+        STUDIES[name] = StudySpec(name, fn, dict(defaults), doc, validate)
+        return fn
+
+    return wrap
+
+
+_loaded = False
+
+
+def load_studies() -> dict[str, StudySpec]:
+    """Import every module of this package (each registers its studies); the registry."""
+    global _loaded
+    if not _loaded:
+        for mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+            importlib.import_module(f"{__name__}.{mod}")
+        _loaded = True
+    return STUDIES
+
+
+def get_study(name: str) -> StudySpec:
+    """The study registered as ``name``; StudyError naming the known ones otherwise."""
+    studies = load_studies()
+    if name not in studies:
+        raise StudyError(f"unknown study '{name}' (known: {', '.join(sorted(studies)) or 'none'})")
+    return studies[name]

@@ -1,0 +1,156 @@
+"""Tables and figures of study runs (kind ``study``: 002 / 003 / 000 / 004 experiments).
+
+One table per (suite, study entry): one row per (grid point, precision, seed), one column per
+metric the study measured (the ``primary`` one first). The same data is a pandas
+:class:`~reports.tables.Pivot` for the report, and :func:`study_series_figure` draws a study's
+traces (loss per layer, error per iteration), one line per grid point and precision.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from reports.tables import Pivot, precision_order
+
+#: At most this many metric columns per table (the primary metric and the first others).
+MAX_COLUMNS = 12
+
+
+def format_value(v: Any) -> str:
+    """A metric for a table: 4 significant digits, '-' for none."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float):
+        if v == 0.0:
+            return "0"
+        return f"{v:.4g}" if 1e-3 <= abs(v) < 1e5 else f"{v:.3e}"
+    return str(v)
+
+
+def _latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Newest run per (suite, entry, task, precision, seed) (re-runs with new params stay
+    in the store; the table shows the latest)."""
+    keep: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: (r["created_at"], r["run_id"])):
+        key = (r["suite"], r["subject"], r["task"], r["precision"],
+               (r.get("config") or {}).get("seed"))
+        keep[key] = r
+    return list(keep.values())
+
+
+def _grouped(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in _latest([r for r in rows if r.get("kind") == "study"]):
+        groups[(r["suite"], r["subject"])].append(r)
+    for g in groups.values():
+        g.sort(key=lambda r: ((r.get("config") or {}).get("_order", 0), _task_key(r["task"]),
+                              precision_order(r["precision"]),
+                              (r.get("config") or {}).get("seed", 0)))
+    return dict(sorted(groups.items()))
+
+
+def _task_key(task: str) -> tuple[Any, ...]:
+    """Grid labels like 'sigma_max=3' sort numerically where they can."""
+    out: list[Any] = []
+    for part in task.split(","):
+        _, _, v = part.partition("=")
+        try:
+            out.append((0, float(v), ""))
+        except ValueError:
+            out.append((1, 0.0, part))
+    return tuple(out)
+
+
+def _columns(group: list[dict[str, Any]]) -> list[str]:
+    cols: list[str] = []
+    primary = {(r.get("result") or {}).get("primary") for r in group} - {None}
+    cols += sorted(primary)
+    for r in group:
+        for k in ((r.get("result") or {}).get("metrics") or {}):
+            if k not in cols:
+                cols.append(k)
+    return cols[:MAX_COLUMNS]
+
+
+def study_frames(rows: list[dict[str, Any]]) -> list[tuple[str, str, pd.DataFrame]]:
+    """(suite, entry, frame) per study entry; frame index = grid point / precision / seed."""
+    out = []
+    for (suite, entry), group in _grouped(rows).items():
+        cols = _columns(group)
+        recs = []
+        for r in group:
+            metrics = (r.get("result") or {}).get("metrics") or {}
+            cells = {c: (r["status"] if r["status"] != "ok" else metrics.get(c)) for c in cols}
+            recs.append({"grid point": r["task"], "precision": r["precision"],
+                         "seed": (r.get("config") or {}).get("seed", 0), **cells})
+        frame = pd.DataFrame(recs, columns=["grid point", "precision", "seed", *cols])
+        if frame["seed"].nunique() == 1:
+            frame = frame.drop(columns="seed")
+        if frame["precision"].nunique() == 1:
+            frame = frame.drop(columns="precision")
+        out.append((suite, entry, frame.set_index("grid point")))
+    return out
+
+
+def study_pivots(rows: list[dict[str, Any]]) -> list[Pivot]:
+    """One report table per study entry (cells formatted like the CLI's)."""
+    pivots = []
+    for suite, entry, frame in study_frames(rows):
+        study = next(r["config"]["study"] for r in rows
+                     if r.get("kind") == "study" and r["subject"] == entry
+                     and r["suite"] == suite)
+        shown = frame.map(format_value)
+        pivots.append(Pivot(f"study-{suite}-{entry}", f"{suite} / {entry} ({study})", shown,
+                            meta={"suite": suite, "entry": entry, "study": study}))
+    return pivots
+
+
+def study_tables(rows: list[dict[str, Any]]) -> str:
+    """Plain-text tables of the study runs among ``rows`` ('' when none)."""
+    blocks = []
+    for pivot in study_pivots(rows):
+        frame = pivot.frame.reset_index()
+        head = [str(c) for c in frame.columns]
+        body = [[str(x) for x in row] for row in frame.itertuples(index=False)]
+        widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+        lines = [pivot.title,
+                 "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
+                 "  ".join("-" * w for w in widths)]
+        lines += ["  ".join(x.ljust(w) for x, w in zip(b, widths, strict=True)) for b in body]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def study_series_figure(entry: str, runs: list[dict[str, Any]],
+                        series: dict[str, dict[str, list[tuple[int, Any]]]],
+                        path: Path, max_lines: int = 16) -> Path | None:
+    """One panel per series name, one line per run (grid point, precision); ``series`` maps
+    run_id -> {name: [(step, value)]}. None when the runs have no traces."""
+    from reports import plots
+
+    names = sorted({n for s in series.values() for n in s})[:4]
+    if not names:
+        return None
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(names), figsize=(4.4 * len(names), 3.2), squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        for r in runs[:max_lines]:
+            pts = [(s, v) for s, v in series.get(r["run_id"], {}).get(name, [])
+                   if v is not None and math.isfinite(v)]
+            if pts:
+                xs, ys = zip(*pts, strict=True)
+                ax.plot(xs, ys, lw=1.1, label=f"{r['task']} {r['precision']}")
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
+    fig.suptitle(entry, fontsize=11)
+    fig.tight_layout()
+    return plots._save(fig, path)

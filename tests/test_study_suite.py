@@ -1,0 +1,120 @@
+"""Study suites: [studies.*] tables -> runs -> store records -> tables and claims."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mpmath
+import pytest
+
+from precision.cli import main
+from precision.precisions import Precision
+from probes.store import Store
+from probes.studies import STUDIES, StudyError, StudyOutcome, register_study
+from probes.suite import SuiteError, expand, load_suite
+from reports.claims import metric_value
+from reports.study_table import study_tables
+
+
+def _check(params: dict) -> None:
+    if params["iters"] < 1:
+        raise StudyError("iters must be >= 1")
+
+
+@register_study("test.newton_sqrt2", {"iters": 8, "x0": 1.0}, validate=_check)
+def newton_sqrt2(params: dict, precision: Precision, seed: int) -> StudyOutcome:
+    """Heron's iteration for sqrt(2) in the given precision (a real, tiny study)."""
+    xp = precision.backend
+    two = xp.asarray([2.0])
+    x = xp.asarray([params["x0"]])
+    truth = mpmath.sqrt(2)
+    errs = []
+    for _ in range(params["iters"]):
+        x = (x + two / x) * xp.asarray([0.5])
+        errs.append(float(abs(mpmath.mpf(xp.to_exact(x)[0]) - truth)))
+    return StudyOutcome(metrics={"error": errs[-1], "first": errs[0]}, primary="error",
+                        series={"error": errs})
+
+
+def _suite(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text('name = "st"\nprecisions = ["float32", "float64", "mp50"]\n' + body)
+    return path
+
+
+def test_study_grid_expands_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = _suite(tmp_path, '[studies.heron]\nstudy = "test.newton_sqrt2"\niters = [2, 8]\n')
+    runs = expand(load_suite(str(path)))
+    assert len(runs) == 6
+    assert sorted({r.problem_label for r in runs}) == ["iters=2", "iters=8"]
+    db = tmp_path / "r.db"
+    assert main(["run", str(path), "--db", str(db), "--no-progress", "--no-report"]) == 0
+    out = capsys.readouterr().out
+    assert "st / heron (test.newton_sqrt2)" in out and "iters=8" in out
+    with Store(db, create=False) as store:
+        rows = {(r["task"], r["precision"]): r for r in store.runs(suite="st")}
+        assert all(r["kind"] == "study" and r["status"] == "ok" for r in rows.values())
+        # 2 Heron steps from 1: 1.5, 1.41667 -> error 2.45e-3 in every precision
+        assert metric_value(rows[("iters=2", "float64")], "result.error") == pytest.approx(
+            2.4531e-3, rel=1e-3)
+        # converged: the error is the precision's rounding of sqrt(2)
+        assert 0 < rows[("iters=8", "float32")]["mse"] < 1e-7
+        assert 0 < rows[("iters=8", "float64")]["mse"] < 3e-16
+        assert rows[("iters=8", "mp50")]["mse"] < 1e-49
+        trace = store.series(rows[("iters=8", "float64")]["run_id"], "error")["error"]
+        assert len(trace) == 8 and trace[0][1] == pytest.approx(0.0857864, rel=1e-5)
+    assert main(["run", str(path), "--db", str(db), "--no-progress", "--no-report"]) == 0
+    assert "0 computed" in capsys.readouterr().out
+
+
+def test_study_report_and_text_table(tmp_path: Path) -> None:
+    path = _suite(tmp_path, '[studies.heron]\nstudy = "test.newton_sqrt2"\n')
+    db = tmp_path / "r.db"
+    out = tmp_path / "rep"
+    assert main(["run", str(path), "--db", str(db), "--no-progress", "--report-dir",
+                 str(out)]) == 0
+    md = (out / "st" / "report.md").read_text()
+    assert "st / heron (test.newton_sqrt2)" in md
+    assert (out / "st" / "study-st-heron.png").exists()
+    with Store(db, create=False) as store:
+        text = study_tables(store.runs(suite="st"))
+    assert text.splitlines()[1].split() == ["grid", "point", "precision", "error", "first"]
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[studies.x]\nstudy = "nope.study"\n', "unknown study 'nope.study'"),
+    ('[studies.x]\nstudy = "test.newton_sqrt2"\nsteps = 3\n', "has no parameter(s) steps"),
+    ('[studies.x]\nstudy = "test.newton_sqrt2"\niters = 0\n', "iters must be >= 1"),
+    ('[studies.x]\nstudy = "test.newton_sqrt2"\niters = []\n', "grid axis 'iters' is empty"),
+    ('[studies.x]\niters = 3\n', "needs study ="),
+    ('[studies.x]\nstudy = "test.newton_sqrt2"\nprecisions = ["float33"]\n', "float33"),
+])
+def test_bad_study_entries_are_one_line(tmp_path: Path, body: str, message: str,
+                                        capsys: pytest.CaptureFixture) -> None:
+    path = _suite(tmp_path, body)
+    with pytest.raises(SuiteError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_suite(str(path))
+    db = tmp_path / "r.db"
+    assert main(["run", str(path), "--db", str(db), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message.split("(")[0] in err
+    assert not db.exists()
+
+
+def test_a_study_that_raises_is_a_failed_run(tmp_path: Path) -> None:
+    @register_study("test.broken", {})
+    def broken(params: dict, precision: Precision, seed: int) -> StudyOutcome:
+        """Always fails."""
+        raise FloatingPointError("overflow in step 3")
+
+    try:
+        path = _suite(tmp_path, '[studies.b]\nstudy = "test.broken"\nprecisions = ["float64"]\n'
+                      '[studies.heron]\nstudy = "test.newton_sqrt2"\nprecisions = ["float64"]\n')
+        db = tmp_path / "r.db"
+        assert main(["run", str(path), "--db", str(db), "--no-progress", "--no-report"]) == 0
+        with Store(db, create=False) as store:
+            rows = {r["subject"]: r for r in store.runs(suite="st")}
+        assert rows["b"]["status"] == "failed" and "overflow in step 3" in rows["b"]["error"]
+        assert rows["heron"]["status"] == "ok"
+    finally:
+        STUDIES.pop("test.broken", None)
