@@ -13,6 +13,7 @@ from pathlib import Path
 
 from precision.precisions import VALID_FORMS, PrecisionError, parse_precision
 from precision.solvers.registry import SOLVERS, SolverError
+from probes.executors import ExecutorError
 from probes.store import Store, StoreError
 from probes.suite import Suite, SuiteError, load_suite, shipped_suites
 
@@ -67,6 +68,8 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    if args.address and args.executor != "dask":
+        raise UsageError("--address needs --executor dask")
     with Store(args.db) as store:
         todo, skipped = pending_runs(suite, store)
         print(
@@ -88,7 +91,8 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
                 bar.update(1)
 
         try:
-            summary = run_suite(suite, store, jobs=args.jobs, progress=progress)
+            summary = run_suite(suite, store, jobs=args.jobs, executor=args.executor,
+                                address=args.address, progress=progress)
         finally:
             if bar is not None:
                 bar.close()
@@ -206,7 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="comma-separated precisions replacing the suite's (e.g. float32,mp100)")
     run.add_argument("--solvers", default=None,
                      help="comma-separated subset of the suite's solvers")
-    run.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    run.add_argument("--jobs", type=int, default=1,
+                     help="worker processes (default 1: compute in this process)")
+    run.add_argument("--executor", choices=["local", "dask"], default="local",
+                     help="local: this process or a pool of --jobs processes (default); "
+                     "dask: a Dask LocalCluster of --jobs workers, or --address")
+    run.add_argument("--address", default=None,
+                     help="with --executor dask: a running scheduler (tcp://host:8786)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--report-dir", default="report",
                      help="the suite's report is refreshed in REPORT_DIR/SUITE (default report)")
@@ -270,6 +280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             message = f"precision: error: {message}"
         print(message, file=sys.stderr)
         return EXIT_USAGE
+    except ExecutorError as exc:
+        print(f"precision: error: {exc}; finished runs are stored, re-run to resume",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("precision: interrupted; finished runs are stored, re-run to resume",
               file=sys.stderr)

@@ -189,7 +189,7 @@ def suite_for_factory(base: Any, factory: str, tasks: list[str] | None = None) -
         all_tasks = [t for t in all_tasks if t in tasks] or list(tasks)
     entry.update(family=factory, tasks=all_tasks)
     data["models"] = {factory.rpartition(":")[2]: entry}
-    for key in ("problems", "solvers", "constructions"):
+    for key in ("problems", "solvers", "constructions", "studies"):
         data.pop(key, None)
     suite = Suite(name=base.name, description=base.description, path=base.path, data=data)
     expand(suite)

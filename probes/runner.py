@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 import os
 import socket
-from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from precision.constructions.registry import run_construction
 from precision.solvers.registry import run_solver
+from probes.executors import EXECUTORS, ExecutorError, run_dask, run_local_pool, run_serial
 from probes.store import RunRecord, Store
 from probes.study_suite import study_record
 from probes.suite import RunConfig, Suite, expand
@@ -120,29 +120,33 @@ def pending_runs(suite: Suite, store: Store) -> tuple[list[RunConfig], int]:
     return todo, len(runs) - len(todo)
 
 
-def _execute(todo: list[RunConfig], jobs: int) -> Iterator[list[RunRecord]]:
-    if jobs <= 1 or len(todo) <= 1:
-        for run in todo:
-            yield compute_records(run)
-        return
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(compute_records, run) for run in todo]
-        for fut in as_completed(futures):
-            yield fut.result()
-
-
 def run_suite(
     suite: Suite,
     store: Store,
     *,
     jobs: int = 1,
+    executor: str = "local",
+    address: str | None = None,
     progress: Callable[[int, int, RunRecord], None] | None = None,
 ) -> SweepSummary:
-    """Compute and store every run of ``suite`` missing from ``store``."""
+    """Compute and store every run of ``suite`` missing from ``store``.
+
+    ``executor`` ``local``: in this process (``jobs`` 1) or a pool of ``jobs`` processes;
+    ``dask``: a LocalCluster of ``jobs`` workers, or the scheduler at ``address``
+    (:mod:`probes.executors`). Whatever computes, this driver alone writes the store.
+    """
     todo, skipped = pending_runs(suite, store)
     statuses: dict[str, int] = {}
     done = 0
-    for records in _execute(todo, jobs):
+    if executor == "dask":
+        results = run_dask(todo, jobs, address)
+    elif executor == "local":
+        results = run_serial(todo) if jobs <= 1 or len(todo) <= 1 else \
+            run_local_pool(todo, jobs)
+    else:
+        raise ExecutorError(f"unknown executor '{executor}' (choose from: "
+                            f"{', '.join(EXECUTORS)})")
+    for _run, records in results:
         store.write_runs(records)
         done += 1
         record = records[0]

@@ -1,0 +1,148 @@
+"""Where a sweep's runs are computed: in the driver, a local process pool, or Dask.
+
+Every executor yields ``(run, records)`` as runs finish; only the driver
+(:func:`probes.runner.run_suite`) writes the store, one transaction per run, so a worker never
+touches SQLite. What happens when a worker dies:
+
+* ``local`` (``--jobs N``, a ``ProcessPoolExecutor``): a killed worker breaks the pool; the
+  runs that had not finished are resubmitted to a fresh pool (at most
+  :data:`MAX_POOL_RESTARTS` times per sweep), finished runs are already stored;
+* ``dask`` (``distributed``): the scheduler reschedules the tasks of a lost worker on the
+  others and the cluster's nanny restarts it; a run that kills
+  ``distributed.scheduler.allowed-failures`` + 1 workers is stored as ``failed``.
+
+Why Dask and not Ray: ``distributed`` is pure Python (2.5 MB, installs in seconds here where a
+Ray wheel is 79 MB of native code), its ``LocalCluster`` gives real worker processes with a
+nanny that restarts killed workers, the same client code reaches a remote scheduler
+(``--address tcp://host:8786``), and futures complete in any order, which is all a sweep of
+independent runs needs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from probes.run_config import RunConfig
+from probes.store import RunRecord
+
+#: A local pool broken by dying workers is rebuilt at most this many times per sweep.
+MAX_POOL_RESTARTS = 3
+
+EXECUTORS = ("local", "dask")
+
+
+class ExecutorError(RuntimeError):
+    """An executor that cannot start or keep going (one line for the CLI)."""
+
+
+def compute_in_worker(run: RunConfig) -> list[RunRecord]:
+    """What a worker process runs: one run's records, torch pinned to one thread (workers
+    are the parallelism; two intra-op threads per worker thrash a small machine)."""
+    import torch
+
+    from probes.runner import compute_records
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+    return compute_records(run)
+
+
+def failed_records(run: RunConfig, message: str) -> list[RunRecord]:
+    """Store records saying ``run`` could not be computed (one per record id)."""
+    precs = run.config.get("precisions") or [run.precision]
+    if len(precs) != len(run.ids):
+        precs = [run.precision] * len(run.ids)
+    return [RunRecord(run_id=rid, suite=run.suite, kind=run.config["kind"], subject=run.solver,
+                      task=run.problem_label, precision=p, status="failed", error=message,
+                      config={**run.config, "precision": p}, result={})
+            for rid, p in zip(run.ids, precs, strict=True)]
+
+
+def run_serial(todo: list[RunConfig]) -> Iterator[tuple[RunConfig, list[RunRecord]]]:
+    """Compute in the driver process, in order."""
+    from probes.runner import compute_records
+
+    for run in todo:
+        yield run, compute_records(run)
+
+
+def run_local_pool(todo: list[RunConfig], jobs: int
+                   ) -> Iterator[tuple[RunConfig, list[RunRecord]]]:
+    """Compute in ``jobs`` local worker processes; resubmit the unfinished runs when a dead
+    worker breaks the pool."""
+    pending = list(todo)
+    restarts = 0
+    while pending:
+        broken = False
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(compute_in_worker, run): run for run in pending}
+            while futures:
+                done, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    run = futures.pop(fut)
+                    try:
+                        records = fut.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        continue
+                    pending.remove(run)
+                    yield run, records
+                if broken:
+                    break
+        if broken:
+            restarts += 1
+            if restarts > MAX_POOL_RESTARTS:
+                raise ExecutorError(f"worker processes died {restarts} times; "
+                                    f"{len(pending)} runs left for the next 'precision run'")
+
+
+def run_dask(todo: list[RunConfig], jobs: int, address: str | None = None
+             ) -> Iterator[tuple[RunConfig, list[RunRecord]]]:
+    """Compute on a Dask cluster: a LocalCluster of ``jobs`` single-threaded worker processes,
+    or the scheduler at ``address``."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+        from distributed.client import FutureCancelledError
+        from distributed.scheduler import KilledWorker
+    except ImportError:
+        raise ExecutorError("--executor dask needs the 'distributed' package: "
+                            "pip install -e '.[dask]'") from None
+    import dask
+
+    cluster: Any = None
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with dask.config.set({"distributed.worker.daemon": False,
+                          "distributed.admin.tick.limit": "1h",
+                          "distributed.logging.distributed": "error"}):
+        try:
+            if address:
+                client = Client(address, timeout="10s")
+            else:
+                cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, memory_limit=0,
+                                       silence_logs=50)
+                client = Client(cluster)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ExecutorError(f"cannot start or reach the Dask cluster"
+                                f"{' at ' + address if address else ''}: {exc}") from None
+        try:
+            futures = {client.submit(compute_in_worker, run, key=f"run-{run.run_id}",
+                                     pure=False): run for run in todo}
+            for fut in as_completed(list(futures)):
+                run = futures[fut]
+                try:
+                    records = fut.result()
+                except KilledWorker as exc:
+                    records = failed_records(run, f"worker died while computing this run "
+                                                  f"({exc.__class__.__name__})")
+                except FutureCancelledError:
+                    continue
+                yield run, records
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
