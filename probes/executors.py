@@ -62,6 +62,27 @@ def failed_records(run: RunConfig, message: str) -> list[RunRecord]:
             for rid, p in zip(run.ids, precs, strict=True)]
 
 
+def cost_estimate(run: RunConfig) -> float:
+    """Rough relative cost of a run, for longest-first scheduling on parallel executors (a
+    long job submitted last would leave the other workers idle at the end)."""
+    cfg = run.config
+    if cfg.get("kind") == "trained":
+        tr = cfg.get("train") or {}
+        work = tr.get("steps", 0) * tr.get("batch_size", 1) * cfg.get("depth", 1)
+        work *= cfg.get("width", 1) / 32
+        lm = tr.get("second_order_steps", 0) if tr.get("recipe") == "high-precision" else 0
+        return work + lm * 2e5 + 1e5 * len(cfg.get("precisions", []))
+    if cfg.get("kind") == "study":
+        return 1e5
+    iters = (cfg.get("params") or {}).get("iters")
+    return float(iters) if isinstance(iters, int | float) else 100.0
+
+
+def longest_first(todo: list[RunConfig]) -> list[RunConfig]:
+    """``todo`` sorted by decreasing :func:`cost_estimate` (stable: ties keep suite order)."""
+    return sorted(todo, key=cost_estimate, reverse=True)
+
+
 def run_serial(todo: list[RunConfig]) -> Iterator[tuple[RunConfig, list[RunRecord]]]:
     """Compute in the driver process, in order."""
     from probes.runner import compute_records
@@ -74,7 +95,7 @@ def run_local_pool(todo: list[RunConfig], jobs: int
                    ) -> Iterator[tuple[RunConfig, list[RunRecord]]]:
     """Compute in ``jobs`` local worker processes; resubmit the unfinished runs when a dead
     worker breaks the pool."""
-    pending = list(todo)
+    pending = longest_first(todo)
     restarts = 0
     while pending:
         broken = False
@@ -131,7 +152,7 @@ def run_dask(todo: list[RunConfig], jobs: int, address: str | None = None
                                 f"{' at ' + address if address else ''}: {exc}") from None
         try:
             futures = {client.submit(compute_in_worker, run, key=f"run-{run.run_id}",
-                                     pure=False): run for run in todo}
+                                     pure=False): run for run in longest_first(todo)}
             for fut in as_completed(list(futures)):
                 run = futures[fut]
                 try:
