@@ -70,6 +70,15 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
         raise UsageError("--jobs must be at least 1")
     if args.address and args.executor != "dask":
         raise UsageError("--address needs --executor dask")
+    if args.save_weights:
+        import os
+
+        from probes.weights import WEIGHTS_DIR_ENV
+
+        folder = Path(args.save_weights).resolve()
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"--save-weights {args.save_weights} is not a folder")
+        os.environ[WEIGHTS_DIR_ENV] = str(folder)   # workers inherit it
     with Store(args.db) as store:
         todo, skipped = pending_runs(suite, store)
         print(
@@ -217,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "dask: a Dask LocalCluster of --jobs workers, or --address")
     run.add_argument("--address", default=None,
                      help="with --executor dask: a running scheduler (tcp://host:8786)")
+    run.add_argument("--save-weights", default=None, metavar="DIR",
+                     help="save each newly trained model to DIR/<job id>.safetensors")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--report-dir", default="report",
                      help="the suite's report is refreshed in REPORT_DIR/SUITE (default report)")

@@ -83,7 +83,8 @@ def expand_studies(suite_name: str, data: dict[str, Any], precisions: list[str],
             for seed in seeds:
                 for prec in precs:
                     config = {"version": STUDY_CONFIG_VERSION, "kind": "study",
-                              "study": spec.name, "entry": entry_name, "params": params,
+                              "study": spec.name, "study_version": spec.version,
+                              "entry": entry_name, "params": params,
                               "seed": seed, "precision": prec}
                     runs.append(RunConfig(
                         run_id=config_hash(config), suite=suite_name, solver=entry_name,
@@ -122,7 +123,8 @@ def study_record(run: RunConfig) -> RunRecord:
         pts = [v if isinstance(v, tuple | list) else (i, v) for i, v in enumerate(values)]
         series[name] = [(int(s), _finite(v)) for s, v in pts]
     result = {"problem_label": run.problem_label, "primary": out.primary,
-              "metrics": {k: _finite(v) for k, v in out.metrics.items()}, **out.info}
+              "metrics": {k: _finite(v) for k, v in out.metrics.items()},
+              "columns": list(out.metrics), **out.info}  # the study's metric order
     steps = max((len(v) for v in series.values()), default=0)
     return RunRecord(
         run_id=run.run_id, suite=run.suite, kind="study", subject=run.solver,

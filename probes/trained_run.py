@@ -32,8 +32,10 @@ from precision.metrics import Floor, decompose, detect_floor, error_summary
 from precision.precisions import parse_precision
 from precision.truth import least_squares_truth, truth_bits
 from probes.job import build_job
+from probes.store import config_hash
 from probes.tasks import Task, gradient_query_row
 from probes.training import TrainConfig, TrainResult, train
+from probes.weights import save_weights, weights_dir
 
 #: The high precision the decomposition's f_mp is computed in.
 REFERENCE_PRECISION = "mp100"
@@ -164,6 +166,10 @@ def _run_trained(config: dict[str, Any], t0: float) -> TrainedOutcome:
     task, model = build_job(config)
     tcfg = TrainConfig(**{**config["train"], "seed": config["seed"]})
     result = train(model, task.sample, lambda m, x: task.select(m(x)), tcfg)
+    folder = weights_dir()
+    if folder is not None and result.status == "ok":
+        job = {k: v for k, v in config.items() if k != "precisions"}
+        save_weights(model, folder / f"{config_hash(job)}.safetensors", job)
     model = model.double().eval()
     outcomes = []
     if result.status != "ok":

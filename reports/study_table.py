@@ -17,7 +17,8 @@ import pandas as pd
 
 from reports.tables import Pivot, precision_order
 
-#: At most this many metric columns per table (the primary metric and the first others).
+#: At most this many metric columns per text table (the primary metric, then the others in
+#: the order the study lists them); the report's tables and CSV carry every metric.
 MAX_COLUMNS = 12
 
 
@@ -71,17 +72,20 @@ def _columns(group: list[dict[str, Any]]) -> list[str]:
     primary = {(r.get("result") or {}).get("primary") for r in group} - {None}
     cols += sorted(primary)
     for r in group:
-        for k in ((r.get("result") or {}).get("metrics") or {}):
+        res = r.get("result") or {}
+        for k in res.get("columns") or res.get("metrics") or {}:
             if k not in cols:
                 cols.append(k)
-    return cols[:MAX_COLUMNS]
+    return cols
 
 
-def study_frames(rows: list[dict[str, Any]]) -> list[tuple[str, str, pd.DataFrame]]:
-    """(suite, entry, frame) per study entry; frame index = grid point / precision / seed."""
+def study_frames(rows: list[dict[str, Any]], max_columns: int | None = None
+                 ) -> list[tuple[str, str, pd.DataFrame]]:
+    """(suite, entry, frame) per study entry; frame index = grid point / precision / seed;
+    the first ``max_columns`` metrics (all when None)."""
     out = []
     for (suite, entry), group in _grouped(rows).items():
-        cols = _columns(group)
+        cols = _columns(group)[:max_columns]
         recs = []
         for r in group:
             metrics = (r.get("result") or {}).get("metrics") or {}
@@ -97,10 +101,10 @@ def study_frames(rows: list[dict[str, Any]]) -> list[tuple[str, str, pd.DataFram
     return out
 
 
-def study_pivots(rows: list[dict[str, Any]]) -> list[Pivot]:
+def study_pivots(rows: list[dict[str, Any]], max_columns: int | None = None) -> list[Pivot]:
     """One report table per study entry (cells formatted like the CLI's)."""
     pivots = []
-    for suite, entry, frame in study_frames(rows):
+    for suite, entry, frame in study_frames(rows, max_columns):
         study = next(r["config"]["study"] for r in rows
                      if r.get("kind") == "study" and r["subject"] == entry
                      and r["suite"] == suite)
@@ -113,7 +117,7 @@ def study_pivots(rows: list[dict[str, Any]]) -> list[Pivot]:
 def study_tables(rows: list[dict[str, Any]]) -> str:
     """Plain-text tables of the study runs among ``rows`` ('' when none)."""
     blocks = []
-    for pivot in study_pivots(rows):
+    for pivot in study_pivots(rows, MAX_COLUMNS):
         frame = pivot.frame.reset_index()
         head = [str(c) for c in frame.columns]
         body = [[str(x) for x in row] for row in frame.itertuples(index=False)]

@@ -64,6 +64,9 @@ class StudySpec:
     defaults: dict[str, Any]
     doc: str
     validate: Callable[[dict[str, Any]], None] | None = None
+    #: Part of every run id: bump it when the study's code changes what it measures, so
+    #: stored results of the old code are recomputed instead of reused.
+    version: int = 1
 
     def resolve(self, given: dict[str, Any]) -> dict[str, Any]:
         """Defaults overridden by ``given``; unknown keys and invalid values raise StudyError."""
@@ -85,14 +88,16 @@ def register_study(
     name: str,
     defaults: dict[str, Any],
     validate: Callable[[dict[str, Any]], None] | None = None,
+    version: int = 1,
 ) -> Callable[[StudyFn], StudyFn]:
-    """Decorator: register ``fn`` as study ``name`` with parameter ``defaults``."""
+    """Decorator: register ``fn`` as study ``name`` with parameter ``defaults`` (``version``:
+    bump when the code changes what it measures)."""
 
     def wrap(fn: StudyFn) -> StudyFn:
         if name in STUDIES and STUDIES[name].fn is not fn:
             raise RuntimeError(f"study '{name}' registered twice")
         doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
-        STUDIES[name] = StudySpec(name, fn, dict(defaults), doc, validate)
+        STUDIES[name] = StudySpec(name, fn, dict(defaults), doc, validate, version)
         return fn
 
     return wrap
