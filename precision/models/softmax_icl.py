@@ -4,7 +4,9 @@ Input (batch, K, d + 1): columns of E = (E^P, E^Q) as rows, prompt tokens (v_k, 
 k <= N, query tokens (v_k, 0) for k > N. With W^O = (I_K, ..., I_K), W_h^V = (0, w_h) and
 (W_h^K)^T W_h^Q = [[Q_h, 0], [0, 0]], the prediction for every token k is (eq. 6)
   y_hat_k = < y, sum_h w_{h,k} softmax(V^T Q_h v_k) >,   V = (v_1, ..., v_N).
-Output (batch, K, 1).
+Output (batch, K, 1). ``from_weights`` builds the model from given (Q, w), ``embed`` builds
+the input from the dictionary and prompt labels, ``a_hat`` returns the N x K matrix
+A_hat(theta) of eq. 32 (used by probes/studies/representations.py).
 """
 
 from __future__ import annotations
@@ -34,3 +36,34 @@ class SoftmaxICL(nn.Module):
         per_head = attn @ y[:, None, :, None]         # (batch, heads, K, 1)
         out = (self.w[None, :, :, None] * per_head).sum(dim=1)
         return out
+
+    @classmethod
+    def from_weights(cls, Q: torch.Tensor, w: torch.Tensor, N: int) -> SoftmaxICL:  # noqa: N803
+        """The model with given parameters Q (H, d, d) and w (H, K), in Q's dtype (the global
+        torch RNG is left untouched)."""
+        heads, d, _ = Q.shape
+        with torch.random.fork_rng(devices=[]):
+            model = cls(d, int(w.shape[1]), N, heads=heads).to(Q.dtype)
+        with torch.no_grad():
+            model.Q.copy_(Q)
+            model.w.copy_(w)
+        return model
+
+    @staticmethod
+    def embed(tokens: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Model input (batch, K, d + 1): E = (E^P, E^Q) of 004 eq. 2-3 as rows, from the
+        dictionary ``tokens`` (K, d) and prompt labels ``y`` (batch, N); query labels are 0."""
+        batch, N = y.shape
+        K, d = tokens.shape
+        e = torch.zeros(batch, K, d + 1, dtype=tokens.dtype)
+        e[:, :, :d] = tokens
+        e[:, :N, d] = y
+        return e
+
+    def a_hat(self, tokens: torch.Tensor) -> torch.Tensor:
+        """A_hat(theta) (N, K) of 004 eq. 32: column k is sum_h w_{h,k} softmax(V^T Q_h v_k),
+        so that y_hat_k = <y, A_hat[:, k]>; ``tokens`` (K, d) is the dictionary."""
+        v = tokens[: self.N]                                        # (N, d)
+        scores = torch.einsum("kd,hed,je->hjk", tokens, self.Q, v)  # v_j^T Q_h v_k
+        attn = torch.softmax(scores, dim=1)                         # over prompt tokens j
+        return (attn * self.w[:, None, :]).sum(dim=0)
