@@ -61,7 +61,7 @@ def _check(dim: int, n_samples: int, n_query: int = 1, noise_std: float = 0.0,
         raise ValueError(f"kappa must be >= 1, got {kappa!r}")
 
 
-def _orthonormal(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+def orthonormal(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
     """n x k matrix with orthonormal columns (QR of a Gaussian matrix, signs fixed)."""
     q, r = np.linalg.qr(rng.standard_normal((n, k)))
     return q * np.sign(np.diag(r))[None, :]
@@ -96,7 +96,7 @@ def population_covariance(dim: int, kappa: float, rng: np.random.Generator
     lam_min = lam_max / kappa
     inner = rng.uniform(lam_min, lam_max, size=max(dim - 2, 0))
     ev = np.concatenate([[lam_max], inner, [lam_min]])[:dim] if dim > 1 else np.array([lam_max])
-    U = _orthonormal(rng, dim, dim)
+    U = orthonormal(rng, dim, dim)
     sigma = (U * ev[None, :]) @ U.T
     return (sigma + sigma.T) / 2, np.sort(ev)
 
@@ -133,8 +133,8 @@ def design_with_condition(dim: int, n_samples: int, kappa: float, *, seed: int =
     if n_samples < dim:
         raise ValueError(f"controlled design needs n_samples >= dim, got {n_samples} < {dim}")
     rng = np.random.default_rng(seed)
-    U = _orthonormal(rng, n_samples, dim)
-    V = _orthonormal(rng, dim, dim)
+    U = orthonormal(rng, n_samples, dim)
+    V = orthonormal(rng, dim, dim)
     s = np.logspace(0.0, -0.5 * np.log10(kappa), dim) if dim > 1 else np.ones(1)
     return np.sqrt(n_samples) * (U * s[None, :]) @ V.T
 
@@ -162,7 +162,7 @@ def noniso_least_squares(dim: int = 5, n_samples: int = 20, *, n_query: int = 32
     if len(eigenvalues) != dim:
         raise ValueError(f"need {dim} eigenvalues, got {len(eigenvalues)}")
     rng = np.random.default_rng(seed)
-    U = _orthonormal(rng, dim, dim)
+    U = orthonormal(rng, dim, dim)
     ev = np.asarray(eigenvalues, dtype=np.float64)
     sigma = U.T @ np.diag(ev) @ U
     sigma = (sigma + sigma.T) / 2
@@ -180,7 +180,7 @@ def spd_matrix(dim: int, kappa: float, *, seed: int = 0) -> np.ndarray:
     in a random orthonormal basis; symmetrised so it is exactly symmetric in float64."""
     _check(dim, 1, 1, 0.0, kappa)
     rng = np.random.default_rng(seed)
-    Q = _orthonormal(rng, dim, dim)
+    Q = orthonormal(rng, dim, dim)
     ev = np.logspace(0.0, -np.log10(kappa), dim) if dim > 1 else np.ones(1)
     A = (Q * ev[None, :]) @ Q.T
     return (A + A.T) / 2
