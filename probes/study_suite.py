@@ -72,7 +72,9 @@ def expand_studies(suite_name: str, data: dict[str, Any], precisions: list[str],
         for k, axis in zip(keys, axes, strict=True):
             if not axis:
                 raise SuiteError(f"{at}: grid axis '{k}' is empty")
-        varying = [k for k, a in zip(keys, axes, strict=True) if len(a) > 1]
+        # every list-valued key names the grid point (also a one-value axis of a profile),
+        # so a run's label does not depend on how many values the profile kept
+        varying = [k for k in keys if isinstance(given[k], list)]
         for point in itertools.product(*axes):
             chosen = dict(zip(keys, point, strict=True))
             try:
