@@ -72,9 +72,11 @@ def expand_studies(suite_name: str, data: dict[str, Any], precisions: list[str],
         for k, axis in zip(keys, axes, strict=True):
             if not axis:
                 raise SuiteError(f"{at}: grid axis '{k}' is empty")
-        # every list-valued key names the grid point (also a one-value axis of a profile),
-        # so a run's label does not depend on how many values the profile kept
-        varying = [k for k in keys if isinstance(given[k], list)]
+        # axes name the grid point, also a one-value axis of scalars (a profile's ``noise =
+        # [5]``), so a label does not depend on how many values a profile kept; a list-valued
+        # parameter given once (``[[1, 3]]``) is a fixed value
+        varying = [k for k, a in zip(keys, axes, strict=True) if isinstance(given[k], list)
+                   and (len(a) > 1 or not isinstance(a[0], list))]
         for point in itertools.product(*axes):
             chosen = dict(zip(keys, point, strict=True))
             try:
