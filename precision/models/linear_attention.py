@@ -8,6 +8,7 @@ the query e_{n+1} = (x_t, 0) last. For column-token papers, Z = E^T.
   key). Parameterisations: ``full`` (P, Q free), ``diag`` (eq. 8: P = diag(p_x I, p_y),
   Q = diag(q_x I, q_y)), ``gdpp`` (eq. 11: x <- (I + w_xx Sigma) x, y <- y + w_yx <alpha, x>).
   Read-out (002 Sec. 2): prediction = -y of each token; the query's is the last row.
+  :func:`implicit_linear_model` gives 002 Thm 4.1's implicit linear model (Lemma 4.2).
 * :class:`RestrictedLSA` (003 eq. 2.5-2.8): Z <- Z + (1/n) P_l Z M Z^T Q_l Z with
   P_l = [[B_l, 0], [0, 1]], Q_l = [[-A_l, 0], [0, 0]]; B_l = 0 is preconditioned GD with
   preconditioner A_l, B_l != 0 the GD++ variant. Read-out -y. (003's printed signs are
@@ -17,6 +18,8 @@ the query e_{n+1} = (x_t, 0) last. For column-token papers, Z = E^T.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -47,17 +50,20 @@ class LSA(nn.Module):
         else:  # (w_xx, w_yx) per layer
             self.w = nn.Parameter(init_scale * torch.randn(depth, 2))
 
-    def _diag(self, pq: torch.Tensor) -> torch.Tensor:
-        """(heads, 2) -> (heads, D, D) matrices diag(a I_d, b)."""
+    def _diag_vec(self, pq: torch.Tensor) -> torch.Tensor:
+        """(heads, 2) -> (heads, D) diagonals (a, ..., a, b) of diag(a I_d, b)."""
         d = self.d
         ones = torch.ones(d, dtype=pq.dtype, device=pq.device)
-        vec = torch.cat([pq[:, :1] * ones, pq[:, 1:]], dim=1)  # (heads, D)
-        return torch.diag_embed(vec)
+        return torch.cat([pq[:, :1] * ones, pq[:, 1:]], dim=1)
+
+    def _diag(self, pq: torch.Tensor) -> torch.Tensor:
+        """(heads, 2) -> (heads, D, D) matrices diag(a I_d, b)."""
+        return torch.diag_embed(self._diag_vec(pq))
 
     def step(self, e: torch.Tensor, layer: int) -> torch.Tensor:
-        """One layer on tokens e (batch, N, D)."""
-        C = context_moment(e)
+        """One layer on tokens e (batch, N, D): e_i + G^l e_i, i.e. E + E (G^l)^T."""
         if self.param == "gdpp":
+            C = context_moment(e)
             d = self.d
             x, y = e[..., :d], e[..., d:]
             sigma, alpha = C[:, :d, :d], C[:, :d, d:]         # Sigma, alpha (002 Sec. 2)
@@ -65,19 +71,86 @@ class LSA(nn.Module):
             x_new = x + w_xx * (x @ sigma)                     # (I + w_xx Sigma) x
             y_new = y + w_yx * (x @ alpha)                     # y + w_yx <alpha, x>
             return torch.cat([x_new, y_new], dim=-1)
-        if self.param == "full":
-            P, Q = self.P[layer], self.Q[layer]
-        else:
-            P, Q = self._diag(self.p[layer]), self._diag(self.q[layer])
-        delta = 0
-        for h in range(self.heads):
-            delta = delta + e @ Q[h].T @ C @ P[h].T
-        return e + delta
+        return e + e @ self.layer_matrix(e, layer).transpose(1, 2)
+
+    def layer_matrix(self, e: torch.Tensor, layer: int) -> torch.Tensor:
+        """G^l = sum_h P_h C^l Q_h (batch, D, D) for tokens e (batch, N, D): the layer maps
+        every token e_i -> e_i + G^l e_i (002 eq. 12); its blocks [[A, b], [c^T, d]] are those
+        of Lemma 4.2. Diag (eq. 8-9): G = C * W elementwise with W = sum_h p_h q_h^T, whose
+        blocks are w_xx, w_xy, w_yx, w_yy. GD++ (eq. 11): A = w_xx Sigma, c = w_yx alpha,
+        b = 0, d = 0."""
+        C = context_moment(e)
+        if self.param == "gdpp":
+            d = self.d
+            G = torch.zeros_like(C)
+            G[:, :d, :d] = self.w[layer, 0] * C[:, :d, :d]
+            G[:, d, :d] = self.w[layer, 1] * C[:, :d, d]
+            return G
+        if self.param == "diag":
+            vp, vq = self._diag_vec(self.p[layer]), self._diag_vec(self.q[layer])
+            return C * (vp.T @ vq)                             # sum_h outer(p_h, q_h)
+        P, Q = self.P[layer], self.Q[layer]
+        G = P[0] @ C @ Q[0]
+        for h in range(1, self.heads):
+            G = G + P[h] @ C @ Q[h]
+        return G
 
     def forward(self, e: torch.Tensor) -> torch.Tensor:
         for layer in range(self.depth):
             e = self.step(e, layer)
         return -e[..., self.d:]
+
+    def query_per_layer(self, e: torch.Tensor) -> torch.Tensor:
+        """The query's read-out -y_{n+1}^l after each layer l = 1..depth (002 Fig. 2):
+        (batch, depth); the last column is the model's prediction."""
+        outs = []
+        for layer in range(self.depth):
+            e = self.step(e, layer)
+            outs.append(-e[:, -1, self.d])
+        return torch.stack(outs, dim=1)
+
+
+@dataclass
+class ImplicitLinearModel:
+    """002 Thm 4.1 state after each layer l = 0..L (index l): M (batch, L+1, d, d),
+    u (batch, L+1, d), a (batch, L+1), w (batch, L+1, d), with x_i^l = M^l x_i + y_i u^l,
+    y_i^l = a^l y_i - <w^l, x_i>, and for the query x_t^l = M^l x_t, y_t^l = -<w^l, x_t>."""
+
+    M: torch.Tensor
+    u: torch.Tensor
+    a: torch.Tensor
+    w: torch.Tensor
+
+
+def implicit_linear_model(model: LSA, e: torch.Tensor) -> ImplicitLinearModel:
+    """The implicit linear model of an :class:`LSA` on prompts e (batch, N, D), by the
+    recursion of 002 Lemma 4.2 from a^0 = 1, w^0 = 0, M^0 = I, u^0 = 0, with
+    [[A, b], [c^T, d]] = G^l of the layer-l tokens (:meth:`LSA.layer_matrix`).
+
+    The prediction is -y_t^L = <w^L, x_t>. Computed in e's dtype."""
+    B, d = e.shape[0], model.d
+    M = torch.eye(d, dtype=e.dtype).expand(B, d, d).clone()
+    u = torch.zeros(B, d, dtype=e.dtype)
+    a = torch.ones(B, dtype=e.dtype)
+    w = torch.zeros(B, d, dtype=e.dtype)
+    Ms, us, as_, ws = [M], [u], [a], [w]
+    for layer in range(model.depth):
+        G = model.layer_matrix(e, layer)
+        A, b, c, dd = G[:, :d, :d], G[:, :d, d], G[:, d, :d], G[:, d, d]
+        IA = A + torch.eye(d, dtype=e.dtype)
+        # README misprint: 002 Lemma 4.2 prints "+ b^l (w^l)^T"; the identity holds with minus.
+        M_new = IA @ M - b[:, :, None] * w[:, None, :]
+        u_new = (IA @ u[:, :, None])[..., 0] + a[:, None] * b
+        a_new = (1 + dd) * a + (c * u).sum(-1)
+        w_new = (1 + dd)[:, None] * w - (M.transpose(1, 2) @ c[:, :, None])[..., 0]
+        M, u, a, w = M_new, u_new, a_new, w_new
+        Ms.append(M)
+        us.append(u)
+        as_.append(a)
+        ws.append(w)
+        e = model.step(e, layer)
+    return ImplicitLinearModel(M=torch.stack(Ms, 1), u=torch.stack(us, 1),
+                               a=torch.stack(as_, 1), w=torch.stack(ws, 1))
 
 
 class RestrictedLSA(nn.Module):
