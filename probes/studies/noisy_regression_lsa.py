@@ -1,0 +1,427 @@
+"""002: trained linear transformers (LSA Full / Diag / GD++) on mixed-noise regression.
+
+Study ``noisy_regression.lsa`` (002 Sec. 5-6, Fig. 1-3, Table 1): train one single-head LSA
+(:class:`~precision.models.linear_attention.LSA`, eq. 1-3 / 8-10 / 11) with Adam on the
+mixed-noise problem (eq. 7, :mod:`precision.noisy_regression_data`), then measure on a fixed
+seeded evaluation set:
+
+* ``loss`` -- 002's adjusted evaluation loss, **one half of (MSE - oracle MSE)** (README: the
+  Table 1 values are this half), the MSE taken against the noiseless query label and computed
+  in the run's precision (``precision.evaluate.evaluate`` on the trained module: PyTorch for
+  floats, the graph interpreter for mpN). The oracle is ridge regression with the true
+  lambda = sigma_tau^2 (eq. 5), in float64.
+* per-layer read-outs -y_{n+1}^l (Fig. 2) as the series ``layer_loss`` (L entries);
+* the implicit linear model (Thm 4.1 / Lemma 4.2 with the corrected sign, see
+  :func:`~precision.models.linear_attention.implicit_linear_model`): ``implicit_rel_dev`` =
+  max_b |<w^L, x_t> - y_hat| / rms(y_hat) against the forward pass, in the run's dtype
+  (float64 for mpN runs);
+* with ``decompose = true``: the same weights in float32, float64 and mp50 -- ``approximation``
+  (= the mp50 loss, the weights' own error) and ``rounding`` (= float32 loss - float64 loss),
+  plus ``rounding_float32`` / ``rounding_float64`` = 0.5 mean (y_hat_p - y_hat_mp50)^2;
+* ``constrr_loss``: ConstRR (ridge with one lambda for every sequence, tuned on a separate
+  seeded set) on the same evaluation set, the reference GD++ is compared with in Fig. 1.
+
+Training: Adam on fresh seeded batches, loss = MSE of the query read-out against the
+noiseless label (002 Sec. 6: lr 1e-4, batch 2048, 200k steps, constant rate), with optional
+gradient-norm clipping and a cosine decay of the rate (``clip``, ``schedule``; 002 only notes
+that deep models needed a smaller rate "to prevent stability issues"), then optionally a
+float64 Levenberg-Marquardt finish (``second_order_steps``; ``probes.training``'s
+high-precision phase). The trained weights are cached per process, so the runs of one grid
+point in several precisions train once.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import flint
+import numpy as np
+import torch
+from torch import nn
+
+from precision.evaluate import evaluate
+from precision.models.linear_attention import LSA, implicit_linear_model
+from precision.noisy_regression_data import (
+    NoiseSpecError,
+    NoisyRegressionBatch,
+    noise_label,
+    parse_noise,
+    sample_batch,
+)
+from precision.precisions import Precision
+from probes.studies import StudyError, StudyOutcome, register_study
+from probes.training import TrainConfig, train
+
+VARIANTS = ("full", "diag", "gdpp")
+SCHEDULES = ("constant", "cosine")
+TRAIN_DTYPES = ("float32", "float64")
+DECOMPOSE_PRECISIONS = ("float32", "float64", "mp50")
+
+DEFAULTS: dict[str, Any] = {
+    "variant": "diag",          # full | diag | gdpp (002 Sec. 6)
+    "layers": 4,                # L (002: 1..7)
+    "heads": 1,                 # 002 Sec. 6 trains single-head models
+    "noise": "uniform:5",       # sigma_tau ~ U(0, 5); 0 = noiseless; "choice:1,3"
+    "d": 10,                    # 002 Sec. 6: D = 10
+    "n": 20,                    # 002 Sec. 6: N = 20 in-context examples
+    "steps": 200_000,           # Adam steps (002 Sec. 6)
+    "batch": 2048,              # (002 Sec. 6)
+    "lr": 1e-4,                 # (002 Sec. 6)
+    "schedule": "constant",     # constant (002) | cosine (decay to 0 over the steps)
+    "warmup": 0,                # steps of linear learning-rate warm-up (002: none)
+    "clip": 0.0,                # gradient-norm clip, 0 = none (002: none)
+    "train_dtype": "float32",   # float32 | float64
+    "second_order_steps": 0,    # float64 Levenberg-Marquardt finish iterations
+    "second_order_batch": 2048,  # samples per fixed LM batch (refreshed every 10 iterations)
+    "init_scale": 0.02,
+    "eval_size": 4000,          # fixed evaluation sequences (002: 100 000)
+    "eval_seed": 20240,         # independent of the training seed
+    "decompose": False,         # also evaluate in float32 / float64 / mp50
+}
+
+_CACHE: OrderedDict[str, tuple[dict[str, torch.Tensor], Training]] = OrderedDict()
+_CACHE_SIZE = 4
+
+
+# --- parameters ------------------------------------------------------------------------------
+def _int(params: dict[str, Any], key: str, lo: int, hi: int | None = None) -> None:
+    v = params[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise StudyError(f"{key} must be an integer {rng}, got {v!r}")
+
+
+def _positive(params: dict[str, Any], key: str) -> None:
+    v = params[key]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise StudyError(f"{key} must be a positive number, got {v!r}")
+
+
+def _validate(params: dict[str, Any]) -> None:
+    """One-line StudyError on a bad parameter."""
+    if params["variant"] not in VARIANTS:
+        raise StudyError(f"variant must be one of {', '.join(VARIANTS)}, "
+                         f"got {params['variant']!r}")
+    if params["schedule"] not in SCHEDULES:
+        raise StudyError(f"schedule must be constant or cosine, got {params['schedule']!r}")
+    if params["train_dtype"] not in TRAIN_DTYPES:
+        raise StudyError(f"train_dtype must be float32 or float64, got {params['train_dtype']!r}")
+    if params["second_order_steps"] and params["train_dtype"] != "float64":
+        raise StudyError("second_order_steps (a float64 finish) needs train_dtype = "
+                         "\"float64\"")
+    try:
+        parse_noise(params["noise"])
+    except NoiseSpecError as exc:
+        raise StudyError(str(exc)) from None
+    _int(params, "layers", 1, 16)
+    _int(params, "heads", 1, 8)
+    if params["variant"] == "gdpp" and params["heads"] != 1:
+        raise StudyError("variant 'gdpp' has one (w_xx, w_yx) pair per layer: heads must be 1")
+    _int(params, "d", 1, 64)
+    _int(params, "n", 1, 1000)
+    _int(params, "steps", 0)
+    _int(params, "batch", 1)
+    _int(params, "warmup", 0)
+    _int(params, "second_order_steps", 0)
+    _int(params, "second_order_batch", 1)
+    _int(params, "eval_size", 2)
+    _int(params, "eval_seed", 0)
+    _positive(params, "lr")
+    _positive(params, "init_scale")
+    c = params["clip"]
+    if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c < 0:
+        raise StudyError(f"clip must be a number >= 0 (0 = no clipping), got {c!r}")
+    if not isinstance(params["decompose"], bool):
+        raise StudyError(f"decompose must be true or false, got {params['decompose']!r}")
+
+
+# --- data ------------------------------------------------------------------------------------
+def tokens(batch: NoisyRegressionBatch) -> torch.Tensor:
+    """002 Sec. 2.1 prompt: rows e_i = (x_i, y_i), i <= n, then the query (x_t, 0):
+    (B, n + 1, d + 1) float64."""
+    B, n, d = batch.X.shape
+    e = np.zeros((B, n + 1, d + 1))
+    e[:, :n, :d] = batch.X
+    e[:, :n, d] = batch.y
+    e[:, n, :d] = batch.x_query
+    return torch.from_numpy(e)
+
+
+def _sampler(params: dict[str, Any]):  # noqa: ANN202 -- probes.training.Sampler
+    """Fresh training batches: (tokens (B, n+1, d+1), noiseless query label (B,)), float64,
+    drawn by a numpy generator seeded from the trainer's torch generator."""
+    d, n, noise = params["d"], params["n"], params["noise"]
+
+    def sample(size: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+        b = sample_batch(size, d, n, noise, np.random.default_rng(seed))
+        return tokens(b), torch.from_numpy(b.y_query)
+
+    return sample
+
+
+def _predict(model: nn.Module, e: torch.Tensor) -> torch.Tensor:
+    """The query read-out -y_{n+1}^L: (B,)."""
+    return model(e)[:, -1, 0]
+
+
+def ridge_predictions(batch: NoisyRegressionBatch, lam: np.ndarray | float) -> np.ndarray:
+    """x_t^T (X^T X + lam I)^-1 X^T y per sequence (002 eq. 5), float64: (B,)."""
+    X, y = batch.X, batch.y
+    d = X.shape[2]
+    lam = np.broadcast_to(np.asarray(lam, dtype=float), (X.shape[0],))
+    A = X.transpose(0, 2, 1) @ X + lam[:, None, None] * np.eye(d)
+    w = np.linalg.solve(A, (X.transpose(0, 2, 1) @ y[..., None]))[..., 0]
+    return np.einsum("bi,bi->b", batch.x_query, w)
+
+
+def oracle_mse(batch: NoisyRegressionBatch) -> float:
+    """MSE of ridge with the true lambda = sigma_tau^2 (002 Sec. 6 oracle), float64."""
+    return float(np.mean((ridge_predictions(batch, batch.sigma**2) - batch.y_query) ** 2))
+
+
+def _ridge_path(batch: NoisyRegressionBatch, grid: np.ndarray) -> np.ndarray:
+    """MSE of ridge with each constant lambda of ``grid`` (k,), via one eigendecomposition
+    X^T X = V diag(s) V^T per sequence: x_t^T w_lam = sum_i (V^T x_t)_i (V^T X^T y)_i / (s_i
+    + lam)."""
+    X = batch.X
+    s, V = np.linalg.eigh(X.transpose(0, 2, 1) @ X)
+    g = (V.transpose(0, 2, 1) @ (X.transpose(0, 2, 1) @ batch.y[..., None]))[..., 0]
+    q = (V.transpose(0, 2, 1) @ batch.x_query[..., None])[..., 0]
+    preds = np.einsum("bi,bik->bk", q * g, 1.0 / (s[:, :, None] + grid[None, None, :]))
+    return np.mean((preds - batch.y_query[:, None]) ** 2, axis=0)
+
+
+def constrr_loss(batch: NoisyRegressionBatch, tune: NoisyRegressionBatch) -> tuple[float, float]:
+    """ConstRR (002 Sec. 6): one lambda for all sequences, chosen on ``tune`` from a log grid
+    (0 and 10^-4 .. 10^3); returns (adjusted loss on ``batch``, lambda)."""
+    grid = np.concatenate([[0.0], np.logspace(-4, 3, 141)])
+    lam = float(grid[int(np.argmin(_ridge_path(tune, grid)))])
+    mse = np.mean((ridge_predictions(batch, lam) - batch.y_query) ** 2)
+    return 0.5 * float(mse - oracle_mse(batch)), lam
+
+
+# --- training --------------------------------------------------------------------------------
+@dataclass
+class Training:
+    """curve: (step, training MSE) subsampled (Adam steps, then LM iterations after them);
+    status "ok" | "diverged"; seconds: wall time."""
+
+    curve: list[tuple[int, float]]
+    steps: int
+    status: str
+    message: str
+    seconds: float
+
+
+def _train_key(params: dict[str, Any], seed: int) -> str:
+    keys = ("variant", "layers", "heads", "noise", "d", "n", "steps", "batch", "lr", "schedule",
+            "warmup", "clip", "train_dtype", "second_order_steps", "second_order_batch",
+            "init_scale")
+    return json.dumps({k: params[k] for k in keys} | {"seed": seed}, sort_keys=True)
+
+
+def build(params: dict[str, Any], seed: int) -> LSA:
+    """The untrained LSA of ``params`` (seeded init, float64).
+
+    GD++'s (w_xx, w_yx) play the role of Diag's products p q (eq. 9), so they start at
+    ``init_scale**2``: with w_xx ~ init_scale the x-update (I + w_xx Sigma) of a positive w_xx
+    already overflows float32 at init for L = 4 (Sigma ~ n I grows doubly exponentially)."""
+    scale = float(params["init_scale"])
+    if params["variant"] == "gdpp":
+        scale = scale**2
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LSA(params["d"], depth=params["layers"], heads=params["heads"],
+                    param=params["variant"], init_scale=scale)
+    return model.double()
+
+
+def _rate(params: dict[str, Any], step: int) -> float:
+    """Learning rate of Adam step ``step`` (1-based): linear warm-up over ``warmup`` steps,
+    then constant or cosine-decayed to 0 at ``steps``."""
+    lr, steps, warm = float(params["lr"]), params["steps"], params["warmup"]
+    if step <= warm:
+        return lr * step / warm
+    if params["schedule"] == "cosine":
+        frac = (step - 1 - warm) / max(steps - warm, 1)
+        return lr * 0.5 * (1 + math.cos(math.pi * frac))
+    return lr
+
+
+def adam(model: LSA, params: dict[str, Any], seed: int) -> Training:
+    """Adam on fresh batches in ``train_dtype`` (002 Sec. 6), optional clipping / cosine rate.
+
+    Stops at the first non-finite loss or parameter (status "diverged"); the model is left in
+    float64."""
+    dtype = torch.float32 if params["train_dtype"] == "float32" else torch.float64
+    model.to(dtype)
+    sample = _sampler(params)
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=float(params["lr"]))
+    steps, clip = params["steps"], float(params["clip"])
+    stride = max(1, steps // 100)
+    curve: list[tuple[int, float]] = []
+    status, message, done = "ok", "", 0
+    start = time.perf_counter()
+    for step in range(1, steps + 1):
+        for g in opt.param_groups:
+            g["lr"] = _rate(params, step)
+        e, y = sample(params["batch"], gen)
+        loss = (_predict(model, e.to(dtype)) - y.to(dtype)).pow(2).mean()
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            status, message = "diverged", f"loss became {value} at step {step}"
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        done = step
+        if step % stride == 0 or step in (1, steps):
+            curve.append((step, value))
+    model.double()
+    return Training(curve, done, status, message, time.perf_counter() - start)
+
+
+def levenberg_marquardt(model: LSA, params: dict[str, Any], seed: int, first: Training
+                        ) -> Training:
+    """The float64 Levenberg-Marquardt phase of ``probes.training`` (recipe high-precision
+    with no Adam steps) after ``first``: fixed seeded batches of ``second_order_batch``."""
+    cfg = TrainConfig(recipe="high-precision", steps=0, batch_size=1, seed=seed + 7919,
+                      second_order_steps=params["second_order_steps"],
+                      second_order_batch=params["second_order_batch"], lm_refresh=10)
+    res = train(model, _sampler(params), _predict, cfg)
+    curve = first.curve + [(first.steps + s, v) for s, v in res.curve]
+    return Training(curve, first.steps + res.steps, res.status, res.message,
+                    first.seconds + res.wall_time)
+
+
+def trained_model(params: dict[str, Any], seed: int) -> tuple[LSA, Training]:
+    """Train (or fetch from the per-process cache) the LSA of ``params``; float64 weights."""
+    key = _train_key(params, seed)
+    model = build(params, seed)
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        state, result = _CACHE[key]
+        model.load_state_dict(state)
+        return model, result
+    torch.set_num_threads(1)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        result = adam(model, params, seed)
+        if result.status == "ok" and params["second_order_steps"] > 0:
+            result = levenberg_marquardt(model, params, seed, result)
+    _CACHE[key] = ({k: v.detach().clone() for k, v in model.state_dict().items()}, result)
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return model, result
+
+
+# --- evaluation ------------------------------------------------------------------------------
+class PerLayer(nn.Module):
+    """An LSA whose output is the query read-out after every layer: (B, L)."""
+
+    def __init__(self, model: LSA) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, e: torch.Tensor) -> torch.Tensor:
+        return self.model.query_per_layer(e)
+
+
+def per_layer_predictions(model: LSA, e: torch.Tensor, precision: Precision | str
+                          ) -> np.ndarray:
+    """-y_{n+1}^l for l = 1..L computed in ``precision``, rounded to float64 (B, L).
+
+    (An mp50 prediction rounded to float64 keeps 16 digits of the prediction, so its error
+    against a float64 label is exact to ~1e-16 relative -- far below every loss measured.)"""
+    out = evaluate(PerLayer(model), e, precision)
+    return np.vectorize(lambda v: float(v.mid()) if isinstance(v, flint.arb) else float(v),
+                        otypes=[float])(out)
+
+
+def adjusted_loss(pred: np.ndarray, batch: NoisyRegressionBatch, oracle: float) -> np.ndarray:
+    """0.5 * (MSE - oracle MSE) per column of pred (B, k) against the noiseless label (k,)."""
+    mse = np.mean((pred - batch.y_query[:, None]) ** 2, axis=0)
+    return 0.5 * (mse - oracle)
+
+
+def implicit_deviation(model: LSA, e: torch.Tensor, dtype: torch.dtype) -> tuple[float, float]:
+    """Thm 4.1 check in ``dtype``: (max_b |<w^L, x_t> - y_hat| / rms(y_hat), the same for
+    every context token's y^L = a^L y_i - <w^L, x_i> relative to rms(y^L))."""
+    m = copy.deepcopy(model).to(dtype)
+    e = e.to(dtype)
+    with torch.no_grad():
+        im = implicit_linear_model(m, e)
+        out = e
+        for layer in range(m.depth):
+            out = m.step(out, layer)
+    d = m.d
+    pred = -out[:, -1, d]
+    implied = (im.w[:, -1] * e[:, -1, :d]).sum(-1)
+    q = float((implied - pred).abs().max() / pred.pow(2).mean().sqrt())
+    y_ctx = out[:, :-1, d]
+    y_imp = im.a[:, -1, None] * e[:, :-1, d] - (e[:, :-1, :d] @ im.w[:, -1, :, None])[..., 0]
+    t = float((y_imp - y_ctx).abs().max() / y_ctx.pow(2).mean().sqrt())
+    return q, t
+
+
+def _decomposition(model: LSA, e: torch.Tensor, batch: NoisyRegressionBatch,
+                   oracle: float) -> dict[str, float]:
+    """Adjusted losses of the same weights in float32 / float64 / mp50 and their split."""
+    preds = {p: per_layer_predictions(model, e, p)[:, -1] for p in DECOMPOSE_PRECISIONS}
+    out = {f"loss_{p}": float(adjusted_loss(preds[p][:, None], batch, oracle)[0])
+           for p in DECOMPOSE_PRECISIONS}
+    out["approximation"] = out["loss_mp50"]
+    out["rounding"] = out["loss_float32"] - out["loss_float64"]
+    for p in ("float32", "float64"):
+        out[f"rounding_{p}"] = 0.5 * float(np.mean((preds[p] - preds["mp50"]) ** 2))
+    return out
+
+
+@register_study("noisy_regression.lsa", DEFAULTS, validate=_validate)
+def lsa_study(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
+    """Trained LSA Full/Diag/GD++ on mixed-noise regression: adjusted loss, per layer, Thm 4.1.
+    002 Sec. 4-6, eq. 1-3, 8-11, Table 1."""
+    torch.set_num_threads(1)
+    model, result = trained_model(params, seed)
+    rng = np.random.default_rng(params["eval_seed"])
+    batch = sample_batch(params["eval_size"], params["d"], params["n"], params["noise"], rng)
+    tune = sample_batch(params["eval_size"], params["d"], params["n"], params["noise"], rng)
+    e = tokens(batch)
+    oracle = oracle_mse(batch)
+    per_layer = adjusted_loss(per_layer_predictions(model, e, precision), batch, oracle)
+    dtype = torch.float32 if precision.name == "float32" else torch.float64
+    q_dev, t_dev = implicit_deviation(model, e, dtype)
+    const_rr, const_lam = constrr_loss(batch, tune)
+    final_train = result.curve[-1][1] if result.curve else None
+    metrics: dict[str, float | None] = {
+        "loss": float(per_layer[-1]),
+        "oracle_mse": oracle,
+        "implicit_rel_dev": q_dev,
+        "implicit_tokens_rel_dev": t_dev,
+        "constrr_loss": const_rr,
+        "train_loss": final_train,
+        "train_steps": float(result.steps),
+    }
+    if params["decompose"]:
+        metrics.update(_decomposition(model, e, batch, oracle))
+    weights = {k: v.detach().reshape(-1).tolist() for k, v in model.state_dict().items()}
+    return StudyOutcome(
+        metrics=metrics, primary="loss",
+        series={"layer_loss": [(i + 1, float(v)) for i, v in enumerate(per_layer)],
+                "train_curve": [(int(s), float(v)) for s, v in result.curve]},
+        info={"noise_label": noise_label(params["noise"]), "constrr_lambda": const_lam,
+              "train_status": result.status, "train_message": result.message,
+              "train_seconds": result.seconds, "implicit_dtype": str(dtype),
+              "weights": weights if sum(len(v) for v in weights.values()) <= 200 else None},
+        status="ok" if result.status == "ok" else "diverged",
+        error=result.message or None)
