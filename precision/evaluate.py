@@ -63,6 +63,25 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     return p.backend.to_exact(out)
 
 
+class _MethodAsForward(torch.nn.Module):
+    """``model.<method>`` as a module's forward, so it can be exported and evaluated."""
+
+    def __init__(self, model: torch.nn.Module, method: str) -> None:
+        super().__init__()
+        self.model = model
+        self.method = method
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return getattr(self.model, self.method)(x)
+
+
+def evaluate_method(model: torch.nn.Module, method: str, x: torch.Tensor | np.ndarray,
+                    precision: Precision | str) -> np.ndarray:
+    """:func:`evaluate` of ``model.<method>(x)`` instead of ``model(x)`` -- e.g. a per-layer
+    read-out ``query_per_layer``, so one export gives the whole layer trace in any precision."""
+    return evaluate(_MethodAsForward(model, method), x, precision)
+
+
 def error_decomposition(
     model: torch.nn.Module,
     x: torch.Tensor,

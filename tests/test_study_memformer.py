@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from precision.cli import main
-from precision.evaluate import evaluate
-from precision.models.memformer import Memformer, QueryPerLayer
+from precision.evaluate import evaluate_method
+from precision.models.memformer import Memformer
 from precision.precisions import parse_precision
 from probes.store import Store
 from probes.studies import StudyError, get_study
@@ -128,8 +128,8 @@ def test_mp50_evaluation_agrees_with_float64_on_random_weights() -> None:
         model.B.copy_(0.05 * torch.randn(model.B.shape, generator=torch.Generator()
                                          .manual_seed(1), dtype=torch.float64))
     tokens, target = evaluation_set(params, 5)
-    f64 = evaluate(QueryPerLayer(model), tokens, "float64")
-    mp = evaluate(QueryPerLayer(model), tokens, "mp50")
+    f64 = evaluate_method(model, "query_per_layer", tokens, "float64")
+    mp = evaluate_method(model, "query_per_layer", tokens, "mp50")
     diff = max(abs(float(a - b)) for a, b in zip(f64.reshape(-1), mp.reshape(-1), strict=True))
     scale = max(abs(float(b)) for b in mp.reshape(-1))
     assert 0 < diff / scale < 1e-12

@@ -167,14 +167,13 @@ def test_shipped_suite_expands() -> None:
 def test_mp50_paths() -> None:
     """The LayerNorm model runs through the mp graph interpreter (per-layer read-out equal to
     float64's to rounding), and the Newton-Schulz construction reaches an mp50 floor."""
-    from precision.evaluate import evaluate
-    from precision.models.linear_transformer_ln import PerLayer
+    from precision.evaluate import evaluate_method
 
     torch.manual_seed(0)
     model = LinearTransformerLN(2, 2, width=4, heads=2, layernorm=True).double()
     x, _ = regression_prompts(2, 2, 3, torch.Generator().manual_seed(2))
-    mp = evaluate(PerLayer(model), x, "mp50")
-    f64 = PerLayer(model)(x).detach().numpy()
+    mp = evaluate_method(model, "per_layer", x, "mp50")
+    f64 = model.per_layer(x).detach().numpy()
     assert mp.shape == (2, 2)
     assert np.max(np.abs(np.asarray(mp, dtype=float) - f64)) < 1e-13
     m = _run("newton.kappa_sweep", {"target": "inverse", "kappa": 10.0, "dim": 3, "margin": 6},

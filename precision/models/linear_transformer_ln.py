@@ -88,14 +88,3 @@ class LinearTransformerLN(nn.Module):
             h = self.step(h, layer)
         return self.read(h)
 
-
-class PerLayer(nn.Module):
-    """Wraps a :class:`LinearTransformerLN` so forward returns ``per_layer`` (batch, depth):
-    one export / evaluation gives the whole layer trace in any precision."""
-
-    def __init__(self, model: LinearTransformerLN) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model.per_layer(x)

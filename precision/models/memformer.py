@@ -126,13 +126,3 @@ class Memformer(nn.Module):
         """The query's read-out -y after each layer: (batch, depth)."""
         return torch.stack([r[:, -1] for r in self.query_trace(e)], dim=1)
 
-
-class QueryPerLayer(nn.Module):
-    """A Memformer whose forward is :meth:`Memformer.query_per_layer` (for ``evaluate``)."""
-
-    def __init__(self, model: Memformer) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, e: torch.Tensor) -> torch.Tensor:
-        return self.model.query_per_layer(e)

@@ -50,8 +50,8 @@ import flint
 import numpy as np
 import torch
 
-from precision.evaluate import evaluate
-from precision.models.memformer import Memformer, QueryPerLayer
+from precision.evaluate import evaluate_method
+from precision.models.memformer import Memformer
 from precision.precisions import Precision
 from precision.problems import orthonormal
 from precision.solvers.cg import conjugate_gradient
@@ -245,7 +245,7 @@ def model_losses(model: Memformer, tokens: torch.Tensor, target: torch.Tensor,
                  precision: Precision) -> np.ndarray:
     """Squared query errors (instances, depth + 1) after 0..L layers, model run in
     ``precision`` (column 0: the zero prediction of Z_0)."""
-    preds = evaluate(QueryPerLayer(model), tokens, precision)   # (instances, depth) arb
+    preds = evaluate_method(model, "query_per_layer", tokens, precision)   # (instances, depth) arb
     t = target.numpy()
     out = np.empty((len(t), preds.shape[1] + 1))
     out[:, 0] = t ** 2

@@ -25,9 +25,9 @@ import numpy as np
 import torch
 
 from precision.constructions.registry import get_construction
-from precision.evaluate import evaluate
+from precision.evaluate import evaluate, evaluate_method
 from precision.metrics import detect_floor, error_summary
-from precision.models.linear_transformer_ln import LinearTransformerLN, PerLayer
+from precision.models.linear_transformer_ln import LinearTransformerLN
 from precision.precisions import Precision
 from precision.problems import conditioned_least_squares, population_covariance
 from precision.solvers.gd import gd
@@ -363,7 +363,7 @@ def trained_lsa(params: dict[str, Any], precision: Precision, seed: int) -> Stud
     tokens, _ = _test_set(params, seed)
     init = _untrained(params, seed)
     L = params["layers"]
-    pred = evaluate(PerLayer(model), torch.as_tensor(tokens), precision)     # (P, L)
+    pred = evaluate_method(model, "per_layer", torch.as_tensor(tokens), precision)     # (P, L)
     truth, refs = _reference_traces(precision, tokens, params["ref_steps"])
     per_layer = _mse_per_column(pred, truth)
     alg = {k: _mse_per_column(v, truth) for k, v in refs.items()}             # steps 0..S

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from precision.evaluate import evaluate
+from precision.evaluate import evaluate_method
 from precision.models.linear_attention import LSA, implicit_linear_model
 from precision.noisy_regression_data import (
     NoiseSpecError,
@@ -55,6 +55,7 @@ from precision.noisy_regression_data import (
     sample_batch,
 )
 from precision.precisions import Precision
+from precision.solvers import ridge_baselines as rb
 from probes.studies import StudyError, StudyOutcome, register_study
 from probes.training import TrainConfig, train
 
@@ -171,14 +172,14 @@ def _predict(model: nn.Module, e: torch.Tensor) -> torch.Tensor:
     return model(e)[:, -1, 0]
 
 
+def _spectral(batch: NoisyRegressionBatch) -> rb.SpectralBatch:
+    return rb.spectral_batch(batch.X, batch.y, batch.x_query)
+
+
 def ridge_predictions(batch: NoisyRegressionBatch, lam: np.ndarray | float) -> np.ndarray:
     """x_t^T (X^T X + lam I)^-1 X^T y per sequence (002 eq. 5), float64: (B,)."""
-    X, y = batch.X, batch.y
-    d = X.shape[2]
-    lam = np.broadcast_to(np.asarray(lam, dtype=float), (X.shape[0],))
-    A = X.transpose(0, 2, 1) @ X + lam[:, None, None] * np.eye(d)
-    w = np.linalg.solve(A, (X.transpose(0, 2, 1) @ y[..., None]))[..., 0]
-    return np.einsum("bi,bi->b", batch.x_query, w)
+    sb = _spectral(batch)
+    return rb.predict(sb, rb.ridge_coef(sb, lam))
 
 
 def oracle_mse(batch: NoisyRegressionBatch) -> float:
@@ -186,23 +187,14 @@ def oracle_mse(batch: NoisyRegressionBatch) -> float:
     return float(np.mean((ridge_predictions(batch, batch.sigma**2) - batch.y_query) ** 2))
 
 
-def _ridge_path(batch: NoisyRegressionBatch, grid: np.ndarray) -> np.ndarray:
-    """MSE of ridge with each constant lambda of ``grid`` (k,), via one eigendecomposition
-    X^T X = V diag(s) V^T per sequence: x_t^T w_lam = sum_i (V^T x_t)_i (V^T X^T y)_i / (s_i
-    + lam)."""
-    X = batch.X
-    s, V = np.linalg.eigh(X.transpose(0, 2, 1) @ X)
-    g = (V.transpose(0, 2, 1) @ (X.transpose(0, 2, 1) @ batch.y[..., None]))[..., 0]
-    q = (V.transpose(0, 2, 1) @ batch.x_query[..., None])[..., 0]
-    preds = np.einsum("bi,bik->bk", q * g, 1.0 / (s[:, :, None] + grid[None, None, :]))
-    return np.mean((preds - batch.y_query[:, None]) ** 2, axis=0)
-
-
 def constrr_loss(batch: NoisyRegressionBatch, tune: NoisyRegressionBatch) -> tuple[float, float]:
     """ConstRR (002 Sec. 6): one lambda for all sequences, chosen on ``tune`` from a log grid
     (0 and 10^-4 .. 10^3); returns (adjusted loss on ``batch``, lambda)."""
     grid = np.concatenate([[0.0], np.logspace(-4, 3, 141)])
-    lam = float(grid[int(np.argmin(_ridge_path(tune, grid)))])
+    sb = _spectral(tune)
+    tuning = [np.mean((rb.predict(sb, rb.ridge_coef(sb, lam)) - tune.y_query) ** 2)
+              for lam in grid]
+    lam = float(grid[int(np.argmin(tuning))])
     mse = np.mean((ridge_predictions(batch, lam) - batch.y_query) ** 2)
     return 0.5 * float(mse - oracle_mse(batch)), lam
 
@@ -326,24 +318,13 @@ def trained_model(params: dict[str, Any], seed: int) -> tuple[LSA, Training]:
 
 
 # --- evaluation ------------------------------------------------------------------------------
-class PerLayer(nn.Module):
-    """An LSA whose output is the query read-out after every layer: (B, L)."""
-
-    def __init__(self, model: LSA) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, e: torch.Tensor) -> torch.Tensor:
-        return self.model.query_per_layer(e)
-
-
 def per_layer_predictions(model: LSA, e: torch.Tensor, precision: Precision | str
                           ) -> np.ndarray:
     """-y_{n+1}^l for l = 1..L computed in ``precision``, rounded to float64 (B, L).
 
     (An mp50 prediction rounded to float64 keeps 16 digits of the prediction, so its error
     against a float64 label is exact to ~1e-16 relative -- far below every loss measured.)"""
-    out = evaluate(PerLayer(model), e, precision)
+    out = evaluate_method(model, "query_per_layer", e, precision)
     return np.vectorize(lambda v: float(v.mid()) if isinstance(v, flint.arb) else float(v),
                         otypes=[float])(out)
 
