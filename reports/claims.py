@@ -8,6 +8,12 @@ hold* otherwise, and is *not measured* when the store has no such run (the row t
 command that produces the data). ``min_train_steps`` ignores trained runs with a smaller
 budget (a quick profile does not refute a claim made after 1e6 steps). Claims without a
 check are listed as not measured, never dropped.
+
+A ``[claim.check.relative_to]`` table turns the check into a comparison of two systems: it
+selects partner runs the same way (its subject / task / config replace the check's; suite and
+precision are shared) and pairs each selected run with the partner that has the same values
+of ``pair_on`` (dotted run-config keys such as ``params.layers`` or ``seed``); min / max then
+bound the ratio metric / partner's metric (002 "Diag matches Full": Full / Diag per depth).
 """
 
 from __future__ import annotations
@@ -64,19 +70,43 @@ def _matches(value: Any, wanted: Any) -> bool:
     return value in wanted if isinstance(wanted, list) else value == wanted
 
 
+def config_value(row: dict[str, Any], key: str) -> Any:
+    """The run-config value at a dotted key (``train.recipe``, ``params.layers``) or None."""
+    value: Any = row.get("config") or {}
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 def _selected(row: dict[str, Any], check: dict[str, Any]) -> bool:
     """Row matches the check's suite/subject/task/precision (a value or a list of values) and
     its ``config`` table (keys of the run config; ``train.recipe`` style dotted keys)."""
     if not all(_matches(row.get(k), check[k]) for k in SELECT_KEYS if k in check):
         return False
-    cfg = row.get("config") or {}
-    for key, wanted in check.get("config", {}).items():
-        value: Any = cfg
-        for part in key.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        if not _matches(value, wanted):
-            return False
-    return True
+    return all(_matches(config_value(row, key), wanted)
+               for key, wanted in check.get("config", {}).items())
+
+
+def _ratios(rows: list[dict[str, Any]], chosen: list[dict[str, Any]], check: dict[str, Any]
+            ) -> list[tuple[dict[str, Any], float]]:
+    """(run, metric / partner's metric) for every chosen run that has a partner (see the
+    module docstring); the partner is the first matching run in store order."""
+    rel = check["relative_to"]
+    spec = {k: check[k] for k in ("suite", "precision") if k in check}
+    spec |= {k: rel[k] for k in ("subject", "task", "config") if k in rel}
+    pair_on = list(rel.get("pair_on", []))
+    partners: dict[tuple[Any, ...], float] = {}
+    for r in rows:
+        value = metric_value(r, check["metric"])
+        if _selected(r, spec) and r.get("status") == "ok" and value is not None:
+            key = tuple(config_value(r, k) for k in pair_on)
+            partners.setdefault(key, float(value))
+    out = []
+    for r in chosen:
+        base = partners.get(tuple(config_value(r, k) for k in pair_on))
+        if base:
+            out.append((r, float(metric_value(r, check["metric"])) / base))
+    return out
 
 
 def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
@@ -96,6 +126,9 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
                  if (r.get("config") or {}).get("train_steps", math.inf)
                  < check.get("min_train_steps", 0)]
         chosen = [r for r in chosen if r not in short]
+        ratios = _ratios(rows, chosen, check) if "relative_to" in check else None
+        if ratios is not None:
+            chosen = [r for r, _ in ratios]
         if not chosen:
             command = check["command"]
             if short:
@@ -104,8 +137,14 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
                             f">= {check['min_train_steps']})")
             out.append(ClaimRow(**base, measured="-", verdict="not measured", command=command))
             continue
-        values = sorted(float(metric_value(r, check["metric"])) for r in chosen)
-        if check.get("aggregate") == "best":        # each task's best configuration counts
+        if ratios is not None:                      # every pair's ratio must lie in range
+            values = sorted(v for _, v in ratios)
+            ok = all(check["min"] <= v <= check["max"] for v in values)
+            pair_on = check["relative_to"].get("pair_on", [])
+            measured = "ratio " + "; ".join(
+                ",".join(f"{k.split('.')[-1]}={config_value(r, k)}" for k in pair_on)
+                + f" {v:.3g}" for r, v in ratios)
+        elif check.get("aggregate") == "best":        # each task's best configuration counts
             best: dict[str, float] = {}
             for r in chosen:
                 v = float(metric_value(r, check["metric"]))
@@ -113,9 +152,10 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
             ok = all(check["min"] <= v <= check["max"] for v in best.values())
             measured = "; ".join(f"{t} {_format_metric(check['metric'], v)}"
                                  for t, v in sorted(best.items()))
-            if len(values) > len(best):
-                measured += f" (best of {len(values)} runs)"
+            if len(chosen) > len(best):
+                measured += f" (best of {len(chosen)} runs)"
         else:                                       # every selected run must lie in range
+            values = sorted(float(metric_value(r, check["metric"])) for r in chosen)
             ok = all(check["min"] <= v <= check["max"] for v in values)
             measured = _format_metric(check["metric"], values[len(values) // 2])
             if len(values) > 1:

@@ -176,3 +176,30 @@ def test_trained_claims_use_best_per_task_config_filters_and_budgets():
     short = [row("read", 2, 2000, -2.0), row("affine", 2, 2000, -2.0)]
     c = verdict(short, "001-read-affine")
     assert c.verdict == "not measured" and "trained 2000 steps" in c.command
+
+
+def test_relative_claim_pairs_full_with_diag_of_the_same_depth_and_seed():
+    from reports.claims import check_claims
+
+    def row(subject, variant, layers, seed, loss):
+        return {"suite": "noisy_regression_lsa", "subject": subject, "task": f"layers={layers}",
+                "precision": "float64", "status": "ok", "kind": "study",
+                "config": {"params": {"variant": variant, "layers": layers,
+                                      "noise": "uniform:5"}, "seed": seed},
+                "result": {"metrics": {"loss": loss}}}
+
+    def verdict(rows):
+        return next(c for c in check_claims(rows) if c.id == "002-diag-full")
+
+    diag = [row("uniform", "diag", 2, 0, 0.25), row("uniform", "diag", 4, 0, 0.08),
+            row("uniform", "gdpp", 4, 0, 0.37), row("uniform", "diag", 4, 1, 0.5)]
+    c = verdict(diag + [row("uniform_full", "full", 2, 0, 0.247),
+                        row("uniform_full", "full", 4, 0, 0.063)])
+    assert c.verdict == "holds"
+    assert c.measured == "ratio layers=2,noise=uniform:5,seed=0 0.988; " \
+                         "layers=4,noise=uniform:5,seed=0 0.787"
+    # Full 0.5 at L = 4 seed 0 is 6x Diag (the GD++ and seed-1 runs are not its partners)
+    assert verdict(diag + [row("uniform_full", "full", 4, 0, 0.5)]).verdict == "does not hold"
+    # no Diag of the same depth: nothing to compare
+    c = verdict(diag + [row("uniform_full", "full", 1, 0, 0.9)])
+    assert c.verdict == "not measured" and "noisy_regression_lsa" in c.command

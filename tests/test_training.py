@@ -189,3 +189,56 @@ def test_high_precision_beats_paper_on_small_multiply() -> None:
     assert all(p.dtype == torch.float64 for p in paper_model.parameters())
     assert hp_mse < 1e-12, hp_mse
     assert paper_mse > 1e-8, paper_mse
+
+
+def test_sample_jacobian_equals_batch_jacobian() -> None:
+    """The LM phase's per-sample Jacobian (vmap of jacrev) is the whole-batch Jacobian, for a
+    BaseConv with LayerNorm and a softmax Transformer, multi-entry targets (batch, n, 2)."""
+    from torch.func import functional_call
+
+    from probes.training import _batch_jacobian, _Flat, _Predictor, _sample_jacobian
+
+    torch.manual_seed(0)
+    models = [build_model("baseconv", 4, 2, depth=2, width=8, max_len=8, layernorm=True),
+              build_model("transformer", 4, 2, depth=1, width=8, max_len=8)]
+    x, y = multiply_sampler(4, 8)(16, torch.Generator().manual_seed(1))
+    for model in models:
+        wrapper, flat = _Predictor(model.double(), call), _Flat(model)
+        theta = flat.get()
+
+        def res(th: torch.Tensor) -> torch.Tensor:
+            return (functional_call(wrapper, flat.as_dict(th), (x,)) - y).flatten()
+
+        def res_one(th: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+            return (functional_call(wrapper, flat.as_dict(th), (xb[None],)) - yb[None]
+                    ).flatten()
+
+        batch = _batch_jacobian(res, theta, res(theta))
+        sample = _sample_jacobian(res_one, theta, x, y)
+        assert batch.shape == sample.shape == (16 * 8 * 2, theta.numel())
+        assert float((batch - sample).abs().max()) <= 1e-14 * float(batch.abs().max())
+
+
+class _DataDependent(nn.Module):
+    """A linear map with Python control flow on the input values: vmap over samples cannot
+    run it (a batched tensor has no single truth value), the whole-batch Jacobian can."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(d, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if bool((x.abs() > 1e6).any()):
+            x = x.clamp(-1e6, 1e6)
+        return self.lin(x)
+
+
+def test_second_order_falls_back_when_vmap_cannot_batch_the_model() -> None:
+    sample, A = linreg_sampler(3, 4, noise=0.0)
+    torch.manual_seed(0)
+    model = _DataDependent(3)
+    res = train(model, sample, call, TrainConfig(recipe="high-precision", steps=0,
+                                                 batch_size=8, second_order_steps=5,
+                                                 second_order_batch=16))
+    assert res.status == "ok" and res.steps == 5
+    assert float((model.lin.weight.detach().T - A).abs().max()) < 1e-10
