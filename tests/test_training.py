@@ -206,10 +206,11 @@ def test_sample_jacobian_equals_batch_jacobian() -> None:
         wrapper, flat = _Predictor(model.double(), call), _Flat(model)
         theta = flat.get()
 
-        def res(th: torch.Tensor) -> torch.Tensor:
+        def res(th: torch.Tensor, wrapper=wrapper, flat=flat) -> torch.Tensor:
             return (functional_call(wrapper, flat.as_dict(th), (x,)) - y).flatten()
 
-        def res_one(th: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        def res_one(th: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor, wrapper=wrapper,
+                    flat=flat) -> torch.Tensor:
             return (functional_call(wrapper, flat.as_dict(th), (xb[None],)) - yb[None]
                     ).flatten()
 
