@@ -141,8 +141,10 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
             values = sorted(v for _, v in ratios)
             ok = all(check["min"] <= v <= check["max"] for v in values)
             pair_on = check["relative_to"].get("pair_on", [])
+            shown = [k for k in pair_on                  # label pairs by what varies
+                     if len({repr(config_value(r, k)) for r, _ in ratios}) > 1] or pair_on[:1]
             measured = "ratio " + "; ".join(
-                ",".join(f"{k.split('.')[-1]}={config_value(r, k)}" for k in pair_on)
+                ",".join(f"{k.split('.')[-1]}={config_value(r, k)}" for k in shown)
                 + f" {v:.3g}" for r, v in ratios)
         elif check.get("aggregate") == "best":        # each task's best configuration counts
             best: dict[str, float] = {}

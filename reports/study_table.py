@@ -134,10 +134,13 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
                         series: dict[str, dict[str, list[tuple[int, Any]]]],
                         path: Path, max_lines: int = 16) -> Path | None:
     """One panel per series name, one line per run (grid point, precision); ``series`` maps
-    run_id -> {name: [(step, value)]}. None when the runs have no traces."""
+    run_id -> {name: [(step, value)]}. None when the runs have no traces.
+
+    A series named ``sigma`` is an x-axis, not a trace: the series ``sigma_<what>`` of the same
+    run are drawn against it (the per-variance profiles of 002 Fig. 3 / 4)."""
     from reports import plots
 
-    names = sorted({n for s in series.values() for n in s})[:4]
+    names = sorted({n for s in series.values() for n in s if n != "sigma"})[:4]
     if not names:
         return None
     import matplotlib.pyplot as plt
@@ -145,13 +148,16 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
     fig, axes = plt.subplots(1, len(names), figsize=(4.4 * len(names), 3.2), squeeze=False)
     for ax, name in zip(axes.flat, names, strict=False):
         for r in runs[:max_lines]:
-            pts = [(s, v) for s, v in series.get(r["run_id"], {}).get(name, [])
-                   if v is not None and math.isfinite(v)]
+            traces = series.get(r["run_id"], {})
+            pts = traces.get(name, [])
+            if name.startswith("sigma_") and len(traces.get("sigma", [])) == len(pts):
+                pts = [(x, v) for (_, x), (_, v) in zip(traces["sigma"], pts, strict=True)]
+            pts = [(s, v) for s, v in pts if v is not None and math.isfinite(v)]
             if pts:
                 xs, ys = zip(*pts, strict=True)
                 ax.plot(xs, ys, lw=1.1, label=f"{r['task']} {r['precision']}")
         ax.set_title(name, fontsize=10)
-        ax.set_xlabel("step")
+        ax.set_xlabel("sigma" if name.startswith("sigma_") else "step")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6)

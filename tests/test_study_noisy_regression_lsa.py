@@ -154,3 +154,31 @@ def test_suite_loads_and_a_tiny_suite_runs(tmp_path: Path) -> None:
         assert all(r["status"] == "ok" and r["mse"] > 0 for r in rows.values())
         trace = store.series(rows["layers=2"]["run_id"], "layer_loss")["layer_loss"]
         assert [s for s, _ in trace] == [1, 2]
+
+
+def test_sigma_profile_of_the_zero_model_is_half_of_signal_minus_oracle() -> None:
+    """A model predicting ~0 (init 1e-12, no training) has adjusted loss
+    0.5 * (mean y_t^2 - oracle MSE) at each sigma: the profile's seeded fixed-sigma sets."""
+    out = run(variant="diag", layers=1, noise="choice:1,3", steps=0, init_scale=1e-12,
+              profile_points=5, profile_size=300)
+    sig, prof = out.series["sigma"], out.series["sigma_profile"]
+    assert sig == [0.0, 1.0, 2.0, 3.0, 4.0]  # 0 .. max + 1 with the support points 1, 3
+    for i, s in enumerate(sig):
+        b = sample_batch(300, 3, 8, f"fixed:{s!r}", np.random.default_rng([20240, 5, i]))
+        assert prof[i] == pytest.approx(0.5 * (np.mean(b.y_query**2) - oracle_mse(b)),
+                                        rel=1e-9)
+    assert prof[0] > prof[-1]          # the oracle gets worse with sigma, so the gap shrinks
+    m = out.metrics
+    assert m["profile_peak"] == max(prof) and m["profile_peak_sigma"] == sig[prof.index(max(prof))]
+    assert m["profile_in_dist"] == pytest.approx((prof[1] + prof[3]) / 2)
+    assert m["profile_outside"] == pytest.approx(prof[4])
+
+
+def test_sigma_profile_averages_to_the_mixed_noise_loss() -> None:
+    """Trained tiny Diag on U(0, 1): the profile averaged over the sigma law estimates the same
+    expectation as the mixed-noise evaluation loss."""
+    out = run(variant="diag", layers=2, noise="uniform:1", steps=150, eval_size=6000,
+              profile_points=9, profile_size=3000)
+    m = out.metrics
+    assert m["profile_in_dist"] == pytest.approx(m["loss"], rel=0.1)
+    assert "sigma_profile" not in run(variant="diag", layers=1, steps=0).series

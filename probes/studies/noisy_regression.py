@@ -330,7 +330,7 @@ def profile_grid(noise: Any, points: int) -> np.ndarray:
     return np.unique(np.round(np.concatenate([grid, extra]), 12))
 
 
-def _in_distribution_mean(sig: np.ndarray, prof: np.ndarray, noise: Any) -> float:
+def in_distribution_mean(sig: np.ndarray, prof: np.ndarray, noise: Any) -> float:
     """The profile averaged over the setting's sigma law (trapezoid rule for U(0, S))."""
     kind, values = parse_noise(noise)
     if kind != "uniform":
@@ -363,7 +363,7 @@ def profile(params: dict[str, Any], precision: Precision, seed: int) -> StudyOut
         prof = np.asarray(series[k])
         metrics[f"{k}_peak"] = float(prof.max())
         metrics[f"{k}_peak_sigma"] = float(sig[int(np.argmax(prof))])
-        metrics[f"{k}_in_dist"] = _in_distribution_mean(sig, prof, params["noise"])
+        metrics[f"{k}_in_dist"] = in_distribution_mean(sig, prof, params["noise"])
     metrics["ada_rr_at_zero"] = float(series["ada_rr"][0])
     _, values = parse_noise(params["noise"])
     inside = sig <= max(values) + 1e-12

@@ -20,6 +20,12 @@ seeded evaluation set:
   plus ``rounding_float32`` / ``rounding_float64`` = 0.5 mean (y_hat_p - y_hat_mp50)^2;
 * ``constrr_loss``: ConstRR (ridge with one lambda for every sequence, tuned on a separate
   seeded set) on the same evaluation set, the reference GD++ is compared with in Fig. 1.
+* with ``profile_points = k > 0``: the per-variance profile of Fig. 3 / 4 -- the adjusted
+  loss on ``profile_size`` sequences at each fixed sigma of
+  :func:`probes.studies.noisy_regression.profile_grid` (0 .. sigma_max + 1, so it shows
+  extrapolation to unseen variances), as the series ``sigma_profile`` (and ``sigma``), with
+  ``profile_peak``, ``profile_peak_sigma``, ``profile_in_dist`` (the profile averaged over the
+  training law of sigma) and ``profile_outside`` (mean beyond the training range).
 
 Training: Adam on fresh seeded batches, loss = MSE of the query read-out against the
 noiseless label (002 Sec. 6: lr 1e-4, batch 2048, 200k steps, constant rate), with optional
@@ -57,6 +63,7 @@ from precision.noisy_regression_data import (
 from precision.precisions import Precision
 from precision.solvers import ridge_baselines as rb
 from probes.studies import StudyError, StudyOutcome, register_study
+from probes.studies.noisy_regression import in_distribution_mean, profile_grid
 from probes.training import TrainConfig, train
 
 VARIANTS = ("full", "diag", "gdpp")
@@ -84,6 +91,8 @@ DEFAULTS: dict[str, Any] = {
     "eval_size": 4000,          # fixed evaluation sequences (002: 100 000)
     "eval_seed": 20240,         # independent of the training seed
     "decompose": False,         # also evaluate in float32 / float64 / mp50
+    "profile_points": 0,        # per-variance profile grid points (0 = no profile)
+    "profile_size": 2000,       # evaluation sequences per profile point
 }
 
 _CACHE: OrderedDict[str, tuple[dict[str, torch.Tensor], Training]] = OrderedDict()
@@ -133,6 +142,8 @@ def _validate(params: dict[str, Any]) -> None:
     _int(params, "second_order_batch", 1)
     _int(params, "eval_size", 2)
     _int(params, "eval_seed", 0)
+    _int(params, "profile_points", 0, 200)
+    _int(params, "profile_size", 2)
     _positive(params, "lr")
     _positive(params, "init_scale")
     c = params["clip"]
@@ -368,6 +379,28 @@ def _decomposition(model: LSA, e: torch.Tensor, batch: NoisyRegressionBatch,
     return out
 
 
+def sigma_profile(model: LSA, params: dict[str, Any], precision: Precision
+                  ) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+    """002 Fig. 3 / 4 per-variance profile: (sigmas (k,), adjusted loss at each (k,), summary
+    metrics). Each sigma gets its own seeded fixed-noise evaluation set of ``profile_size``
+    sequences and its own oracle (ridge with lambda = sigma^2)."""
+    sig = profile_grid(params["noise"], params["profile_points"])
+    prof = np.empty(len(sig))
+    for i, s in enumerate(sig):
+        rng = np.random.default_rng([params["eval_seed"], 5, i])
+        batch = sample_batch(params["profile_size"], params["d"], params["n"],
+                             f"fixed:{float(s)!r}", rng)
+        pred = per_layer_predictions(model, tokens(batch), precision)[:, -1:]
+        prof[i] = adjusted_loss(pred, batch, oracle_mse(batch))[0]
+    _, values = parse_noise(params["noise"])
+    outside = sig > max(values) + 1e-12
+    metrics = {"profile_peak": float(prof.max()),
+               "profile_peak_sigma": float(sig[int(np.argmax(prof))]),
+               "profile_in_dist": in_distribution_mean(sig, prof, params["noise"]),
+               "profile_outside": float(prof[outside].mean()) if outside.any() else None}
+    return sig, prof, metrics
+
+
 @register_study("noisy_regression.lsa", DEFAULTS, validate=_validate)
 def lsa_study(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
     """Trained LSA Full/Diag/GD++ on mixed-noise regression: adjusted loss, per layer, Thm 4.1.
@@ -395,11 +428,17 @@ def lsa_study(params: dict[str, Any], precision: Precision, seed: int) -> StudyO
     }
     if params["decompose"]:
         metrics.update(_decomposition(model, e, batch, oracle))
+    series: dict[str, Any] = {
+        "layer_loss": [(i + 1, float(v)) for i, v in enumerate(per_layer)],
+        "train_curve": [(int(s), float(v)) for s, v in result.curve]}
+    if params["profile_points"]:
+        sig, prof, summary = sigma_profile(model, params, precision)
+        metrics.update(summary)
+        series["sigma"] = [float(v) for v in sig]
+        series["sigma_profile"] = [float(v) for v in prof]
     weights = {k: v.detach().reshape(-1).tolist() for k, v in model.state_dict().items()}
     return StudyOutcome(
-        metrics=metrics, primary="loss",
-        series={"layer_loss": [(i + 1, float(v)) for i, v in enumerate(per_layer)],
-                "train_curve": [(int(s), float(v)) for s, v in result.curve]},
+        metrics=metrics, primary="loss", series=series,
         info={"noise_label": noise_label(params["noise"]), "constrr_lambda": const_lam,
               "train_status": result.status, "train_message": result.message,
               "train_seconds": result.seconds, "implicit_dtype": str(dtype),
