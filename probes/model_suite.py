@@ -39,14 +39,15 @@ from probes.job import build_job
 from probes.run_config import RunConfig, SuiteError
 from probes.store import config_hash
 from probes.tasks import TaskError
+from probes.training import RECIPES
 
 #: Bump when the meaning of a trained job config changes.
 MODEL_CONFIG_VERSION = 2
 
 _RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions"}
 _TRAIN_KEYS = {"recipe", "steps", "batch_size", "lr", "dtype", "step_size", "gamma",
-               "second_order_steps", "second_order_batch", "curve_points", "time_limit"}
-RECIPES = ("paper", "adaptive", "high-precision")
+               "second_order_steps", "second_order_batch", "curve_points", "time_limit",
+               "warmup", "clip"}
 TRAIN_DTYPES = ("float32", "float64", "bfloat16")
 
 
@@ -74,9 +75,13 @@ def _check_train(train: dict[str, Any], where: str) -> None:
     if train.get("dtype", "float32") not in TRAIN_DTYPES:
         raise SuiteError(f"{where}: training dtype must be one of {', '.join(TRAIN_DTYPES)}, "
                          f"not '{train.get('dtype')}'")
-    for key in ("steps", "batch_size"):
-        if not isinstance(train[key], int) or train[key] < (key == "batch_size"):
+    for key in ("steps", "batch_size", "warmup"):
+        if key in train and (not isinstance(train[key], int) or isinstance(train[key], bool)
+                             or train[key] < (key == "batch_size")):
             raise SuiteError(f"{where}: train {key} must be a non-negative integer")
+    clip = train.get("clip", 0.0)
+    if isinstance(clip, bool) or not isinstance(clip, int | float) or not clip >= 0:
+        raise SuiteError(f"{where}: train clip must be a number >= 0 (0 = no clipping)")
 
 
 def expand_models(suite_name: str, data: dict[str, Any], precisions: list[str],

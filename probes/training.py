@@ -13,6 +13,9 @@ Recipes
 ``adaptive``
     Adam with a step learning rate that can go *down or up*, driven by the gradient
     signal-to-noise ratio over a window of steps (:class:`AdaptiveLR` documents the rule).
+``constant`` / ``cosine``
+    Adam with ``warmup`` steps of linear warm-up, then a constant rate or a cosine decay to 0 at
+    ``steps`` (002 Sec. 6 trains with a constant rate; the cosine schedule is ours).
 ``high-precision``
     The toolkit's recipe for the lowest floor a model can express: Adam in float64 for
     ``steps`` steps (adaptive rate), then a Levenberg–Marquardt phase (damped Gauss–Newton on
@@ -20,6 +23,9 @@ Recipes
     refreshed every ``lm_refresh`` iterations, so the fit generalises to fresh inputs (001
     App. E.1 notes that no trained model reaches machine precision on the primitives and asks
     whether "more refined optimization methods" help; this phase is that method).
+
+Every recipe's Adam phase clips the gradient to norm ``clip`` when ``clip > 0`` (deep linear
+attention without LayerNorm needs it: its output is a polynomial of degree 3^L in the input).
 
 Levenberg–Marquardt solves ``(J^T J + lam I) d = -J^T r`` for the residual vector r of the
 fixed batch (M = batch * |y entries| residuals, P parameters). Small problems form J
@@ -54,7 +60,7 @@ from torch.func import functional_call, jacfwd, jacrev, vmap
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 Predict = Callable[[nn.Module, torch.Tensor], torch.Tensor]
 
-RECIPES = ("paper", "adaptive", "high-precision")
+RECIPES = ("paper", "adaptive", "constant", "cosine", "high-precision")
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "float64": torch.float64,
@@ -66,8 +72,9 @@ DTYPES: dict[str, torch.dtype] = {
 class TrainConfig:
     """One training run. Field names and defaults of the first block are the public interface.
 
-    recipe: "paper" | "adaptive" | "high-precision"; steps: first-order (Adam) steps (for
-    high-precision: the Adam steps before the second-order phase); dtype: training precision.
+    recipe: "paper" | "adaptive" | "constant" | "cosine" | "high-precision"; steps:
+    first-order (Adam) steps (for high-precision: the Adam steps before the second-order
+    phase); dtype: training precision.
     """
 
     recipe: str
@@ -81,6 +88,8 @@ class TrainConfig:
     second_order_steps: int = 50  # high-precision: Levenberg-Marquardt iterations
     second_order_batch: int = 64  # high-precision: samples in each fixed LM batch
     curve_points: int = 200       # at most this many (step, loss) points recorded
+    warmup: int = 0               # constant / cosine: steps of linear learning-rate warm-up
+    clip: float = 0.0             # gradient-norm clip of the Adam phase, 0 = none
     time_limit: float | None = None  # seconds; stop early (status stays "ok") when exceeded
     # --- adaptive scheduler (AdaptiveLR) ---
     window: int = 50              # steps per decision
@@ -105,7 +114,8 @@ class TrainConfig:
 class TrainResult:
     """curve: (step, training loss) subsampled, includes the last step; steps: steps done
     (first + second order); status "ok" | "diverged"; lr_trace: (step, lr) where it changed
-    (first entry: step 0 and the initial lr); curve_times: wall seconds of each curve point."""
+    (first entry: step 0 and the initial lr; the constant / cosine recipes' rate is
+    :func:`scheduled_rate` and not traced); curve_times: wall seconds of each curve point."""
 
     curve: list[tuple[int, float]]
     steps: int
@@ -229,11 +239,24 @@ def _mse(pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (pred - y).pow(2).mean()
 
 
+def scheduled_rate(cfg: TrainConfig, step: int) -> float:
+    """Learning rate of Adam step ``step`` (1-based) for the constant / cosine recipes: linear
+    warm-up over ``cfg.warmup`` steps, then cfg.lr or lr * (1 + cos(pi * t)) / 2 with t going
+    from 0 at the end of the warm-up to 1 at ``cfg.steps``."""
+    if step <= cfg.warmup:
+        return cfg.lr * step / cfg.warmup
+    if cfg.recipe == "cosine":
+        frac = (step - 1 - cfg.warmup) / max(cfg.steps - cfg.warmup, 1)
+        return cfg.lr * 0.5 * (1 + math.cos(math.pi * frac))
+    return cfg.lr
+
+
 def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                  scheduler: str, dtype: torch.dtype, gen: torch.Generator, curve: _Curve,
                  lr_trace: list[tuple[int, float]], deadline: float | None) -> int:
-    """Adam for cfg.steps steps with ``scheduler`` "step" (StepLR) or "adaptive"; returns the
-    steps done; raises :class:`_Diverged` on a non-finite loss or parameters."""
+    """Adam for cfg.steps steps with ``scheduler`` "step" (StepLR), "adaptive" or "fixed"
+    (:func:`scheduled_rate`); returns the steps done; raises :class:`_Diverged` on a
+    non-finite loss or parameters."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr)
     steplr = torch.optim.lr_scheduler.StepLR(opt, step_size=cfg.step_size, gamma=cfg.gamma) \
@@ -243,6 +266,9 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
     for step in range(1, cfg.steps + 1):
         if deadline is not None and time.perf_counter() > deadline:
             break
+        if scheduler == "fixed":
+            for group in opt.param_groups:
+                group["lr"] = scheduled_rate(cfg, step)
         x, y = sample(cfg.batch_size, gen)
         loss = _mse(predict(model, x.to(dtype)), y.to(dtype))
         lval = float(loss.detach())
@@ -250,6 +276,8 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
             raise _Diverged(f"loss became {lval} at step {step}")
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if cfg.clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, cfg.clip)
         opt.step()
         done = step
         curve.add(step, lval)
@@ -499,6 +527,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
         raise ValueError(f"unknown recipe {cfg.recipe!r}; choose from {', '.join(RECIPES)}")
     if cfg.dtype not in DTYPES:
         raise ValueError(f"unknown dtype {cfg.dtype!r}; choose from {', '.join(DTYPES)}")
+    if cfg.warmup < 0 or not cfg.clip >= 0:
+        raise ValueError(f"warmup and clip must be >= 0, got {cfg.warmup!r} and {cfg.clip!r}")
     dtype = torch.float64 if cfg.recipe == "high-precision" else DTYPES[cfg.dtype]
     start = time.perf_counter()
     deadline = None if cfg.time_limit is None else start + cfg.time_limit
@@ -512,7 +542,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
         torch.manual_seed(cfg.seed)
         gen = torch.Generator().manual_seed(cfg.seed)
         try:
-            scheduler = "step" if cfg.recipe == "paper" else "adaptive"
+            scheduler = {"paper": "step", "constant": "fixed", "cosine": "fixed"}.get(
+                cfg.recipe, "adaptive")
             done = _first_order(model, sample, predict, cfg, scheduler, dtype, gen, curve,
                                 lr_trace, deadline)
             if cfg.recipe == "high-precision":
@@ -527,4 +558,4 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
 
 
 __all__ = ["DTYPES", "RECIPES", "AdaptiveLR", "Predict", "Sampler", "TrainConfig",
-           "TrainResult", "train"]
+           "TrainResult", "scheduled_rate", "train"]

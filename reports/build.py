@@ -24,7 +24,7 @@ from reports.render import (
     render_latex,
     render_markdown,
 )
-from reports.study_table import study_pivots, study_series_figure
+from reports.study_table import latest_runs, study_pivots, study_series_figure
 from reports.tables import Pivot, grid_pivots, grid_runs, solver_pivots, solver_runs
 
 
@@ -124,7 +124,7 @@ def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Rep
     study_rows = [r for r in rows if r.get("kind") == "study"]
     for pivot in study_pivots(study_rows):
         sec = Section(pivot.title, tables=[pivot])
-        runs_of = [r for r in study_rows if r["suite"] == pivot.meta["suite"]
+        runs_of = [r for r in latest_runs(study_rows) if r["suite"] == pivot.meta["suite"]
                    and r["subject"] == pivot.meta["entry"] and r["status"] == "ok"]
         traces = {r["run_id"]: store.series(r["run_id"]) for r in runs_of}
         fig = study_series_figure(pivot.meta["entry"], runs_of, traces,

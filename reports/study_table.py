@@ -33,7 +33,7 @@ def format_value(v: Any) -> str:
     return str(v)
 
 
-def _latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def latest_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Newest run per (suite, entry, task, precision, seed) (re-runs with new params stay
     in the store; the table shows the latest)."""
     keep: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -46,7 +46,7 @@ def _latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _grouped(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in _latest([r for r in rows if r.get("kind") == "study"]):
+    for r in latest_runs([r for r in rows if r.get("kind") == "study"]):
         groups[(r["suite"], r["subject"])].append(r)
     for g in groups.values():
         g.sort(key=lambda r: ((r.get("config") or {}).get("_order", 0), _task_key(r["task"]),
@@ -150,7 +150,7 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
         for r in runs[:max_lines]:
             traces = series.get(r["run_id"], {})
             pts = traces.get(name, [])
-            if name.startswith("sigma_") and len(traces.get("sigma", [])) == len(pts):
+            if name.startswith("sigma_") and pts and len(traces.get("sigma", [])) == len(pts):
                 pts = [(x, v) for (_, x), (_, v) in zip(traces["sigma"], pts, strict=True)]
             pts = [(s, v) for s, v in pts if v is not None and math.isfinite(v)]
             if pts:

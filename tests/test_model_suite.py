@@ -56,6 +56,16 @@ def test_grid_is_the_product_of_list_valued_keys(tmp_path):
     assert len({i for run in runs for i in run.ids}) == 64
 
 
+def test_cosine_recipe_with_warmup_and_clip_is_a_train_axis(tmp_path):
+    from probes.suite import expand
+
+    text = GRID.replace('recipe = ["paper", "adaptive"]', 'recipe = ["constant", "cosine"]'
+                        ).replace('dtype = "float32"', 'dtype = "float32", warmup = 2, clip = 1.0')
+    runs = expand(_suite(tmp_path, text))
+    assert {r.config["train"]["recipe"] for r in runs} == {"constant", "cosine"}
+    assert {(r.config["train"]["warmup"], r.config["train"]["clip"]) for r in runs} == {(2, 1.0)}
+
+
 def test_profile_overrides_model_grid_and_merges_train(tmp_path):
     from probes.suite import expand
 
@@ -88,6 +98,10 @@ BAD_MODEL_SUITES = [
      "unknown precision 'fp8'"),
     (GRID.replace("layernorm = [true, false]", "layernorm = [true, false]\nheads = 3"),
      "cannot build model"),
+    (GRID.replace('dtype = "float32"', 'dtype = "float32", clip = -1.0'),
+     "train clip must be a number >= 0"),
+    (GRID.replace('dtype = "float32"', 'dtype = "float32", warmup = 2.5'),
+     "train warmup must be a non-negative integer"),
 ]
 
 

@@ -204,3 +204,37 @@ def test_relative_claim_pairs_full_with_diag_of_the_same_depth_and_seed():
     # no Diag of the same depth: nothing to compare
     c = verdict(diag + [row("uniform_full", "full", 1, 0, 0.9)])
     assert c.verdict == "not measured" and "noisy_regression_lsa" in c.command
+
+
+def test_study_figure_draws_sigma_series_against_sigma_and_tolerates_runs_without(tmp_path):
+    """A store holding runs with and without the per-variance profile (an older study version)
+    draws one figure: sigma_profile against sigma, no panel for the sigma axis itself."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from reports.study_table import study_series_figure
+
+    runs = [{"run_id": "a", "task": "layers=1", "precision": "float64"},
+            {"run_id": "b", "task": "layers=2", "precision": "float64"}]
+    traces = {"a": {"sigma": [(0, 0.0), (1, 2.5), (2, 5.0)],
+                    "sigma_profile": [(0, 0.9), (1, 0.4), (2, 0.5)],
+                    "layer_loss": [(1, 0.9)]},
+              "b": {"layer_loss": [(1, 0.9), (2, 0.25)]}}
+    captured = {}
+    import matplotlib.pyplot as plt
+    real = plt.subplots
+
+    def spy(*args, **kwargs):
+        fig, axes = real(*args, **kwargs)
+        captured["axes"] = axes
+        return fig, axes
+
+    plt.subplots = spy
+    try:
+        path = study_series_figure("uniform", runs, traces, tmp_path / "f.png")
+    finally:
+        plt.subplots = real
+    assert path is not None and path.exists()
+    axes = list(captured["axes"].flat)
+    assert [ax.get_title() for ax in axes] == ["layer_loss", "sigma_profile"]
+    line = axes[1].get_lines()[0]
+    assert list(line.get_xdata()) == [0.0, 2.5, 5.0] and axes[1].get_xlabel() == "sigma"

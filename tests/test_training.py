@@ -243,3 +243,34 @@ def test_second_order_falls_back_when_vmap_cannot_batch_the_model() -> None:
                                                  second_order_batch=16))
     assert res.status == "ok" and res.steps == 5
     assert float((model.lin.weight.detach().T - A).abs().max()) < 1e-10
+
+
+def test_constant_and_cosine_recipes_warm_up_decay_and_clip() -> None:
+    from probes.training import scheduled_rate
+
+    cos = TrainConfig(recipe="cosine", steps=110, batch_size=8, lr=1e-2, warmup=10)
+    assert scheduled_rate(cos, 5) == pytest.approx(5e-3)            # warm-up: linear
+    assert scheduled_rate(cos, 11) == pytest.approx(1e-2)           # cosine starts at lr
+    assert scheduled_rate(cos, 61) == pytest.approx(5e-3)           # half way: lr / 2
+    assert scheduled_rate(cos, 110) < 1e-5                          # -> 0 at the end
+    const = TrainConfig(recipe="constant", steps=110, batch_size=8, lr=1e-2, warmup=10)
+    assert scheduled_rate(const, 3) == pytest.approx(3e-3) and scheduled_rate(const, 90) == 1e-2
+    sample, A = linreg_sampler(3, 4, noise=0.0)
+    # Adam's first step is lr * g / (|g| + eps) per entry: ~lr unclipped; with the gradient
+    # clipped to norm 1e-12 (<< eps = 1e-8) it shrinks to ~lr * 1e-4, so clipping is applied
+    moved = {}
+    for clip in (0.0, 1e-12):
+        model = linear_model(3)
+        w0 = model.weight.detach().clone()
+        res = train(model, sample, call, TrainConfig(recipe="constant", steps=1, batch_size=8,
+                                                    lr=1e-1, clip=clip, dtype="float64"))
+        assert res.status == "ok"
+        moved[clip] = float((model.weight.detach() - w0.double()).abs().max())
+    assert moved[0.0] == pytest.approx(0.1, rel=1e-3) and moved[1e-12] < 1e-4
+    model = linear_model(3)
+    res = train(model, sample, call, TrainConfig(recipe="cosine", steps=300, batch_size=32,
+                                                lr=5e-2, warmup=20, clip=1.0, dtype="float64"))
+    assert res.status == "ok" and fresh_mse(model, sample) < 1e-3
+    with pytest.raises(ValueError, match="warmup and clip must be >= 0"):
+        train(linear_model(3), sample, call, TrainConfig(recipe="constant", steps=1,
+                                                         batch_size=8, clip=-1.0))

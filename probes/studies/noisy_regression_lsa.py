@@ -29,10 +29,11 @@ seeded evaluation set:
 
 Training: Adam on fresh seeded batches, loss = MSE of the query read-out against the
 noiseless label (002 Sec. 6: lr 1e-4, batch 2048, 200k steps, constant rate), with optional
-gradient-norm clipping and a cosine decay of the rate (``clip``, ``schedule``; 002 only notes
-that deep models needed a smaller rate "to prevent stability issues"), then optionally a
-float64 Levenberg-Marquardt finish (``second_order_steps``; ``probes.training``'s
-high-precision phase). The trained weights are cached per process, so the runs of one grid
+warm-up, gradient-norm clipping and a cosine decay of the rate (``warmup``, ``clip``,
+``schedule``: ``probes.training``'s constant / cosine recipes; 002 only notes that deep
+models needed a smaller rate "to prevent stability issues"), then optionally a float64
+Levenberg-Marquardt finish (``second_order_steps``; ``probes.training``'s high-precision
+phase). The trained weights are cached per process, so the runs of one grid
 point in several precisions train once.
 """
 
@@ -41,7 +42,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -246,52 +246,16 @@ def build(params: dict[str, Any], seed: int) -> LSA:
     return model.double()
 
 
-def _rate(params: dict[str, Any], step: int) -> float:
-    """Learning rate of Adam step ``step`` (1-based): linear warm-up over ``warmup`` steps,
-    then constant or cosine-decayed to 0 at ``steps``."""
-    lr, steps, warm = float(params["lr"]), params["steps"], params["warmup"]
-    if step <= warm:
-        return lr * step / warm
-    if params["schedule"] == "cosine":
-        frac = (step - 1 - warm) / max(steps - warm, 1)
-        return lr * 0.5 * (1 + math.cos(math.pi * frac))
-    return lr
-
-
 def adam(model: LSA, params: dict[str, Any], seed: int) -> Training:
-    """Adam on fresh batches in ``train_dtype`` (002 Sec. 6), optional clipping / cosine rate.
-
-    Stops at the first non-finite loss or parameter (status "diverged"); the model is left in
-    float64."""
-    dtype = torch.float32 if params["train_dtype"] == "float32" else torch.float64
-    model.to(dtype)
-    sample = _sampler(params)
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=float(params["lr"]))
-    steps, clip = params["steps"], float(params["clip"])
-    stride = max(1, steps // 100)
-    curve: list[tuple[int, float]] = []
-    status, message, done = "ok", "", 0
-    start = time.perf_counter()
-    for step in range(1, steps + 1):
-        for g in opt.param_groups:
-            g["lr"] = _rate(params, step)
-        e, y = sample(params["batch"], gen)
-        loss = (_predict(model, e.to(dtype)) - y.to(dtype)).pow(2).mean()
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            status, message = "diverged", f"loss became {value} at step {step}"
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        done = step
-        if step % stride == 0 or step in (1, steps):
-            curve.append((step, value))
-    model.double()
-    return Training(curve, done, status, message, time.perf_counter() - start)
+    """Adam on fresh batches in ``train_dtype`` (002 Sec. 6): ``probes.training``'s constant
+    or cosine recipe (``schedule``) with ``warmup`` and ``clip``. Stops at the first
+    non-finite loss or parameter (status "diverged"); the model is left in float64."""
+    cfg = TrainConfig(recipe=params["schedule"], steps=params["steps"],
+                      batch_size=params["batch"], lr=float(params["lr"]),
+                      dtype=params["train_dtype"], seed=seed, warmup=params["warmup"],
+                      clip=float(params["clip"]), curve_points=101)
+    res = train(model, _sampler(params), _predict, cfg)
+    return Training(res.curve, res.steps, res.status, res.message, res.wall_time)
 
 
 def levenberg_marquardt(model: LSA, params: dict[str, Any], seed: int, first: Training
