@@ -131,6 +131,8 @@ def test_oracle_and_constrr() -> None:
     ({"variant": "gdpp", "heads": 2}, "heads must be 1"),
     ({"decompose": "yes"}, "decompose must be true or false"),
     ({"batch": True}, "batch must be an integer"),
+    ({"profile_points": -1}, "profile_points must be an integer"),
+    ({"profile_size": 1}, "profile_size must be an integer"),
 ])
 def test_bad_parameters_raise_study_error(given: dict, message: str) -> None:
     with pytest.raises(StudyError, match=message) as info:
