@@ -455,6 +455,11 @@ def _second_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Trai
     f = math.inf
     memory: list[torch.Tensor] = []
     per_sample = True
+
+    def res_one(th: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        """One sample's residuals (its x without the batch axis), for the per-sample J."""
+        return (functional_call(wrapper, flat.as_dict(th), (xb[None],)) - yb[None]).flatten()
+
     for it in range(cfg.second_order_steps):
         if deadline is not None and time.perf_counter() > deadline:
             break
@@ -464,10 +469,6 @@ def _second_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Trai
 
         def res(th: torch.Tensor, x: torch.Tensor = x, y: torch.Tensor = y) -> torch.Tensor:
             return (functional_call(wrapper, flat.as_dict(th), (x,)) - y).flatten()
-
-        def res_one(th: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-            return (functional_call(wrapper, flat.as_dict(th), (xb[None],)) - yb[None]
-                    ).flatten()
 
         with torch.no_grad():
             r = res(theta)

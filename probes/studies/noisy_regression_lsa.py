@@ -43,7 +43,6 @@ import copy
 import json
 import math
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 import flint
@@ -64,7 +63,7 @@ from precision.precisions import Precision
 from precision.solvers import ridge_baselines as rb
 from probes.studies import StudyError, StudyOutcome, register_study
 from probes.studies.noisy_regression import in_distribution_mean, profile_grid
-from probes.training import TrainConfig, train
+from probes.training import TrainConfig, TrainResult, train
 
 VARIANTS = ("full", "diag", "gdpp")
 SCHEDULES = ("constant", "cosine")
@@ -95,7 +94,7 @@ DEFAULTS: dict[str, Any] = {
     "profile_size": 2000,       # evaluation sequences per profile point
 }
 
-_CACHE: OrderedDict[str, tuple[dict[str, torch.Tensor], Training]] = OrderedDict()
+_CACHE: OrderedDict[str, tuple[dict[str, torch.Tensor], TrainResult]] = OrderedDict()
 _CACHE_SIZE = 4
 
 
@@ -211,18 +210,6 @@ def constrr_loss(batch: NoisyRegressionBatch, tune: NoisyRegressionBatch) -> tup
 
 
 # --- training --------------------------------------------------------------------------------
-@dataclass
-class Training:
-    """curve: (step, training MSE) subsampled (Adam steps, then LM iterations after them);
-    status "ok" | "diverged"; seconds: wall time."""
-
-    curve: list[tuple[int, float]]
-    steps: int
-    status: str
-    message: str
-    seconds: float
-
-
 def _train_key(params: dict[str, Any], seed: int) -> str:
     keys = ("variant", "layers", "heads", "noise", "d", "n", "steps", "batch", "lr", "schedule",
             "warmup", "clip", "train_dtype", "second_order_steps", "second_order_batch",
@@ -246,7 +233,7 @@ def build(params: dict[str, Any], seed: int) -> LSA:
     return model.double()
 
 
-def adam(model: LSA, params: dict[str, Any], seed: int) -> Training:
+def adam(model: LSA, params: dict[str, Any], seed: int) -> TrainResult:
     """Adam on fresh batches in ``train_dtype`` (002 Sec. 6): ``probes.training``'s constant
     or cosine recipe (``schedule``) with ``warmup`` and ``clip``. Stops at the first
     non-finite loss or parameter (status "diverged"); the model is left in float64."""
@@ -254,24 +241,24 @@ def adam(model: LSA, params: dict[str, Any], seed: int) -> Training:
                       batch_size=params["batch"], lr=float(params["lr"]),
                       dtype=params["train_dtype"], seed=seed, warmup=params["warmup"],
                       clip=float(params["clip"]), curve_points=101)
-    res = train(model, _sampler(params), _predict, cfg)
-    return Training(res.curve, res.steps, res.status, res.message, res.wall_time)
+    return train(model, _sampler(params), _predict, cfg)
 
 
-def levenberg_marquardt(model: LSA, params: dict[str, Any], seed: int, first: Training
-                        ) -> Training:
+def levenberg_marquardt(model: LSA, params: dict[str, Any], seed: int, first: TrainResult
+                        ) -> TrainResult:
     """The float64 Levenberg-Marquardt phase of ``probes.training`` (recipe high-precision
-    with no Adam steps) after ``first``: fixed seeded batches of ``second_order_batch``."""
+    with no Adam steps) after ``first``: fixed seeded batches of ``second_order_batch``. The
+    result's curve is Adam's followed by the LM iterations (numbered after the Adam steps)."""
     cfg = TrainConfig(recipe="high-precision", steps=0, batch_size=1, seed=seed + 7919,
                       second_order_steps=params["second_order_steps"],
                       second_order_batch=params["second_order_batch"], lm_refresh=10)
     res = train(model, _sampler(params), _predict, cfg)
     curve = first.curve + [(first.steps + s, v) for s, v in res.curve]
-    return Training(curve, first.steps + res.steps, res.status, res.message,
-                    first.seconds + res.wall_time)
+    return TrainResult(curve=curve, steps=first.steps + res.steps, status=res.status,
+                       message=res.message, wall_time=first.wall_time + res.wall_time)
 
 
-def trained_model(params: dict[str, Any], seed: int) -> tuple[LSA, Training]:
+def trained_model(params: dict[str, Any], seed: int) -> tuple[LSA, TrainResult]:
     """Train (or fetch from the per-process cache) the LSA of ``params``; float64 weights."""
     key = _train_key(params, seed)
     model = build(params, seed)
@@ -405,7 +392,7 @@ def lsa_study(params: dict[str, Any], precision: Precision, seed: int) -> StudyO
         metrics=metrics, primary="loss", series=series,
         info={"noise_label": noise_label(params["noise"]), "constrr_lambda": const_lam,
               "train_status": result.status, "train_message": result.message,
-              "train_seconds": result.seconds, "implicit_dtype": str(dtype),
+              "train_seconds": result.wall_time, "implicit_dtype": str(dtype),
               "weights": weights if sum(len(v) for v in weights.values()) <= 200 else None},
         status="ok" if result.status == "ok" else "diverged",
         error=result.message or None)
