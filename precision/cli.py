@@ -1,12 +1,16 @@
-"""The ``precision`` command: ``run``, ``results``, ``list``.
+"""The ``precision`` command: ``run``, ``probe``, ``results``, ``report``, ``delete``, ``list``.
 
-Every user error (unknown suite / solver / precision, malformed suite file, unreadable store)
-is one line on stderr and exit code 2, before the store is opened for writing.
+Every user error (unknown suite / solver / precision, malformed suite file, bad parameter,
+impossible shape, unreadable, damaged or read-only store, unwritable output) is one line on
+stderr and exit code 2. ``run`` checks all of it -- the suite, the store (intact and
+writable) and the report folder -- before computing anything, so no work is lost to an error
+it could have reported first.
 """
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,6 +74,14 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
         raise UsageError("--jobs must be at least 1")
     if args.address and args.executor != "dask":
         raise UsageError("--address needs --executor dask")
+    report_folder = None
+    if not args.no_report:
+        report_folder = Path(args.report_dir) / suite.name
+        try:
+            report_folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot write the report to {report_folder}: "
+                             f"{exc.strerror or exc} (use --report-dir or --no-report)") from None
     if args.save_weights:
         import os
 
@@ -80,6 +92,7 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
             raise UsageError(f"--save-weights {args.save_weights} is not a folder")
         os.environ[WEIGHTS_DIR_ENV] = str(folder)   # workers inherit it
     with Store(args.db) as store:
+        store.check_writable()  # a damaged or read-only store fails here, before the work
         todo, skipped = pending_runs(suite, store)
         print(
             f"suite {suite.name}: {len(todo) + skipped} runs, {skipped} already in {args.db}, "
@@ -107,10 +120,13 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
                 bar.close()
         rows = store.runs(suite=suite.name)
         report = None
-        if not args.no_report:
-            from reports.build import build_report
+        if report_folder is not None:
+            from reports.build import ReportError, build_report
 
-            report = build_report(store, [suite.name], Path(args.report_dir) / suite.name)
+            try:
+                report = build_report(store, [suite.name], report_folder)
+            except ReportError as exc:
+                raise UsageError(f"{exc} (the runs are stored in {args.db})") from None
     print("\n\n".join(t for t in (solver_tables(rows), model_tables(rows), study_tables(rows))
                       if t))
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "none new"
@@ -147,7 +163,10 @@ def _cmd_results(args: argparse.Namespace) -> int:
         if args.suite and args.suite not in store.suites():
             known = ", ".join(store.suites()) or "none"
             raise UsageError(f"no results for suite '{args.suite}' in {args.db} (suites: {known})")
-        out = open(args.out, "w", encoding="utf-8", newline="") if args.out else sys.stdout
+        try:
+            out = open(args.out, "w", encoding="utf-8", newline="") if args.out else sys.stdout
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from None
         try:
             if args.format == "csv":
                 store.export_csv(out, suite=args.suite)
@@ -160,6 +179,26 @@ def _cmd_results(args: argparse.Namespace) -> int:
         finally:
             if args.out:
                 out.close()
+    return 0
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    filters = {column: value for column, value in (
+        ("suite", args.suite), ("subject", args.subject), ("status", args.status),
+        ("precision", args.precision), ("run_id", args.run_id)) if value is not None}
+    if not filters:
+        raise UsageError("delete needs at least one of --suite, --subject, --status, "
+                         "--precision, --run-id (nothing is deleted without a filter)")
+    if not Path(args.db).exists():
+        raise UsageError(f"no results store at {args.db}")
+    with Store(args.db, create=False) as store:
+        n = store.delete_runs(dry_run=args.dry_run, **filters)
+    chosen = ", ".join(f"{k} {v}" for k, v in filters.items())
+    runs = "run" if n == 1 else "runs"
+    if args.dry_run:
+        print(f"would delete {n} {runs} ({chosen}) from {args.db}; nothing deleted (--dry-run)")
+    else:
+        print(f"deleted {n} {runs} ({chosen}) from {args.db}")
     return 0
 
 
@@ -265,6 +304,22 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", required=True, help="folder to write the report into")
     rep.set_defaults(func=_cmd_report)
 
+    dele = sub.add_parser("delete", help="delete stored runs (e.g. failed ones, to recompute)",
+                          description="Remove the runs matching every given filter, and their "
+                          "traces, in one transaction. The next 'precision run' computes "
+                          "them again.")
+    dele.add_argument("--db", default=DEFAULT_DB,
+                      help=f"SQLite results store (default {DEFAULT_DB})")
+    dele.add_argument("--suite", default=None, help="only runs of this suite")
+    dele.add_argument("--subject", default=None, help="only runs of this solver / model / entry")
+    dele.add_argument("--status", choices=["ok", "failed", "diverged"], default=None,
+                      help="only runs with this status")
+    dele.add_argument("--precision", default=None, help="only runs in this precision")
+    dele.add_argument("--run-id", default=None, help="only the run with this id")
+    dele.add_argument("--dry-run", action="store_true",
+                      help="print how many runs match, delete nothing")
+    dele.set_defaults(func=_cmd_delete)
+
     lst = sub.add_parser("list", help="list suites, solvers and precisions",
                          description="List shipped suites, reference solvers and precisions.")
     lst.add_argument("what", nargs="?", default="all",
@@ -290,6 +345,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not message.startswith("precision"):
             message = f"precision: error: {message}"
         print(message, file=sys.stderr)
+        return EXIT_USAGE
+    except sqlite3.Error as exc:  # a store error outside probes.store's guarded methods
+        print(f"precision: error: results store: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
     except ExecutorError as exc:
         print(f"precision: error: {exc}; finished runs are stored, re-run to resume",

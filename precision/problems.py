@@ -7,6 +7,7 @@ precision, from the inputs *after* they were rounded into the subject's precisio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,18 +48,41 @@ class LogisticProblem:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+#: Most entries of any generated array (N x D design, Q x D queries, D x D covariance): a
+#: bigger problem is a one-line error before anything is generated, not exhausted memory.
+MAX_ELEMENTS = 1_000_000
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _finite(name: str, value: Any, low: float, what: str) -> None:
+    """``value`` a finite number >= ``low`` (a bool is not a number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number) or \
+            not math.isfinite(value) or not value >= low:
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+
+
 def _check(dim: int, n_samples: int, n_query: int = 1, noise_std: float = 0.0,
-           kappa: float = 1.0) -> None:
-    if not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim must be a positive integer, got {dim!r}")
-    if not isinstance(n_samples, int) or n_samples < 1:
-        raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
-    if not isinstance(n_query, int) or n_query < 1:
-        raise ValueError(f"n_query must be a positive integer, got {n_query!r}")
-    if not noise_std >= 0:
-        raise ValueError(f"noise_std must be >= 0, got {noise_std!r}")
-    if not kappa >= 1:
-        raise ValueError(f"kappa must be >= 1, got {kappa!r}")
+           kappa: float = 1.0, *, rows: str = "n_samples") -> None:
+    """Types, ranges and size of the common generator arguments (``rows``: the name of the
+    sample count in messages)."""
+    _positive_int("dim", dim)
+    _positive_int(rows, n_samples)
+    _positive_int("n_query", n_query)
+    _finite("noise_std", noise_std, 0.0, "a finite number >= 0")
+    _finite("kappa", kappa, 1.0, "a finite number >= 1")
+    for name, count in ((rows, n_samples), ("n_query", n_query), ("dim", dim)):
+        if count * dim > MAX_ELEMENTS:
+            raise ValueError(f"problem too large: {name} x dim = {count} x {dim} = "
+                             f"{count * dim:.3g} entries (at most {MAX_ELEMENTS:.3g})")
+
+
+def _check_seed(seed: Any) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
 
 
 def orthonormal(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
@@ -79,6 +103,7 @@ def gaussian_least_squares(dim: int, n_samples: int, *, noise_std: float = 0.0,
                            n_query: int = 32, seed: int = 0) -> LeastSquaresProblem:
     """001 App. D.2: x_i, w ~ N(0, I_D), y_i = w^T x_i (+ N(0, noise_std^2))."""
     _check(dim, n_samples, n_query, noise_std)
+    _check_seed(seed)
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n_samples, dim))
     w = rng.standard_normal(dim)
@@ -110,6 +135,7 @@ def conditioned_least_squares(dim: int, n_samples: int, kappa: float, *,
     approximately.
     """
     _check(dim, n_samples, n_query, noise_std, kappa)
+    _check_seed(seed)
     rng = np.random.default_rng(seed)
     sigma, ev = population_covariance(dim, kappa, rng)
     root = np.linalg.cholesky(sigma + 0.0)
@@ -130,6 +156,7 @@ def design_with_condition(dim: int, n_samples: int, kappa: float, *, seed: int =
     eigenvalues in [1/kappa, 1].
     """
     _check(dim, n_samples, 1, 0.0, kappa)
+    _check_seed(seed)
     if n_samples < dim:
         raise ValueError(f"controlled design needs n_samples >= dim, got {n_samples} < {dim}")
     rng = np.random.default_rng(seed)
@@ -144,6 +171,7 @@ def controlled_least_squares(dim: int, n_samples: int, kappa: float, *, noise_st
     """Least squares on :func:`design_with_condition` (cond(X^T X) = kappa), w ~ N(0, I);
     query points x_q ~ N(0, I)."""
     _check(dim, n_samples, n_query, noise_std, kappa)
+    _check_seed(seed)
     X = design_with_condition(dim, n_samples, kappa, seed=seed)
     rng = np.random.default_rng([seed, 1])
     w = rng.standard_normal(dim)
@@ -159,8 +187,14 @@ def noniso_least_squares(dim: int = 5, n_samples: int = 20, *, n_query: int = 32
     """003 Sec. 3.3: Sigma = U^T diag(eigenvalues) U with U random orthogonal,
     x_i ~ N(0, Sigma), w ~ N(0, Sigma^{-1}), y = w^T x."""
     _check(dim, n_samples, n_query, noise_std)
-    if len(eigenvalues) != dim:
-        raise ValueError(f"need {dim} eigenvalues, got {len(eigenvalues)}")
+    _check_seed(seed)
+    if not isinstance(eigenvalues, list | tuple) or len(eigenvalues) != dim:
+        raise ValueError(f"eigenvalues must be a list of dim = {dim} positive numbers, "
+                         f"got {eigenvalues!r}")
+    for v in eigenvalues:
+        _finite("every eigenvalue", v, 0.0, "a finite number > 0")
+        if v == 0:
+            raise ValueError(f"eigenvalues must be > 0, got {eigenvalues!r}")
     rng = np.random.default_rng(seed)
     U = orthonormal(rng, dim, dim)
     ev = np.asarray(eigenvalues, dtype=np.float64)
@@ -179,6 +213,7 @@ def spd_matrix(dim: int, kappa: float, *, seed: int = 0) -> np.ndarray:
     """Symmetric positive-definite (dim, dim) matrix, eigenvalues log-spaced over [1/kappa, 1]
     in a random orthonormal basis; symmetrised so it is exactly symmetric in float64."""
     _check(dim, 1, 1, 0.0, kappa)
+    _check_seed(seed)
     rng = np.random.default_rng(seed)
     Q = orthonormal(rng, dim, dim)
     ev = np.logspace(0.0, -np.log10(kappa), dim) if dim > 1 else np.ones(1)
@@ -192,7 +227,9 @@ def logistic_regression(dim: int = 5, n_samples: int = 26, *, mu: float = 0.1, s
     is given) scaled to ||a_i|| <= 1 (Assumption 3.2); w_* ~ N(0, I); labels
     y_i = sign(a_i^T w_*) in {-1, +1} as eq. 3.5's text states (ties -> +1)."""
     _check(dim, n_samples)
-    if not mu > 0:
+    _check_seed(seed)
+    _finite("mu", mu, 0.0, "a finite number > 0")
+    if mu == 0:
         raise ValueError(f"mu must be > 0, got {mu!r}")
     rng = np.random.default_rng(seed)
     if kappa is None:
@@ -233,7 +270,11 @@ def primitive_problem(op: str, dim: int = 20, seq_len: int = 40, *, seed: int = 
     = 1 by default (D.2.3: x^T h). MULTIPLY(a, b, d_out): u[:, a:a+d_out] ⊙ u[:, b:b+d_out],
     default the two halves (D.2.3).
     """
-    _check(dim, seq_len)
+    _check(dim, seq_len, rows="seq_len")
+    _check_seed(seed)
+    for name, value in (("i", i), ("j", j), ("a", a), ("b", b), ("d_out", d_out)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"{name} must be an integer, got {value!r}")
     if op not in PRIMITIVE_OPS:
         raise ValueError(f"unknown primitive '{op}'; choose from: {', '.join(PRIMITIVE_OPS)}")
     given = {k for k, v in {"i": i, "j": j, "a": a, "b": b, "d_out": d_out}.items()

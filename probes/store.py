@@ -14,18 +14,19 @@ program's SQLite database is refused with a one-line :class:`StoreError`.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
 import math
 import operator
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 #: Version of the table layout written by this module (``meta.schema_version``).
 SCHEMA_VERSION = 1
@@ -62,7 +63,34 @@ _SCHEMA: tuple[str, ...] = (
 
 
 class StoreError(Exception):
-    """A store that cannot be opened, read or queried (one line, for the CLI)."""
+    """A store that cannot be opened, read, written or queried (one line, for the CLI)."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _guarded(method: _F) -> _F:
+    """Turn an SQLite error of a store method (a damaged page, a read-only file, a full
+    disk) into a one-line :class:`StoreError` naming the store."""
+
+    @functools.wraps(method)
+    def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise StoreError(_describe(self.path, exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _describe(path: Path, exc: sqlite3.Error) -> str:
+    name = getattr(exc, "sqlite_errorname", "")
+    if name in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+        return f"results store {path} is damaged ({_one_line(exc)}); nothing was written"
+    if name.startswith("SQLITE_READONLY") or name.startswith("SQLITE_CANTOPEN") or \
+            name.startswith("SQLITE_PERM"):
+        return f"results store {path} is not writable ({_one_line(exc)})"
+    return f"results store {path}: {_one_line(exc)}"
 
 
 # --- JSON -------------------------------------------------------------------------------
@@ -217,7 +245,9 @@ class Store:
             self._open(create)
         except sqlite3.Error as exc:
             con.close()
-            if getattr(exc, "sqlite_errorname", "") in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+            if getattr(exc, "sqlite_errorname", "") == "SQLITE_CORRUPT":
+                msg = _describe(self.path, exc)
+            elif getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB":
                 msg = f"{self.path} is not a precision results store ({_one_line(exc)})"
             else:
                 msg = f"cannot open results store {self.path}: {_one_line(exc)}"
@@ -309,6 +339,7 @@ class Store:
         """
         return self.write_runs([record]) == 1
 
+    @_guarded
     def write_runs(self, records: list[RunRecord]) -> int:
         """Insert several runs (e.g. one trained job's records, one per evaluation
         precision) in ONE transaction: all of them or none survive a kill. Ids already
@@ -341,6 +372,7 @@ class Store:
                             rows)
         return written
 
+    @_guarded
     def delete_suite(self, suite: str) -> int:
         """Remove every run of ``suite`` and its series in one transaction; returns how many
         runs were removed."""
@@ -352,12 +384,59 @@ class Store:
             n = con.execute("DELETE FROM runs WHERE suite = ?", (suite,)).rowcount
         return n
 
+    @_guarded
+    def delete_runs(self, *, dry_run: bool = False, **filters: Any) -> int:
+        """Remove the runs matching equality ``filters`` on ``runs`` columns (``suite``,
+        ``subject``, ``status``, ``precision``, ``run_id``, ...) and their series, in one
+        transaction; returns how many runs matched. ``dry_run``: count only, change nothing.
+        At least one filter is required (:class:`StoreError` otherwise), as is a known column.
+        """
+        if not filters:
+            raise StoreError("delete_runs needs at least one filter")
+        bad = sorted(set(filters) - set(RUN_COLUMNS))
+        if bad:
+            raise StoreError(f"unknown run column(s): {', '.join(bad)}")
+        where = " AND ".join(f"{k} IS ?" for k in filters)
+        args = tuple(filters.values())
+        with self._transaction() as con:
+            n = int(con.execute(f"SELECT COUNT(*) FROM runs WHERE {where}", args).fetchone()[0])
+            if not dry_run and n:
+                con.execute("DELETE FROM series WHERE run_id IN "
+                            f"(SELECT run_id FROM runs WHERE {where})", args)
+                con.execute(f"DELETE FROM runs WHERE {where}", args)
+        return n
+
+    def check_writable(self) -> None:
+        """Raise :class:`StoreError` unless the store is intact and can be written: a
+        ``PRAGMA quick_check`` and a write of the ``meta`` table that is rolled back. Call it
+        before computing anything that will be stored, so a damaged or read-only store is
+        reported before the work, not after it."""
+        try:
+            problems = [r[0] for r in self._con.execute("PRAGMA quick_check(5)")
+                        if not str(r[0]).startswith("***")]
+            if problems != ["ok"]:
+                first = _one_line(Exception(problems[0] if problems else "quick_check failed"))
+                raise StoreError(f"results store {self.path} is damaged ({first}); "
+                                 "nothing was written")
+            con = self._con
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                con.execute("INSERT OR REPLACE INTO meta (key, value) "
+                            "VALUES ('write_probe', 'rolled back')")
+            finally:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            raise StoreError(_describe(self.path, exc)) from None
+
     # --- reading ------------------------------------------------------------------------
+    @_guarded
     def has_run(self, run_id: str) -> bool:
         """Whether a run with this id is stored."""
         row = self._con.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return row is not None
 
+    @_guarded
     def done_ids(self, suite: str | None = None) -> set[str]:
         """Ids of the stored runs (of ``suite``, or all)."""
         if suite is None:
@@ -365,10 +444,12 @@ class Store:
         return {r[0] for r in self._con.execute(
             "SELECT run_id FROM runs WHERE suite = ?", (suite,))}
 
+    @_guarded
     def suites(self) -> list[str]:
         """Names of the suites with stored runs, sorted."""
         return [r[0] for r in self._con.execute("SELECT DISTINCT suite FROM runs ORDER BY suite")]
 
+    @_guarded
     def count(self, suite: str | None = None) -> int:
         """Number of stored runs (of ``suite``, or all)."""
         if suite is None:
@@ -390,6 +471,7 @@ class Store:
         sql += f" ORDER BY {_ORDER}"
         return self._con.execute(sql, tuple(filters.values())).fetchall()
 
+    @_guarded
     def runs(self, suite: str | None = None, **filters: Any) -> list[dict[str, Any]]:
         """Stored runs as dicts, ordered by suite, kind, task, subject, precision, run_id.
 
@@ -405,6 +487,7 @@ class Store:
             out.append(d)
         return out
 
+    @_guarded
     def series(self, run_id: str, name: str | None = None) -> dict[str, list[tuple[int, Any]]]:
         """Traces of a run: name -> [(step, value), ...] in step order (NaN reads as None)."""
         sql = "SELECT name, step, value FROM series WHERE run_id = ?"
@@ -418,6 +501,7 @@ class Store:
         return out
 
     # --- export -------------------------------------------------------------------------
+    @_guarded
     def export_csv(self, file: IO[str] | str | os.PathLike[str],
                    suite: str | None = None) -> None:
         """Write the runs table as CSV: a header, then one row per run in :meth:`runs` order.
@@ -431,6 +515,7 @@ class Store:
             writer.writerow(RUN_COLUMNS)
             writer.writerows(self._select(suite, {}))
 
+    @_guarded
     def export_json(self, file: IO[str] | str | os.PathLike[str],
                     suite: str | None = None) -> None:
         """Write the runs (as :meth:`runs` returns them) with their ``series`` as a JSON list.

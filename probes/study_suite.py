@@ -30,8 +30,8 @@ from probes.run_config import RunConfig, SuiteError
 from probes.store import RunRecord, config_hash
 from probes.studies import StudyError, StudyOutcome, get_study
 
-#: Bump when the meaning of a study run config changes.
-STUDY_CONFIG_VERSION = 1
+#: Bump when the meaning of a study run config changes (2: the suite name is part of it).
+STUDY_CONFIG_VERSION = 2
 
 _RESERVED = {"study", "precisions"}
 
@@ -87,7 +87,8 @@ def expand_studies(suite_name: str, data: dict[str, Any], precisions: list[str],
             for seed in seeds:
                 for prec in precs:
                     config = {"version": STUDY_CONFIG_VERSION, "kind": "study",
-                              "study": spec.name, "study_version": spec.version,
+                              "suite": suite_name, "study": spec.name,
+                              "study_version": spec.version,
                               "entry": entry_name, "params": params,
                               "seed": seed, "precision": prec}
                     runs.append(RunConfig(

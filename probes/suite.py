@@ -29,6 +29,8 @@ before anything touches the store: any problem is one :class:`SuiteError` line.
 
 from __future__ import annotations
 
+import datetime
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -44,7 +46,11 @@ from probes.store import config_hash
 from probes.study_suite import expand_studies
 
 #: Bump when the meaning of a run config changes (so old results are not reused).
-CONFIG_VERSION = 1
+#: 2: the suite name is part of every run's config (and so of its id).
+CONFIG_VERSION = 2
+
+#: A suite name: it names the suite's rows in the store and its report folder.
+SUITE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 _TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers",
              "constructions", "profiles", "tasks", "models", "studies"}
@@ -100,16 +106,48 @@ def load_suite(
         raise SuiteError(f"malformed suite file {path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SuiteError(f"cannot read suite file {path}: {exc}") from None
+    _check_plain(data, str(path))
     data = _apply_profile(data, profile, path)
     data = _apply_overrides(data, precisions, solvers, path)
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise SuiteError(f"{path}: 'description' must be a string")
     suite = Suite(
-        name=str(data.get("name") or path.stem),
-        description=str(data.get("description", "")),
+        name=suite_name(data.get("name", path.stem), path),
+        description=description,
         path=str(path),
         data=data,
     )
     expand(suite)  # validates everything up front
     return suite
+
+
+def suite_name(name: Any, path: Path) -> str:
+    """``name`` if it is a valid suite name (letters, digits, ``_ . -``; not ``.`` or ``..``):
+    it becomes a folder of the report directory, so it must not be a path."""
+    if not isinstance(name, str) or not SUITE_NAME.fullmatch(name) or name in (".", ".."):
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+        raise SuiteError(f"{path}: invalid suite name {shown}: use 1-100 letters, digits, "
+                         "'_', '.' or '-' (not '.' or '..'), e.g. name = \"my_suite\"")
+    return name
+
+
+def _check_plain(value: Any, where: str) -> None:
+    """Suite values are strings, numbers, booleans, lists and tables (no TOML dates)."""
+    if isinstance(value, dict):
+        for v in value.values():
+            _check_plain(v, where)
+    elif isinstance(value, list):
+        for v in value:
+            _check_plain(v, where)
+    elif isinstance(value, datetime.date | datetime.time):
+        raise SuiteError(f"{where}: dates and times are not suite values (got {value})")
+
+
+def _table(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SuiteError(f"{what} must be a table")
+    return value
 
 
 def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dict[str, Any]:
@@ -121,7 +159,7 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
     if profile not in profiles:
         valid = ", ".join(sorted(profiles)) or "none defined"
         raise SuiteError(f"suite {path.stem} has no profile '{profile}' (profiles: {valid})")
-    override = profiles[profile]
+    override = _table(profiles[profile], f"{path}: profile '{profile}'")
     bad = set(override) - {"precisions", "seeds", "solvers", "models", "studies"}
     if bad:
         raise SuiteError(f"{path}: profile '{profile}' cannot override {', '.join(sorted(bad))}")
@@ -129,12 +167,18 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
     for key in ("precisions", "seeds"):
         if key in override:
             merged[key] = override[key]
+    for key in ("solvers", "models", "studies"):
+        _table(override.get(key, {}), f"{path}: profile '{profile}' {key}")
+        _table(merged.get(key, {}), f"{path}: '{key}'")
     for solver, table in override.get("solvers", {}).items():
-        base = dict(merged.get("solvers", {}).get(solver, {}))
+        at = f"{path}: profile '{profile}' solver '{solver}'"
+        base = dict(_table(merged.get("solvers", {}).get(solver, {}), at))
         if not base:
             raise SuiteError(f"{path}: profile '{profile}' names unknown solver entry '{solver}'")
+        table = _table(table, at)
         if "params" in table:
-            base["params"] = {**base.get("params", {}), **table["params"]}
+            base["params"] = {**_table(base.get("params", {}), f"{at}: params"),
+                              **_table(table["params"], f"{at}: params")}
         for k in ("problems", "precisions"):
             if k in table:
                 base[k] = table[k]
@@ -144,7 +188,8 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
         if not base or not isinstance(table, dict):
             raise SuiteError(f"{path}: profile '{profile}' names unknown model entry '{model}'")
         for k, v in table.items():
-            base[k] = {**base.get(k, {}), **v} if k == "train" and isinstance(v, dict) else v
+            base[k] = {**_table(base.get(k, {}), f"{path}: [models.{model}] train"), **v} \
+                if k == "train" and isinstance(v, dict) else v
         merged["models"] = {**merged["models"], model: base}
     for entry, table in override.get("studies", {}).items():
         base = dict(merged.get("studies", {}).get(entry, {}))
@@ -186,7 +231,8 @@ def _apply_overrides(
 
 
 def _list_of(value: Any, what: str, where: str, kind: type) -> list[Any]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, kind) for v in value):
+    if not isinstance(value, list) or not value or \
+            not all(isinstance(v, kind) and not isinstance(v, bool) for v in value):
         raise SuiteError(f"{where}: '{what}' must be a non-empty list of {kind.__name__}")
     return value
 
@@ -199,6 +245,8 @@ def expand(suite: Suite) -> list[RunConfig]:
         raise SuiteError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     precisions = _list_of(data.get("precisions"), "precisions", where, str)
     seeds = _list_of(data.get("seeds", [0]), "seeds", where, int)
+    if not all(0 <= s < 2**32 for s in seeds):
+        raise SuiteError(f"{where}: seeds must be integers in [0, 2^32), got {seeds}")
     try:
         for p in precisions:
             parse_precision(p)
@@ -258,6 +306,8 @@ def _expand_subjects(suite: Suite, precisions: list[str], seeds: list[int]) -> l
                     f"{where}: solver '{solver_name}' names unknown problem '{label}' "
                     f"(defined: {', '.join(sorted(problems))})"
                 )
+            if not isinstance(problems[label], dict):
+                raise SuiteError(f"{where}: [problems.{label}] must be a table")
             prob = dict(problems[label])
             task = prob.pop("task", None)
             if task != spec.task:
@@ -278,6 +328,7 @@ def _expand_subjects(suite: Suite, precisions: list[str], seeds: list[int]) -> l
                         raise SuiteError(f"{where}: {exc}") from None
                     config = {
                         "version": CONFIG_VERSION,
+                        "suite": suite.name,
                         "kind": kind,
                         "solver": solver_name,
                         "task": task,

@@ -65,10 +65,18 @@ def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Rep
             raise ReportError(f"no runs of suite {', '.join(unknown)} in {store.path} "
                               f"(suites there: {', '.join(known)})")
     chosen = sorted(suites or known)
-    rows = [r for s in chosen for r in store.runs(suite=s)]
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return _write_report(store, known, chosen, folder)
+    except OSError as exc:
+        raise ReportError(f"cannot write the report to {folder}: "
+                          f"{exc.strerror or exc}") from None
 
+
+def _write_report(store: Store, known: list[str], chosen: list[str], folder: Path) -> Report:
+    """The report of suites ``chosen`` (``known``: every suite, for the claims check)."""
+    rows = [r for s in chosen for r in store.runs(suite=s)]
     statuses = Counter(r["status"] for r in rows)
     summary = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
     claims = _claims_pivot([r for s in known for r in store.runs(suite=s)])

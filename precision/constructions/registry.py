@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from precision.backends.torch_backend import cast_module, round_to_dtype
 from precision.constructions import (
     baseconv_gd,
     baseconv_primitives,
@@ -34,11 +35,19 @@ from precision.constructions import (
 from precision.evaluate import evaluate, mp_program
 from precision.metrics import detect_floor, error_summary
 from precision.models.linear_attention import LSA, LinearTransformer, RestrictedLSA
+from precision.params import Param, count, positive
 from precision.precisions import parse_precision
 from precision.solvers.gd import gd, gd_plus_plus
 from precision.solvers.newton_schulz import newton_schulz
-from precision.solvers.registry import SolverError, SolverResult, lookup, make_problem
+from precision.solvers.registry import (
+    SolverError,
+    SolverResult,
+    lookup,
+    make_problem,
+    resolve_params,
+)
 from precision.truth import (
+    TruthError,
     certified,
     from_arb_mat,
     inverse_truth,
@@ -51,13 +60,19 @@ from precision.truth import (
 
 @dataclass(frozen=True)
 class ConstructionSpec:
-    """A construction: the task family it solves, its parameters, one line of description."""
+    """A construction: the task family it solves, its parameters (default, type and range of
+    each, :class:`~precision.params.Param`), one line of description."""
 
     name: str
     task: str
-    defaults: dict[str, Any]
+    params: dict[str, Param]
     description: str
     trace: Callable[..., tuple[list[Any], list[Any], Any]]
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Default value of every parameter."""
+        return {k: p.default for k, p in self.params.items()}
 
 
 class _PerLayer(nn.Module):
@@ -143,11 +158,12 @@ class _Window(nn.Module):
         with torch.no_grad():
             for name, prm in model.named_parameters(recurse=False):
                 if prm.shape[0] == model.depth:
-                    getattr(self.sub, name)[0].copy_(prm[layer])
+                    dst = getattr(self.sub, name)[0]
+                    dst.copy_(round_to_dtype(prm[layer], dst.dtype))
             if getattr(model, "mlp", None) is not None:
                 for dst, src in zip(self.sub.mlp[0].parameters(), model.mlp[layer].parameters(),
                                     strict=True):
-                    dst.copy_(src)
+                    dst.copy_(round_to_dtype(src, dst.dtype))
 
     def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = _layer_step(self.sub, h, 0)
@@ -178,12 +194,12 @@ def _layerwise(model: nn.Module, x: torch.Tensor, p: Any,
         def run(h: Any) -> Any:
             return prog(h, precision=p)
     else:
-        window = window.to(p.torch_dtype)
+        window = cast_module(window, p.torch_dtype)
 
         def run(h: Any) -> Any:
             with torch.no_grad():
                 return window(h)
-        h = x.to(p.torch_dtype)
+        h = round_to_dtype(x, p.torch_dtype)
     outs = []
     for layer in range(model.depth - len(tail)):
         window.load(model, layer)
@@ -508,22 +524,31 @@ def _trace_lsa_gdpp(p: Any, prob: Any, precondition: int, gd_steps: int
     return models, refs, matvec(xp.to_exact(xp.asarray(q.reshape(1, -1))), w, bits)
 
 
+#: Layer / step counts of a construction: each is a layer of a model built in memory.
+MAX_LAYERS = 10_000
+_STEP = positive(None, optional=True)  # GD step; None: 2/(lmin+lmax) of the rounded inputs
+
+
+def _layers(default: int, lo: int = 1, hi: int = MAX_LAYERS) -> Param:
+    return count(default, lo=lo, hi=hi)
+
+
 CONSTRUCTIONS: dict[str, ConstructionSpec] = {
     c.name: c for c in [
         ConstructionSpec(
-            "lsa_gd", "least_squares", {"layers": 12, "step": None},
+            "lsa_gd", "least_squares", {"layers": _layers(12), "step": _STEP},
             "linear attention = GD with step eta (003 eq. 2.8-2.10); default 2/(lmin+lmax)",
             lambda p, prob, layers, step: _trace_lsa_gd(p, prob, layers, step)),
         ConstructionSpec(
-            "baseconv_gd", "least_squares", {"iters": 40, "step": None},
+            "baseconv_gd", "least_squares", {"iters": _layers(40), "step": _STEP},
             "causal BaseConv running GD on least squares (001 App. C.2.2)",
             lambda p, prob, iters, step: _trace_baseconv_gd(p, prob, iters, step)),
         ConstructionSpec(
-            "baseconv_gd_noncausal", "least_squares", {"iters": 40, "step": None},
+            "baseconv_gd_noncausal", "least_squares", {"iters": _layers(40), "step": _STEP},
             "non-causal BaseConv, O(D) state, 3 layers per GD step (001 App. C.2.1)",
             lambda p, prob, iters, step: _trace_baseconv_gd_noncausal(p, prob, iters, step)),
         ConstructionSpec(
-            "lsa_newton_schulz", "inverse", {"steps": 12},
+            "lsa_newton_schulz", "inverse", {"steps": _layers(12)},
             "Newton-Schulz steps in 2 linear-attention layers each (000 Lemma 4.1)",
             lambda p, prob, steps: _trace_lsa_newton(p, prob, steps)),
         ConstructionSpec(
@@ -539,27 +564,29 @@ CONSTRUCTIONS: dict[str, ConstructionSpec] = {
             "single-layer BaseConv MULTIPLY(a, b, d_out) (001 App. C.1.3), one point",
             lambda p, prob: _trace_primitive(p, prob, "multiply")),
         ConstructionSpec(
-            "logistic_newton", "logistic", {"N": 32, "k": 8, "steps": 4},
+            "logistic_newton", "logistic", {"N": _layers(32), "k": _layers(8, lo=0, hi=64),
+             "steps": _layers(4)},
             "damped Newton for logistic regression in 11+2k layers, ReLU gadgets of N "
             "intervals, k Newton-Schulz steps (000 Thm 5.2, App. C)",
             lambda p, prob, N, k, steps: _trace_logistic_newton(p, prob, N, k, steps)),
         ConstructionSpec(
-            "lsa_least_squares", "least_squares", {"steps": 16},
+            "lsa_least_squares", "least_squares", {"steps": _layers(16)},
             "least squares in 3+T linear-attention layers, width 4d+3, T Newton-Schulz steps "
             "(000 Thm 4.2), per step t: a^T X_t A^T y",
             lambda p, prob, steps: _trace_lsa_least_squares(p, prob, steps, 0.0)),
         ConstructionSpec(
-            "lsa_ridge", "least_squares", {"steps": 16, "mu": 4.0},
+            "lsa_ridge", "least_squares", {"steps": _layers(16), "mu": Param(4.0, lo=0.0)},
             "ridge regression (A^T A + mu I)^{-1} A^T y in 3+T linear-attention layers "
             "(000 Remark 4.4), per Newton-Schulz step",
             lambda p, prob, steps, mu: _trace_lsa_least_squares(p, prob, steps, mu)),
         ConstructionSpec(
-            "lsa_newton_schulz_sym", "inverse", {"steps": 12},
+            "lsa_newton_schulz_sym", "inverse", {"steps": _layers(12)},
             "Newton-Schulz for symmetric A, one linear-attention layer per step "
             "(000 Lemma 4.1, last sentence)",
             lambda p, prob, steps: _trace_lsa_newton_symmetric(p, prob, steps)),
         ConstructionSpec(
-            "lsa_gdpp", "least_squares", {"precondition": 8, "gd_steps": 4},
+            "lsa_gdpp", "least_squares",
+            {"precondition": _layers(8, lo=0), "gd_steps": _layers(4)},
             "GD++ linear transformer: preconditioning layers gamma_l = 1/(3 nu_l) per sequence, "
             "then GD layers (002 Thm 5.1), per layer against the OLS prediction",
             lambda p, prob, precondition, gd_steps: _trace_lsa_gdpp(p, prob, precondition,
@@ -581,16 +608,17 @@ def run_construction(name: str, precision: Any, problem: dict[str, Any],
     reference algorithm's iterates in the same precision.
     """
     spec = get_construction(name)
-    params = dict(params or {})
-    extra = set(params) - set(spec.defaults)
-    if extra:
-        raise SolverError(f"construction '{name}' has no parameter {', '.join(sorted(extra))}")
-    prm = {**spec.defaults, **params}
+    prm = resolve_params(spec, params)
     p = parse_precision(precision)
     prob = make_problem(spec.task, problem)
     t0 = time.perf_counter()
     result = SolverResult(solver=name, precision=p.name, status="ok", params=prm)
-    models, refs, truth = spec.trace(p, prob, **prm)
+    try:
+        models, refs, truth = spec.trace(p, prob, **prm)
+    except TruthError as exc:  # that run's result; the sweep goes on
+        result.status, result.error = "failed", str(exc)
+        result.wall_time = time.perf_counter() - t0
+        return result
     for out, ref in zip(models, refs, strict=True):
         result.steps.append(error_summary(out, truth))
         result.reference.append(error_summary(out, ref))

@@ -19,6 +19,7 @@ import numpy as np
 from precision import problems
 from precision.backends.mp_backend import exact_array
 from precision.metrics import ErrorSummary, Floor, detect_floor, error_summary
+from precision.params import Param, ParamError, check_params, count, positive
 from precision.precisions import Precision, parse_precision
 from precision.solvers.cg import conjugate_gradient
 from precision.solvers.gd import gd, preconditioned_gd
@@ -26,7 +27,14 @@ from precision.solvers.momentum import heavy_ball, nesterov
 from precision.solvers.newton_logistic import newton_logistic
 from precision.solvers.newton_schulz import newton_schulz
 from precision.solvers.ols import ols_normal, ols_qr, ols_svd, ridge
-from precision.truth import inverse_truth, least_squares_truth, logistic_truth, matvec, truth_bits
+from precision.truth import (
+    TruthError,
+    inverse_truth,
+    least_squares_truth,
+    logistic_truth,
+    matvec,
+    truth_bits,
+)
 
 
 class SolverError(ValueError):
@@ -35,14 +43,20 @@ class SolverError(ValueError):
 
 @dataclass(frozen=True)
 class SolverSpec:
-    """A reference solver: its task family, its default parameters, one line of description."""
+    """A reference solver: its task family, its parameters (default, type and range of each,
+    :class:`~precision.params.Param`), one line of description."""
 
     name: str
     task: str  # "least_squares" | "inverse" | "logistic" ("primitive": constructions only)
     run: Callable[..., list[Any]]
-    defaults: dict[str, Any]
+    params: dict[str, Param]
     description: str
     iterative: bool = True
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Default value of every parameter."""
+        return {k: p.default for k, p in self.params.items()}
 
 
 def _spectrum(H: np.ndarray) -> tuple[float, float]:
@@ -109,6 +123,12 @@ def _run_cg(xp: Any, X: Any, y: Any, iters: int | None = None) -> list[Any]:
     return conjugate_gradient(xp, X, y, iters=3 * X.shape[1] if iters is None else iters)
 
 
+#: Step sizes: a number > 0 or a rule resolved from the spectrum of X^T X / N.
+_STEP = positive("optimal", "optimal", "1/L")
+_MOMENTUM_STEP = positive("optimal", "optimal")
+_BETA = Param("optimal", lo=0.0, lt=1.0, words=("optimal",))
+_ALPHA = positive(None, optional=True)
+
 SOLVERS: dict[str, SolverSpec] = {
     s.name: s
     for s in [
@@ -119,35 +139,37 @@ SOLVERS: dict[str, SolverSpec] = {
         SolverSpec("ols_svd", "least_squares", lambda xp, X, y: ols_svd(xp, X, y), {},
                    "OLS by one-sided Jacobi SVD (pseudo-inverse)", iterative=False),
         SolverSpec("ridge", "least_squares", lambda xp, X, y, lam=1e-2: ridge(xp, X, y, lam=lam),
-                   {"lam": 1e-2}, "ridge regression by Cholesky", iterative=False),
-        SolverSpec("gd", "least_squares", _run_gd, {"step": "optimal", "iters": 200},
+                   {"lam": Param(1e-2, lo=0.0)}, "ridge regression by Cholesky", iterative=False),
+        SolverSpec("gd", "least_squares", _run_gd, {"step": _STEP, "iters": count(200)},
                    "gradient descent (step 'optimal' = 2/(lmin+lmax), '1/L', or a number)"),
-        SolverSpec("pgd", "least_squares", _run_pgd, {"step": "optimal", "iters": 200},
+        SolverSpec("pgd", "least_squares", _run_pgd, {"step": _STEP, "iters": count(200)},
                    "gradient descent preconditioned by diag(H)^-1"),
         SolverSpec("heavy_ball", "least_squares", _run_heavy_ball,
-                   {"step": "optimal", "beta": "optimal", "iters": 200},
+                   {"step": _MOMENTUM_STEP, "beta": _BETA, "iters": count(200)},
                    "Polyak heavy-ball momentum (003 App. B)"),
         SolverSpec("nesterov", "least_squares", _run_nesterov,
-                   {"step": "optimal", "beta": "optimal", "iters": 200},
+                   {"step": _MOMENTUM_STEP, "beta": _BETA, "iters": count(200)},
                    "Nesterov accelerated gradient (003 App. B)"),
-        SolverSpec("cg", "least_squares", _run_cg, {"iters": None},
+        SolverSpec("cg", "least_squares", _run_cg, {"iters": count(None, optional=True)},
                    "conjugate gradient, Fletcher-Reeves, exact line search"),
         SolverSpec("newton_schulz", "inverse",
                    lambda xp, A, iters=30, alpha=None: newton_schulz(xp, A, iters=iters,
                                                                      alpha=alpha),
-                   {"iters": 30, "alpha": None}, "Newton-Schulz inversion, order 2 (000 eq. 3.3)"),
+                   {"iters": count(30), "alpha": _ALPHA},
+                   "Newton-Schulz inversion, order 2 (000 eq. 3.3)"),
         SolverSpec("newton_schulz_p", "inverse",
                    lambda xp, A, iters=20, order=3, alpha=None: newton_schulz(
                        xp, A, iters=iters, order=order, alpha=alpha),
-                   {"iters": 20, "order": 3, "alpha": None},
+                   {"iters": count(20), "order": count(3, lo=2, hi=16), "alpha": _ALPHA},
                    "Newton-Schulz order-p family (000 eq. 3.4)"),
         SolverSpec("newton", "logistic",
                    lambda xp, A, y, mu, iters=12: newton_logistic(xp, A, y, mu=mu, iters=iters),
-                   {"iters": 12}, "classic Newton on regularised logistic loss (000 eq. 3.6)"),
+                   {"iters": count(12)},
+                   "classic Newton on regularised logistic loss (000 eq. 3.6)"),
         SolverSpec("damped_newton", "logistic",
                    lambda xp, A, y, mu, iters=20: newton_logistic(xp, A, y, mu=mu, iters=iters,
                                                                   damped=True),
-                   {"iters": 20}, "damped Newton, eta = 1/(1+lambda) (000 eq. 3.6)"),
+                   {"iters": count(20)}, "damped Newton, eta = 1/(1+lambda) (000 eq. 3.6)"),
     ]
 }
 
@@ -200,16 +222,15 @@ def get_solver(name: str) -> SolverSpec:
     return lookup(SOLVERS, name, "solver")
 
 
-def resolve_params(spec: SolverSpec, params: dict[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``params``; unknown parameter names are a :class:`SolverError`."""
-    params = dict(params or {})
-    extra = set(params) - set(spec.defaults)
-    if extra:
-        raise SolverError(
-            f"solver '{spec.name}' has no parameter {', '.join(sorted(extra))}; "
-            f"its parameters: {', '.join(sorted(spec.defaults)) or 'none'}"
-        )
-    return {**spec.defaults, **params}
+def resolve_params(spec: Any, params: dict[str, Any] | None) -> dict[str, Any]:
+    """Defaults of ``spec`` (a :class:`SolverSpec` or a construction's spec) overlaid with
+    ``params``; an unknown name or a value of the wrong type or range is a
+    :class:`SolverError`, raised before anything is computed."""
+    owner = f"{'solver' if isinstance(spec, SolverSpec) else 'construction'} '{spec.name}'"
+    try:
+        return check_params(owner, spec.params, {} if params is None else params)
+    except ParamError as exc:
+        raise SolverError(str(exc)) from None
 
 
 def make_problem(task: str, problem: dict[str, Any]) -> Any:
@@ -241,6 +262,41 @@ def make_problem(task: str, problem: dict[str, Any]) -> Any:
         raise SolverError(f"problem '{kind}': {exc}") from None
 
 
+def _inputs_and_truth(spec: SolverSpec, xp: Any, prob: Any, prm: dict[str, Any], bits: int
+                      ) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray,
+                                 Callable[[Any], tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
+    """The problem's inputs rounded into the precision, the certified truth of the rounded
+    problem (of the iterate, and of what is scored), the map iterate -> (raw, scored) exact
+    values, and the parameters (with ``mu`` for logistic). Scalars that enter the problem
+    (ridge ``lam``, logistic ``mu``) are taken as the precision rounds them.
+    Raises :class:`~precision.truth.TruthError` when the truth cannot be certified."""
+    def as_given(value: float) -> Any:
+        return xp.to_exact(xp.asarray([float(value)]))[0]
+
+    def identity(it: Any) -> tuple[np.ndarray, np.ndarray]:
+        e = xp.to_exact(it)
+        return e, e
+
+    if spec.task == "inverse":
+        A = xp.asarray(prob)
+        truth = inverse_truth(xp.to_exact(A), bits)
+        return (A,), truth, truth, identity, prm
+    if spec.task == "logistic":
+        A, yv = xp.asarray(prob.X), xp.asarray(prob.y)
+        truth = logistic_truth(xp.to_exact(A), xp.to_exact(yv), as_given(prob.mu), bits)
+        return (A, yv), truth, truth, identity, {**prm, "mu": prob.mu}
+    X, yv = xp.asarray(prob.X), xp.asarray(prob.y)
+    lam = as_given(prm["lam"]) if spec.name == "ridge" else 0.0
+    w_true = least_squares_truth(xp.to_exact(X), xp.to_exact(yv), bits, ridge=lam)
+    q_exact = exact_array(prob.X_query)
+
+    def target(it: Any) -> tuple[np.ndarray, np.ndarray]:
+        e = xp.to_exact(it)
+        return e, matvec(q_exact, e, bits)
+
+    return (X, yv), w_true, matvec(q_exact, w_true, bits), target, prm
+
+
 def run_solver(
     name: str,
     precision: Precision | str,
@@ -262,40 +318,13 @@ def run_solver(
     result = SolverResult(solver=name, precision=p.name, status="ok", params=prm)
     t0 = time.perf_counter()
 
-    if spec.task == "inverse":
-        A = xp.asarray(prob)
-        inputs: tuple[Any, ...] = (A,)
-        truth = inverse_truth(xp.to_exact(A), bits)
-
-        def target(it: Any) -> tuple[np.ndarray, np.ndarray]:
-            e = xp.to_exact(it)
-            return e, e
-    elif spec.task == "logistic":
-        A, yv = xp.asarray(prob.X), xp.asarray(prob.y)
-        inputs = (A, yv)
-        truth = logistic_truth(xp.to_exact(A), xp.to_exact(yv), prob.mu, bits)
-        prm = {**prm, "mu": prob.mu}
-
-        def target(it: Any) -> tuple[np.ndarray, np.ndarray]:
-            e = xp.to_exact(it)
-            return e, e
-    else:
-        X, yv = xp.asarray(prob.X), xp.asarray(prob.y)
-        inputs = (X, yv)
-        w_true = least_squares_truth(
-            xp.to_exact(X), xp.to_exact(yv), bits, ridge=float(prm.get("lam", 0.0))
-            if name == "ridge" else 0.0,
-        )
-        q_exact = exact_array(prob.X_query)
-        pred_true = matvec(q_exact, w_true, bits)
-
-        def target(it: Any) -> tuple[np.ndarray, np.ndarray]:
-            e = xp.to_exact(it)
-            return e, matvec(q_exact, e, bits)
-
-        truth = w_true
-
-    truth_pred = truth if spec.task != "least_squares" else pred_true
+    try:
+        inputs, truth, truth_pred, target, prm = _inputs_and_truth(spec, xp, prob, prm, bits)
+    except TruthError as exc:  # the run's result, not a crash: the sweep goes on
+        result.status = "failed"
+        result.error = str(exc)
+        result.wall_time = time.perf_counter() - t0
+        return result
     run_params = {k: v for k, v in prm.items() if k != "mu"}
     try:
         iterates = spec.run(xp, *inputs, **run_params) if spec.task != "logistic" else \

@@ -77,7 +77,14 @@ class StudySpec:
                              f"{', '.join(sorted(self.defaults)) or 'none'})")
         params = {**self.defaults, **given}
         if self.validate is not None:
-            self.validate(params)
+            try:
+                self.validate(params)
+            except StudyError:
+                raise
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+                # a validator that did not expect this type: still a parameter error
+                raise StudyError(f"study '{self.name}': invalid parameters "
+                                 f"({type(exc).__name__}: {exc})") from None
         return params
 
 
