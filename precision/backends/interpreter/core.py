@@ -1,0 +1,171 @@
+"""Values, context and shared helpers of the arbitrary-precision graph interpreter.
+
+Values flowing through an interpreted graph:
+
+* :class:`~precision.backends.mp_backend.MPArray` for floating tensors (arb midpoints),
+* :class:`~precision.backends.interpreter.complex.MPComplex` for complex tensors (a pair of
+  MPArrays, real and imaginary part),
+* numpy ``bool`` / ``int64`` arrays for masks and indices,
+* Python scalars, lists and tuples for the rest.
+
+Every op of the table is a function ``op(ctx, *args, **kwargs)``; ``ctx`` carries the
+working precision.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import flint
+import numpy as np
+
+from precision.backends.mp_backend import MPArray, MPBackend, _Prec
+
+OpTable = dict[Any, Callable[..., Any]]
+
+ZERO = flint.arb(0)
+ONE = flint.arb(1)
+POS_INF = flint.arb("inf")
+NEG_INF = flint.arb("-inf")
+NAN = flint.arb("nan")
+
+
+class UnsupportedOpError(NotImplementedError):
+    """The graph uses an op (or an op variant) the interpreter does not implement."""
+
+
+class Ctx:
+    """Interpretation context: the backend (precision) and its bit count."""
+
+    def __init__(self, xp: MPBackend) -> None:
+        self.xp = xp
+        self.prec = xp.prec
+
+    def arr(self, v: Any) -> MPArray:
+        """A float operand as an MPArray (numpy bool/int arrays and scalars converted)."""
+        if isinstance(v, MPArray):
+            return v
+        if isinstance(v, np.ndarray):
+            if v.dtype == object:
+                return self.xp.asarray(v)
+            return self.xp.asarray(v.astype(np.float64))
+        return self.wrap(np.array(self.const(v), dtype=object))
+
+    def wrap(self, a: Any) -> MPArray:
+        """An object array of arb (already at this precision) as an MPArray."""
+        return MPArray(np.asarray(a, dtype=object), self.prec)
+
+    def const(self, v: Any) -> flint.arb:
+        """A Python number (int, float incl. inf/nan, bool) as an arb rounded at prec."""
+        if isinstance(v, flint.arb):
+            return v
+        if isinstance(v, bool | np.bool_):
+            v = int(v)
+        if isinstance(v, float | np.floating):
+            v = float(v)
+            if not math.isfinite(v):
+                return NAN if math.isnan(v) else (POS_INF if v > 0 else NEG_INF)
+        with _Prec(self.prec):
+            return (+flint.arb(int(v) if isinstance(v, np.integer) else v)).mid()
+
+    def pi(self) -> flint.arb:
+        with _Prec(self.prec):
+            return flint.arb.pi().mid()
+
+    def filled(self, shape: Sequence[int], value: flint.arb) -> MPArray:
+        out = np.empty(tuple(shape), dtype=object)
+        out.fill(value)
+        return MPArray(out, self.prec, clean=True)
+
+
+def is_float(v: Any) -> bool:
+    return isinstance(v, MPArray)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+
+
+def ndim_of(x: Any) -> int:
+    return len(shape_of(x))
+
+
+def map_array(x: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """Apply a pure shape operation (reshape, slice, transpose...) to any tensor value."""
+    if isinstance(x, MPArray):
+        return MPArray(np.asarray(fn(x.a), dtype=object), x.prec, x.clean)
+    if hasattr(x, "map_parts"):  # MPComplex
+        return x.map_parts(lambda p: map_array(p, fn))
+    return np.asarray(fn(np.asarray(x)))
+
+
+def reduce_axes(dims: Any, ndim: int) -> list[int]:
+    """Normalised, sorted reduction axes (None or [] means all)."""
+    if dims is None or (isinstance(dims, list | tuple) and len(dims) == 0):
+        return list(range(ndim))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % max(ndim, 1) for d in dims})
+
+
+def as_float64(x: Any) -> np.ndarray:
+    """Any tensor value rounded to float64 (for IEEE fall-backs and integer conversions)."""
+    if isinstance(x, MPArray):
+        return x.to_float64()
+    return np.asarray(x, dtype=np.float64)
+
+
+def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None = None
+         ) -> Callable[[Any, Any], MPArray]:
+    """An elementwise op from a one-argument arb method, rounded at prec.
+
+    arb returns an indeterminate ball where IEEE arithmetic returns +-inf (log(0),
+    exp(inf)); entries whose arb result is not finite are recomputed with ``fallback``
+    (the float64 function) on the input's float value, which gives PyTorch's answer there.
+    """
+
+    def one(v: Any) -> Any:
+        r = method(v).mid()
+        if r.is_finite() or fallback is None:
+            return r
+        with np.errstate(all="ignore"):
+            f = float(fallback(float(v)))
+        if math.isnan(f):
+            return NAN
+        return POS_INF if f == math.inf else NEG_INF if f == -math.inf else flint.arb(f)
+
+    ufunc = np.frompyfunc(one, 1, 1)
+
+    def apply(ctx: Any, x: Any) -> MPArray:
+        xa = ctx.arr(x).stripped()
+        with _Prec(xa.prec):
+            res = ufunc(xa.a)
+        return MPArray(np.asarray(res, dtype=object), xa.prec, clean=True)
+
+    return apply
+
+
+def fix_nonfinite(res: MPArray, a: Any, b: Any, op: Callable[[Any, Any], Any]) -> MPArray:
+    """Redo the non-finite entries of a binary result with float64 (IEEE) semantics:
+    arb turns -inf + 2 or 1 / 0 into indeterminate balls where IEEE gives +-inf."""
+    flat = res.a.reshape(-1)
+    if all(v.is_finite() for v in flat):
+        return res
+    fa = np.broadcast_to(as_float64(a), res.shape).reshape(-1)
+    fb = np.broadcast_to(as_float64(b), res.shape).reshape(-1)
+    out = flat.copy()
+    with np.errstate(all="ignore"):
+        for i, v in enumerate(flat):
+            if not v.is_finite():
+                f = float(op(np.float64(fa[i]), np.float64(fb[i])))
+                out[i] = NAN if math.isnan(f) else (
+                    POS_INF if f == math.inf else NEG_INF if f == -math.inf else flint.arb(f))
+    return MPArray(out.reshape(res.shape), res.prec, clean=res.clean)
+
+
+def from_float64(ctx: Ctx, values: np.ndarray) -> MPArray:
+    """float64 values (incl. inf / nan) as exact arbs."""
+    flat = [ctx.const(float(v)) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
+    return ctx.wrap(np.array(flat, dtype=object).reshape(np.shape(values)))

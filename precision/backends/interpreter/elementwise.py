@@ -1,0 +1,543 @@
+"""Elementwise ops: arithmetic, transcendental functions, activations, rounding,
+comparisons, logical and bitwise ops.
+
+Shapes broadcast as in numpy / PyTorch. Floating results are arb midpoints rounded to the
+working precision after every operation; integer and boolean tensors stay numpy arrays and
+use numpy's integer semantics (which are PyTorch's). Non-finite results follow IEEE
+(log(0) = -inf, 1/0 = inf), not arb's indeterminate balls.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import flint
+import numpy as np
+import torch
+
+from precision.backends.interpreter.complex import (
+    MPComplex,
+    as_complex,
+    c_abs,
+    c_add,
+    c_div,
+    c_exp,
+    c_mul,
+    is_complex,
+)
+from precision.backends.interpreter.core import (
+    NAN,
+    ONE,
+    POS_INF,
+    ZERO,
+    Ctx,
+    OpTable,
+    UnsupportedOpError,
+    fix_nonfinite,
+    is_float,
+    lift,
+)
+from precision.backends.mp_backend import MPArray, _Prec
+
+aten = torch.ops.aten
+
+
+def _float_result(ctx: Ctx, res: Any) -> Any:
+    """numpy arithmetic on ints/bools that produced floats continues as an MPArray."""
+    res = np.asarray(res)
+    return ctx.arr(res) if res.dtype.kind == "f" else res
+
+
+def _operands(ctx: Ctx, a: Any, b: Any) -> tuple[Any, Any]:
+    """Float operands as MPArrays (numpy int/bool tensors converted) or Python scalars."""
+    a = ctx.arr(a) if isinstance(a, np.ndarray) else a
+    b = ctx.arr(b) if isinstance(b, np.ndarray) else b
+    return a, b
+
+
+# --- arithmetic ----------------------------------------------------------------------
+def add(ctx: Ctx, a: Any, b: Any, alpha: Any = 1, sign: int = 1) -> Any:
+    """a + sign * alpha * b for tensors, arrays or scalars (aten.add / aten.sub)."""
+    if is_complex(a) or is_complex(b) or isinstance(a, complex) or isinstance(b, complex):
+        return c_add(ctx, a, b, alpha, sign)
+    if not (is_float(a) or is_float(b)):
+        bb = np.multiply(b, alpha) if alpha != 1 else b
+        return _float_result(ctx, np.add(a, bb) if sign > 0 else np.subtract(a, bb))
+    a, b = _operands(ctx, a, b)
+    if alpha != 1:
+        b = b * alpha
+    if sign > 0:
+        res = a + b if is_float(a) else b + a
+    else:
+        res = a - b if is_float(a) else (-b) + a
+    return fix_nonfinite(res, a, b, operator.add if sign > 0 else operator.sub)
+
+
+def sub(ctx: Ctx, a: Any, b: Any, alpha: Any = 1) -> Any:
+    return add(ctx, a, b, alpha, -1)
+
+
+def mul(ctx: Ctx, a: Any, b: Any) -> Any:
+    if is_complex(a) or is_complex(b) or isinstance(a, complex) or isinstance(b, complex):
+        return c_mul(ctx, a, b)
+    if not (is_float(a) or is_float(b)):
+        return _float_result(ctx, np.multiply(a, b))
+    a, b = _operands(ctx, a, b)
+    res = a * b if is_float(a) else b * a
+    return fix_nonfinite(res, a, b, operator.mul)
+
+
+def _trunc_div(q: Any) -> Any:
+    return q.floor() if q >= 0 else q.ceil()
+
+
+def div(ctx: Ctx, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
+    if is_complex(a) or is_complex(b):
+        if rounding_mode is not None:
+            raise UnsupportedOpError("complex division with a rounding mode")
+        return c_div(ctx, a, b)
+    if rounding_mode is not None and not (is_float(a) or is_float(b)):
+        if rounding_mode == "floor":
+            return np.floor_divide(a, b)
+        fa, fb = np.asarray(a), np.asarray(b)
+        q = np.trunc(np.divide(fa, fb))
+        return q.astype(np.result_type(fa, fb))
+    a = ctx.arr(a) if not is_float(a) else a
+    b = ctx.arr(b) if isinstance(b, np.ndarray) else b
+    res = fix_nonfinite(a / b, a, b, operator.truediv)
+    if rounding_mode is None:
+        return res
+    fn = flint.arb.floor if rounding_mode == "floor" else _trunc_div
+    return _apply(ctx, res, fn, np.floor if rounding_mode == "floor" else np.trunc)
+
+
+def _apply(ctx: Ctx, x: MPArray, fn: Callable[[Any], Any],
+           fallback: Callable[[float], float] | None = None) -> MPArray:
+    return lift(fn, fallback)(ctx, x)
+
+
+def neg(ctx: Ctx, x: Any) -> Any:
+    if is_complex(x):
+        return MPComplex(-x.re, -x.im)
+    return -x if is_float(x) else np.negative(x)
+
+
+def absolute(ctx: Ctx, x: Any) -> Any:
+    if is_complex(x):
+        return c_abs(ctx, x)
+    return abs(x) if is_float(x) else np.abs(x)
+
+
+def reciprocal(ctx: Ctx, x: Any) -> Any:
+    if is_complex(x):
+        return c_div(ctx, 1.0, x)
+    return div(ctx, 1.0, ctx.arr(x))
+
+
+def exp(ctx: Ctx, x: Any) -> Any:
+    return c_exp(ctx, x) if is_complex(x) else _EXP(ctx, x)
+
+
+def _pow_one(v: Any, w: Any) -> Any:
+    if w.is_exact() and w.is_integer() and abs(w) < 2**20:
+        k = int(w.unique_fmpz())
+        if k == 0:
+            return ONE
+        if v == 0 and k < 0:
+            return POS_INF
+        return (v**k).mid()
+    if v == 0 and w > 0:
+        return ZERO
+    return (v**w).mid()
+
+
+_POW = np.frompyfunc(_pow_one, 2, 1)
+
+
+def power(ctx: Ctx, x: Any, e: Any) -> Any:
+    """x ** e for tensors and scalars; integer exponents by exact repeated products."""
+    if is_complex(x) or is_complex(e):
+        raise UnsupportedOpError("complex pow")
+    if not is_float(x) and not is_float(e):
+        if isinstance(x, np.ndarray) and x.dtype.kind in "iub" and isinstance(e, float):
+            return ctx.arr(np.power(x.astype(np.float64), e))
+        if isinstance(e, np.ndarray) and e.dtype.kind == "f":
+            return ctx.arr(np.power(np.asarray(x, dtype=np.float64), e))
+        return np.power(x, e)
+    if is_float(x) and isinstance(e, int | float) and float(e).is_integer() and abs(e) <= 64:
+        k = int(e)
+        if k == 0:
+            return ctx.filled(x.shape, ONE)
+        if k == 1:
+            return x
+        if k == 2:
+            return (x * x).stripped()
+        if k > 0:
+            return x ** k
+        return div(ctx, 1.0, x ** (-k))
+    if is_float(x) and e == 0.5:
+        return _SQRT(ctx, x)
+    xa, ea = ctx.arr(x).stripped(), ctx.arr(e).stripped()
+    with _Prec(ctx.prec):
+        res = _POW(xa.a, ea.a)
+    res = ctx.wrap(res)
+    return fix_nonfinite(res, xa, ea, np.power)
+
+
+# --- rounding and remainders ------------------------------------------------------------
+def _round_half_even(v: Any) -> Any:
+    f = v.floor()
+    d = v - f
+    if d > 0.5:
+        return f + 1
+    if d < 0.5:
+        return f
+    return f if int(f.unique_fmpz()) % 2 == 0 else f + 1
+
+
+def _rounding(fn: Callable[[Any], Any], np_fn: Callable[[Any], Any]) -> Callable[..., Any]:
+    op = lift(fn, np_fn)
+
+    def apply(ctx: Ctx, x: Any) -> Any:
+        return op(ctx, x) if is_float(x) else np.asarray(x)
+
+    return apply
+
+
+def _mod(floor: bool) -> Callable[..., Any]:
+    """fmod (sign of the dividend, floor=False) or remainder (sign of the divisor)."""
+
+    def one(prec: int) -> Callable[[Any, Any], Any]:
+        def f(v: Any, w: Any) -> Any:
+            if w == 0 or not (v.is_finite() and w.is_finite()):
+                with np.errstate(all="ignore"):
+                    r = (np.remainder if floor else np.fmod)(float(v), float(w))
+                return NAN if math.isnan(r) else flint.arb(float(r))
+            with _Prec(prec * 2 + 64):
+                q = v / w
+                n = q.floor() if floor or q >= 0 else q.ceil()
+                if floor is False and q < 0:
+                    n = q.ceil()
+                r = v - n * w
+            with _Prec(prec):
+                return (+r).mid()
+
+        return f
+
+    def apply(ctx: Ctx, a: Any, b: Any) -> Any:
+        if not (is_float(a) or is_float(b)):
+            return (np.remainder if floor else np.fmod)(a, b)
+        aa, bb = ctx.arr(a).stripped(), ctx.arr(b).stripped()
+        return ctx.wrap(np.frompyfunc(one(ctx.prec), 2, 1)(aa.a, bb.a))
+
+    return apply
+
+
+# --- comparisons, logical, bitwise ----------------------------------------------------
+def _cmp_operand(ctx: Ctx, v: Any, other_float: bool) -> Any:
+    if isinstance(v, MPArray):
+        return v.stripped().a
+    if isinstance(v, np.ndarray) and other_float:
+        return ctx.arr(v).a
+    if other_float and isinstance(v, int | float | bool | np.number):
+        return ctx.const(v)
+    return v
+
+
+def compare(op: Callable[[Any, Any], Any]) -> Callable[..., np.ndarray]:
+    """A comparison of exact midpoints (no rounding anywhere), giving a numpy bool array."""
+
+    def apply(ctx: Ctx, a: Any, b: Any) -> np.ndarray:
+        fl = is_float(a) or is_float(b)
+        aa, bb = _cmp_operand(ctx, a, fl), _cmp_operand(ctx, b, fl)
+        return np.asarray(op(aa, bb), dtype=bool)
+
+    return apply
+
+
+def _ne(ctx: Ctx, a: Any, b: Any) -> np.ndarray:
+    return np.logical_not(compare(operator.eq)(ctx, a, b))
+
+
+def truth(x: Any) -> np.ndarray:
+    """A tensor's entries as booleans (nonzero; NaN counts as True)."""
+    if is_complex(x):
+        return truth(x.re) | truth(x.im)
+    if isinstance(x, MPArray):
+        return np.asarray(np.frompyfunc(lambda v: not v.is_zero(), 1, 1)(x.stripped().a),
+                          dtype=bool)
+    return np.asarray(x).astype(bool)
+
+
+def _logical(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    return lambda ctx, *xs: fn(*[truth(x) for x in xs])
+
+
+def _bitwise(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    def apply(ctx: Ctx, a: Any, b: Any) -> Any:
+        if is_float(a) or is_float(b):
+            raise UnsupportedOpError("bitwise op on a floating tensor")
+        return fn(a, b)
+
+    return apply
+
+
+def _bitwise_not(ctx: Ctx, x: Any) -> Any:
+    x = np.asarray(x)
+    return np.logical_not(x) if x.dtype == bool else np.invert(x)
+
+
+def isnan(ctx: Ctx, x: Any) -> np.ndarray:
+    if is_complex(x):
+        return isnan(ctx, x.re) | isnan(ctx, x.im)
+    if isinstance(x, MPArray):
+        return np.asarray(np.frompyfunc(lambda v: v.is_nan(), 1, 1)(x.stripped().a), dtype=bool)
+    return np.zeros(np.shape(x), dtype=bool)
+
+
+def isinf(ctx: Ctx, x: Any) -> np.ndarray:
+    if isinstance(x, MPArray):
+        return np.asarray(np.frompyfunc(lambda v: not v.is_finite() and not v.is_nan(), 1, 1)(
+            x.stripped().a), dtype=bool)
+    return np.zeros(np.shape(x), dtype=bool)
+
+
+def where(ctx: Ctx, cond: Any, a: Any, b: Any) -> Any:
+    c = truth(cond)
+    if is_complex(a) or is_complex(b):
+        x, y = as_complex(ctx, a), as_complex(ctx, b)
+        return MPComplex(where(ctx, c, x.re, y.re), where(ctx, c, x.im, y.im))
+    if not (is_float(a) or is_float(b)):
+        return np.where(c, a, b)
+    aa = ctx.arr(a).stripped().a if not isinstance(a, float | int) else ctx.const(a)
+    bb = ctx.arr(b).stripped().a if not isinstance(b, float | int) else ctx.const(b)
+    return MPArray(np.asarray(np.where(c, aa, bb), dtype=object), ctx.prec, clean=True)
+
+
+def clamp(ctx: Ctx, x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
+    """clamp / clamp.Tensor: NaN inputs stay NaN, as in PyTorch."""
+    if not is_float(x) and not is_float(min) and not is_float(max):
+        out = np.asarray(x)
+        if min is not None:
+            out = np.maximum(out, min)
+        if max is not None:
+            out = np.minimum(out, max)
+        return _float_result(ctx, out)
+    out = ctx.arr(x)
+    if min is not None:
+        out = where(ctx, compare(operator.lt)(ctx, out, min), min, out)
+    if max is not None:
+        out = where(ctx, compare(operator.gt)(ctx, out, max), max, out)
+    return out
+
+
+def _extremum(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    """maximum / minimum; NaN propagates."""
+
+    def apply(ctx: Ctx, a: Any, b: Any) -> Any:
+        if not (is_float(a) or is_float(b)):
+            return np.maximum(a, b) if op is operator.ge else np.minimum(a, b)
+        pick = compare(op)(ctx, a, b)
+        out = where(ctx, pick, a, b)
+        nan = isnan(ctx, ctx.arr(a)) | isnan(ctx, ctx.arr(b))
+        return where(ctx, nan, float("nan"), out) if nan.any() else out
+
+    return apply
+
+
+# --- activations ------------------------------------------------------------------------
+def _sigmoid_one(v: Any) -> Any:
+    if v >= 0:
+        return (ONE / (ONE + (-v).exp())).mid()
+    e = v.exp()
+    return (e / (ONE + e)).mid()
+
+
+def sigmoid(ctx: Ctx, x: Any) -> MPArray:
+    return _SIGMOID(ctx, x)
+
+
+def elu(ctx: Ctx, x: Any, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0
+        ) -> MPArray:
+    """scale * (x if x > 0 else alpha * expm1(input_scale * x))."""
+    x = ctx.arr(x)
+    neg_part = _EXPM1(ctx, x * input_scale if input_scale != 1 else x) * alpha
+    out = where(ctx, compare(operator.gt)(ctx, x, 0), x, neg_part)
+    return out * scale if scale != 1 else out
+
+
+def leaky_relu(ctx: Ctx, x: Any, slope: float = 0.01) -> MPArray:
+    x = ctx.arr(x)
+    return where(ctx, compare(operator.gt)(ctx, x, 0), x, x * slope)
+
+
+def relu(ctx: Ctx, x: Any) -> Any:
+    if not is_float(x):
+        return np.maximum(x, 0)
+    return where(ctx, compare(operator.gt)(ctx, x, 0), x, 0.0)
+
+
+def gelu(ctx: Ctx, x: Any, approximate: str = "none") -> MPArray:
+    x = ctx.arr(x)
+    with _Prec(ctx.prec):
+        if approximate == "tanh":
+            c = ctx.wrap(np.array((flint.arb(2) / flint.arb.pi()).sqrt().mid(), dtype=object))
+            inner = (x + x * x * x * 0.044715) * c
+            return x * 0.5 * (_TANH(ctx, inner) + 1.0)
+        r2 = ctx.wrap(np.array(flint.arb(2).sqrt().mid(), dtype=object))
+    return x * 0.5 * (_ERF(ctx, x / r2) + 1.0)
+
+
+def softplus(ctx: Ctx, x: Any, beta: float = 1.0, threshold: float = 20.0) -> MPArray:
+    """log1p(exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch)."""
+    x = ctx.arr(x)
+    bx = x * beta if beta != 1 else x
+    soft = _LOG1P(ctx, _EXP(ctx, bx))
+    soft = soft / beta if beta != 1 else soft
+    return where(ctx, compare(operator.gt)(ctx, bx, threshold), x, soft)
+
+
+def silu(ctx: Ctx, x: Any) -> MPArray:
+    x = ctx.arr(x)
+    return x * sigmoid(ctx, x)
+
+
+def mish(ctx: Ctx, x: Any) -> MPArray:
+    x = ctx.arr(x)
+    return x * _TANH(ctx, softplus(ctx, x))
+
+
+def hardsigmoid(ctx: Ctx, x: Any) -> MPArray:
+    return clamp(ctx, ctx.arr(x) / 6.0 + 0.5, 0.0, 1.0)
+
+
+def hardswish(ctx: Ctx, x: Any) -> MPArray:
+    x = ctx.arr(x)
+    return x * hardsigmoid(ctx, x)
+
+
+def _sign_one(v: Any) -> Any:
+    return NAN if v.is_nan() else v.sgn()
+
+
+def sign(ctx: Ctx, x: Any) -> Any:
+    if not is_float(x):
+        return np.sign(x)
+    return lift(_sign_one)(ctx, x)
+
+
+def _atan2_one(y: Any, x: Any) -> Any:
+    if x.is_zero() and y.is_zero():
+        return ZERO
+    return flint.arb.atan2(y, x).mid()
+
+
+def atan2(ctx: Ctx, a: Any, b: Any, out: Any = None) -> MPArray:
+    ya, xa = ctx.arr(a).stripped(), ctx.arr(b).stripped()
+    with _Prec(ctx.prec):
+        res = ctx.wrap(np.frompyfunc(_atan2_one, 2, 1)(ya.a, xa.a))
+    return fix_nonfinite(res, ya, xa, np.arctan2)
+
+
+def _fn(name: str, fallback: Callable[[float], float]) -> Callable[..., MPArray]:
+    return lift(getattr(flint.arb, name), fallback)
+
+
+def _log_base(base: float) -> Callable[..., MPArray]:
+    def apply(ctx: Ctx, x: Any) -> MPArray:
+        with _Prec(ctx.prec + 16):
+            lb = flint.arb(base).log()
+        return lift(lambda v: v.log() / lb, np.log2 if base == 2 else np.log10)(ctx, x)
+
+    return apply
+
+
+_EXP = _fn("exp", np.exp)
+_EXPM1 = _fn("expm1", np.expm1)
+_LOG1P = _fn("log1p", np.log1p)
+_SQRT = _fn("sqrt", np.sqrt)
+_TANH = _fn("tanh", np.tanh)
+_ERF = _fn("erf", math.erf)
+_SIGMOID = lift(_sigmoid_one, lambda v: 1.0 / (1.0 + np.exp(-v)))
+
+
+def _rsqrt_one(v: Any) -> Any:
+    return v.rsqrt()
+
+
+UNARY: dict[str, Callable[..., MPArray]] = {
+    "log": _fn("log", np.log), "log1p": _LOG1P, "log2": _log_base(2.0),
+    "log10": _log_base(10.0), "expm1": _EXPM1, "sqrt": _SQRT,
+    "rsqrt": lift(_rsqrt_one, lambda v: 1.0 / np.sqrt(v)),
+    "sin": _fn("sin", np.sin), "cos": _fn("cos", np.cos), "tan": _fn("tan", np.tan),
+    "asin": _fn("asin", np.arcsin), "acos": _fn("acos", np.arccos),
+    "atan": _fn("atan", np.arctan), "sinh": _fn("sinh", np.sinh), "cosh": _fn("cosh", np.cosh),
+    "tanh": _TANH, "asinh": _fn("asinh", np.arcsinh), "acosh": _fn("acosh", np.arccosh),
+    "atanh": _fn("atanh", np.arctanh), "erf": _ERF, "erfc": _fn("erfc", math.erfc),
+    "erfinv": _fn("erfinv", lambda v: math.nan), "lgamma": _fn("lgamma", math.lgamma),
+    "digamma": _fn("digamma", lambda v: math.nan),
+}
+
+
+def _sinc_one(v: Any) -> Any:
+    return ONE if v.is_zero() else flint.arb.sinc_pi(v)
+
+
+OPS: OpTable = {
+    aten.add.Tensor: add, aten.add.Scalar: add,
+    aten.sub.Tensor: sub, aten.sub.Scalar: sub,
+    aten.rsub.Scalar: lambda ctx, a, b, alpha=1: sub(ctx, b, a, alpha),
+    aten.rsub.Tensor: lambda ctx, a, b, alpha=1: sub(ctx, b, a, alpha),
+    aten.mul.Tensor: mul, aten.mul.Scalar: mul,
+    aten.div.Tensor: div, aten.div.Scalar: div, aten.div.Tensor_mode: div,
+    aten.div.Scalar_mode: div,
+    aten.neg.default: neg, aten.abs.default: absolute,
+    aten.reciprocal.default: reciprocal,
+    aten.pow.Tensor_Scalar: power, aten.pow.Scalar: power, aten.pow.Tensor_Tensor: power,
+    aten.exp.default: exp,
+    aten.exp2.default: lambda ctx, x: power(ctx, 2.0, ctx.arr(x)),
+    aten.sigmoid.default: sigmoid,
+    aten.relu.default: relu, aten.gelu.default: gelu, aten.elu.default: elu,
+    aten.leaky_relu.default: leaky_relu,
+    aten.hardtanh.default: lambda ctx, x, lo=-1.0, hi=1.0: clamp(ctx, x, lo, hi),
+    aten.silu.default: silu, aten.softplus.default: softplus, aten.mish.default: mish,
+    aten.hardsigmoid.default: hardsigmoid, aten.hardswish.default: hardswish,
+    aten.sign.default: sign, aten.sgn.default: sign,
+    aten.atan2.default: atan2, aten.atan2.out: atan2,
+    aten.sinc.default: lift(_sinc_one, np.sinc),
+    aten.floor.default: _rounding(flint.arb.floor, np.floor),
+    aten.ceil.default: _rounding(flint.arb.ceil, np.ceil),
+    aten.trunc.default: _rounding(_trunc_div, np.trunc),
+    aten.round.default: _rounding(_round_half_even, np.round),
+    aten.frac.default: lambda ctx, x: sub(ctx, x, _rounding(_trunc_div, np.trunc)(ctx, x)),
+    aten.fmod.Tensor: _mod(False), aten.fmod.Scalar: _mod(False),
+    aten.remainder.Tensor: _mod(True), aten.remainder.Scalar: _mod(True),
+    aten.maximum.default: _extremum(operator.ge), aten.minimum.default: _extremum(operator.le),
+    aten.clamp.default: clamp, aten.clamp.Tensor: clamp,
+    aten.clamp_min.default: lambda ctx, x, m: clamp(ctx, x, m, None),
+    aten.clamp_max.default: lambda ctx, x, m: clamp(ctx, x, None, m),
+    aten.where.self: where,
+    aten.gt.Scalar: compare(operator.gt), aten.gt.Tensor: compare(operator.gt),
+    aten.ge.Scalar: compare(operator.ge), aten.ge.Tensor: compare(operator.ge),
+    aten.lt.Scalar: compare(operator.lt), aten.lt.Tensor: compare(operator.lt),
+    aten.le.Scalar: compare(operator.le), aten.le.Tensor: compare(operator.le),
+    aten.eq.Scalar: compare(operator.eq), aten.eq.Tensor: compare(operator.eq),
+    aten.ne.Scalar: _ne, aten.ne.Tensor: _ne,
+    aten.isnan.default: isnan, aten.isinf.default: isinf,
+    aten.logical_not.default: _logical(np.logical_not),
+    aten.logical_and.default: _logical(np.logical_and),
+    aten.logical_or.default: _logical(np.logical_or),
+    aten.logical_xor.default: _logical(np.logical_xor),
+    aten.bitwise_not.default: _bitwise_not,
+    aten.bitwise_and.Tensor: _bitwise(np.bitwise_and),
+    aten.bitwise_and.Scalar: _bitwise(np.bitwise_and),
+    aten.bitwise_or.Tensor: _bitwise(np.bitwise_or),
+    aten.bitwise_or.Scalar: _bitwise(np.bitwise_or),
+    aten.bitwise_xor.Tensor: _bitwise(np.bitwise_xor),
+    aten.bitwise_xor.Scalar: _bitwise(np.bitwise_xor),
+}
+for _name, _op in UNARY.items():
+    OPS[getattr(aten, _name).default] = _op

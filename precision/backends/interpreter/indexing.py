@@ -1,0 +1,416 @@
+"""Shapes, views, indexing and scatter: ops that move entries without rounding them.
+
+Every op here works on any tensor value (MPArray, MPComplex, numpy array) through
+:func:`~precision.backends.interpreter.core.map_array`, except the scatters, which write
+into a copy of their first operand. Index tensors are numpy int64 arrays, masks numpy bool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import flint
+import numpy as np
+import torch
+
+from precision.backends.interpreter.complex import MPComplex, as_complex, is_complex
+from precision.backends.interpreter.core import (
+    ZERO,
+    Ctx,
+    OpTable,
+    UnsupportedOpError,
+    is_float,
+    map_array,
+    ndim_of,
+    shape_of,
+)
+from precision.backends.interpreter.elementwise import truth
+from precision.backends.mp_backend import MPArray, _Prec
+
+aten = torch.ops.aten
+
+
+def _storage(ctx: Ctx, like: Any, values: Any) -> tuple[np.ndarray, bool]:
+    """(a writable copy of ``like``'s entries, whether they are arb) for a scatter."""
+    if is_float(like) or is_float(values):
+        return ctx.arr(like).stripped().a.copy(), True
+    return np.array(like, copy=True), False
+
+
+def _entries(ctx: Ctx, v: Any, as_arb: bool) -> Any:
+    if not as_arb:
+        return np.asarray(v)
+    if isinstance(v, MPArray):
+        return v.stripped().a
+    if isinstance(v, np.ndarray):
+        return ctx.arr(v).a
+    return ctx.const(v)
+
+
+def _result(ctx: Ctx, a: np.ndarray, as_arb: bool) -> Any:
+    return MPArray(a, ctx.prec, clean=True) if as_arb else a
+
+
+def _complex_parts(fn: Any) -> Any:
+    """Lift a real scatter to complex tensors part by part."""
+
+    def apply(ctx: Ctx, x: Any, *args: Any, **kw: Any) -> Any:
+        if any(is_complex(v) for v in (x, *args)):
+            parts = []
+            for part in ("re", "im"):
+                parts.append(fn(ctx, getattr(as_complex(ctx, x), part), *[
+                    getattr(as_complex(ctx, v), part) if is_complex(v) or is_float(v) else v
+                    for v in args], **kw))
+            return MPComplex(*parts)
+        return fn(ctx, x, *args, **kw)
+
+    return apply
+
+
+# --- views ------------------------------------------------------------------------------
+def view(ctx: Ctx, x: Any, shape: Sequence[int]) -> Any:
+    return map_array(x, lambda a: np.reshape(a, tuple(shape)))
+
+
+def expand(ctx: Ctx, x: Any, size: Sequence[int], implicit: bool = False) -> Any:
+    nd = ndim_of(x)
+    shp = shape_of(x)
+    shape = tuple(shp[i - (len(size) - nd)] if s == -1 else s for i, s in enumerate(size))
+    return map_array(x, lambda a: np.broadcast_to(a, shape))
+
+
+def squeeze(ctx: Ctx, x: Any, dims: Any = None) -> Any:
+    if dims is None:
+        return map_array(x, np.squeeze)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    nd, shp = ndim_of(x), shape_of(x)
+    keep = tuple(d % nd for d in dims if nd and shp[d] == 1)
+    return map_array(x, lambda a: np.squeeze(a, axis=keep) if keep else a)
+
+
+def unsqueeze(ctx: Ctx, x: Any, d: int) -> Any:
+    return map_array(x, lambda a: np.expand_dims(a, d if d >= 0 else a.ndim + 1 + d))
+
+
+def slice_(ctx: Ctx, x: Any, dim: int = 0, start: Any = None, end: Any = None, step: int = 1
+           ) -> Any:
+    idx: list[Any] = [slice(None)] * ndim_of(x)
+    idx[dim] = slice(start, end, step)
+    return map_array(x, lambda a: a[tuple(idx)])
+
+
+def select(ctx: Ctx, x: Any, dim: int, index: int) -> Any:
+    idx: list[Any] = [slice(None)] * ndim_of(x)
+    idx[dim] = index
+    return map_array(x, lambda a: np.asarray(a[tuple(idx)]))
+
+
+def cat(ctx: Ctx, tensors: Sequence[Any], dim: int = 0) -> Any:
+    """Concatenate; legacy empty 1-d tensors are skipped, as PyTorch does."""
+    tensors = [t for t in tensors if not (shape_of(t) == (0,) and ndim_of(tensors[0]) != 1)]
+    if any(is_complex(t) for t in tensors):
+        cs = [as_complex(ctx, t) for t in tensors]
+        return MPComplex(cat(ctx, [c.re for c in cs], dim), cat(ctx, [c.im for c in cs], dim))
+    if any(is_float(t) for t in tensors):
+        parts = [ctx.arr(t).a for t in tensors]
+        return ctx.wrap(np.concatenate(parts, axis=dim))
+    return np.concatenate([np.asarray(t) for t in tensors], axis=dim)
+
+
+def split(ctx: Ctx, x: Any, sizes: Any, dim: int = 0) -> list[Any]:
+    n = shape_of(x)[dim]
+    if isinstance(sizes, int):
+        sizes = [sizes] * (n // sizes) + ([n % sizes] if n % sizes else []) if sizes else [0]
+    out, start = [], 0
+    for s in sizes:
+        out.append(slice_(ctx, x, dim, start, start + s))
+        start += s
+    return out
+
+
+def index(ctx: Ctx, x: Any, indices: Sequence[Any]) -> Any:
+    """aten.index.Tensor: advanced indexing with optional (None) index tensors."""
+    idx = _index_tuple(indices)
+    return map_array(x, lambda a: a[idx])
+
+
+def _index_tuple(indices: Sequence[Any]) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for i in indices:
+        if i is None:
+            out.append(slice(None))
+        else:
+            arr = np.asarray(i)
+            out.append(arr.astype(bool) if arr.dtype == bool else arr.astype(np.int64))
+    return tuple(out)
+
+
+def as_strided(ctx: Ctx, x: Any, size: Sequence[int], stride: Sequence[int],
+               storage_offset: int | None = None) -> Any:
+    """A strided view of ``x``'s row-major entries (x is taken as contiguous)."""
+    pos = np.full(tuple(size), storage_offset or 0, dtype=np.int64)
+    for k, (n, s) in enumerate(zip(size, stride, strict=True)):
+        shape = [1] * len(size)
+        shape[k] = n
+        pos = pos + np.arange(n, dtype=np.int64).reshape(shape) * s
+    return map_array(x, lambda a: np.reshape(a, -1)[pos])
+
+
+def diagonal(ctx: Ctx, x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
+    return map_array(x, lambda a: np.array(np.diagonal(a, offset, dim1, dim2)))
+
+
+def flip(ctx: Ctx, x: Any, dims: Sequence[int]) -> Any:
+    return map_array(x, lambda a: np.flip(a, axis=tuple(dims)) if a.ndim else a)
+
+
+def repeat(ctx: Ctx, x: Any, repeats: Sequence[int]) -> Any:
+    return map_array(x, lambda a: np.tile(a, tuple(repeats)))
+
+
+def constant_pad(ctx: Ctx, x: Any, pad: Sequence[int], value: float = 0.0) -> Any:
+    """constant_pad_nd: ``pad`` lists (left, right) pairs from the last dim backwards;
+    negative widths crop."""
+    if is_complex(x):
+        return x.map_parts(lambda p: constant_pad(ctx, p, pad, value))
+    nd = ndim_of(x)
+    widths = [(0, 0)] * nd
+    for i in range(len(pad) // 2):
+        widths[nd - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    crop = tuple(slice(-lo if lo < 0 else 0, (s + hi) if hi < 0 else s)
+                 for s, (lo, hi) in zip(shape_of(x), widths, strict=True))
+    x = map_array(x, lambda a: a[crop])
+    widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
+    shape = tuple(s + lo + hi for s, (lo, hi) in zip(shape_of(x), widths, strict=True))
+    inner = tuple(slice(lo, lo + s) for s, (lo, _) in zip(shape_of(x), widths, strict=True))
+    if is_float(x):
+        out = np.empty(shape, dtype=object)
+        out.fill(ctx.const(value))
+        out[inner] = x.stripped().a
+        return MPArray(out, ctx.prec, clean=True)
+    out = np.full(shape, value, dtype=np.asarray(x).dtype)
+    out[inner] = x
+    return out
+
+
+# --- gather / scatter -------------------------------------------------------------------
+def _scatter_coords(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
+    """Full coordinates into the output for every entry of ``index`` along ``dim``."""
+    index = np.asarray(index, dtype=np.int64)
+    coords = list(np.indices(index.shape, sparse=False)) if index.ndim else []
+    if not coords:
+        return (index,)
+    coords[dim] = index
+    return tuple(coords)
+
+
+def _src_block(a: Any, shape: tuple[int, ...]) -> Any:
+    """The leading block of ``src`` matching the index's shape."""
+    if not isinstance(a, np.ndarray) or a.ndim == 0:
+        return a
+    return a[tuple(slice(0, s) for s in shape)]
+
+
+def gather(ctx: Ctx, x: Any, dim: int, index: Any, sparse_grad: bool = False) -> Any:
+    idx = np.asarray(index, dtype=np.int64)
+    return map_array(x, lambda a: np.take_along_axis(a, idx, axis=dim) if a.ndim else a)
+
+
+def scatter(ctx: Ctx, x: Any, dim: int, index: Any, src: Any, reduce: str | None = None
+            ) -> Any:
+    """scatter.src / scatter.value (without a reduce: later writes win)."""
+    if reduce is not None:
+        return scatter_reduce(ctx, x, dim, index, src,
+                              {"add": "sum", "multiply": "prod"}[reduce], True)
+    out, as_arb = _storage(ctx, x, src)
+    idx = np.asarray(index, dtype=np.int64)
+    if idx.size:
+        vals = _entries(ctx, src, as_arb)
+        out[_scatter_coords(idx, dim)] = _src_block(vals, idx.shape)
+    return _result(ctx, out, as_arb)
+
+
+def scatter_add(ctx: Ctx, x: Any, dim: int, index: Any, src: Any) -> Any:
+    return scatter_reduce(ctx, x, dim, index, src, "sum", True)
+
+
+def scatter_reduce(ctx: Ctx, x: Any, dim: int, index: Any, src: Any, reduce: str,
+                   include_self: bool = True) -> Any:
+    """scatter_reduce.two: sum / prod / mean / amax / amin into a copy of ``x``, entries
+    combined in index order, each step rounded."""
+    out, as_arb = _storage(ctx, x, src)
+    idx = np.asarray(index, dtype=np.int64)
+    if not idx.size:
+        return _result(ctx, out, as_arb)
+    vals = _src_block(_entries(ctx, src, as_arb), idx.shape)
+    vals = np.broadcast_to(vals, idx.shape)
+    coords = _scatter_coords(idx, dim)
+    flat_targets = list(zip(*[c.reshape(-1) for c in coords], strict=True))
+    flat_vals = vals.reshape(-1)
+    acc: dict[tuple[int, ...], list[Any]] = {}
+    for t, v in zip(flat_targets, flat_vals, strict=True):
+        acc.setdefault(t, [out[t]] if include_self else []).append(v)
+    with _Prec(ctx.prec):
+        for t, items in acc.items():
+            if reduce in ("sum", "mean"):
+                r = items[0]
+                for v in items[1:]:
+                    r = r + v
+                if reduce == "mean":
+                    r = r / len(items) if as_arb else r // len(items)
+            elif reduce == "prod":
+                r = items[0]
+                for v in items[1:]:
+                    r = r * v
+            elif reduce in ("amax", "amin"):
+                r = items[0]
+                for v in items[1:]:
+                    if (v > r) if reduce == "amax" else (v < r):
+                        r = v
+            else:
+                raise UnsupportedOpError(f"scatter_reduce with reduce={reduce!r}")
+            out[t] = r.mid() if as_arb else r
+    return _result(ctx, out, as_arb)
+
+
+def index_put(ctx: Ctx, x: Any, indices: Sequence[Any], values: Any, accumulate: bool = False
+              ) -> Any:
+    out, as_arb = _storage(ctx, x, values)
+    idx = _index_tuple(indices)
+    vals = _entries(ctx, values, as_arb)
+    if accumulate:
+        with _Prec(ctx.prec):
+            np.add.at(out, idx, vals)
+        if as_arb:
+            out = np.frompyfunc(flint.arb.mid, 1, 1)(out) if out.ndim else out
+    else:
+        out[idx] = vals
+    return _result(ctx, np.asarray(out, dtype=object) if as_arb else out, as_arb)
+
+
+def select_scatter(ctx: Ctx, x: Any, src: Any, dim: int, index: int) -> Any:
+    out, as_arb = _storage(ctx, x, src)
+    sl: list[Any] = [slice(None)] * out.ndim
+    sl[dim] = index
+    out[tuple(sl)] = _entries(ctx, src, as_arb)
+    return _result(ctx, out, as_arb)
+
+
+def slice_scatter(ctx: Ctx, x: Any, src: Any, dim: int = 0, start: Any = None, end: Any = None,
+                  step: int = 1) -> Any:
+    out, as_arb = _storage(ctx, x, src)
+    sl: list[Any] = [slice(None)] * out.ndim
+    sl[dim] = slice(start, end, step)
+    out[tuple(sl)] = _entries(ctx, src, as_arb)
+    return _result(ctx, out, as_arb)
+
+
+def masked_scatter(ctx: Ctx, x: Any, mask: Any, source: Any) -> Any:
+    """Entries of ``source`` (row-major) written where ``mask`` is true."""
+    out, as_arb = _storage(ctx, x, source)
+    m = np.broadcast_to(truth(mask), out.shape)
+    vals = np.reshape(_entries(ctx, source, as_arb), -1)
+    out[m] = vals[: int(m.sum())]
+    return _result(ctx, out, as_arb)
+
+
+def nonzero(ctx: Ctx, x: Any) -> np.ndarray:
+    return np.argwhere(truth(x)).astype(np.int64)
+
+
+def tri(fn: Any) -> Any:
+    def apply(ctx: Ctx, x: Any, diagonal: int = 0) -> Any:
+        mask = fn(np.ones(shape_of(x)[-2:], dtype=bool), diagonal)
+        if is_float(x):
+            return MPArray(np.where(mask, x.a, ZERO), ctx.prec, x.clean)
+        return np.where(mask, np.asarray(x), 0).astype(np.asarray(x).dtype)
+
+    return apply
+
+
+def embedding_bag(ctx: Ctx, weight: MPArray, indices: Any, offsets: Any,
+                  scale_grad_by_freq: bool = False, mode: int = 0, sparse: bool = False,
+                  per_sample_weights: Any = None, include_last_offset: bool = False,
+                  padding_idx: int = -1) -> tuple[Any, ...]:
+    """_embedding_bag: (output, offset2bag, bag_size, max_indices); modes sum / mean / max."""
+    idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+    offs = np.asarray(offsets, dtype=np.int64).reshape(-1).tolist()
+    if include_last_offset:
+        bounds = offs
+    else:
+        bounds = offs + [len(idx)]
+    nbags = len(bounds) - 1
+    d = weight.shape[1]
+    w = weight.stripped().a
+    psw = None if per_sample_weights is None else ctx.arr(per_sample_weights).stripped().a
+    out = np.empty((nbags, d), dtype=object)
+    bag_size = np.zeros(nbags, dtype=np.int64)
+    max_idx = np.zeros((nbags, d), dtype=np.int64)
+    offset2bag = np.zeros(len(idx), dtype=np.int64)
+    with _Prec(ctx.prec):
+        for b in range(nbags):
+            members = [j for j in range(bounds[b], bounds[b + 1]) if idx[j] != padding_idx]
+            offset2bag[bounds[b]:bounds[b + 1]] = b
+            bag_size[b] = len(members)
+            for c in range(d):
+                if not members:
+                    out[b, c] = ZERO
+                    continue
+                vals = [w[idx[j], c] * (psw[j] if psw is not None else 1) for j in members]
+                if mode == 2:
+                    k = max(range(len(vals)), key=lambda i, v=vals: v[i])
+                    out[b, c], max_idx[b, c] = vals[k], idx[members[k]]
+                else:
+                    s = vals[0]
+                    for v in vals[1:]:
+                        s = s + v
+                    out[b, c] = (s / len(vals)).mid() if mode == 1 else s.mid()
+    return MPArray(out, ctx.prec, clean=True), offset2bag, bag_size, max_idx
+
+
+def _copy(ctx: Ctx, dst: Any, src: Any, non_blocking: bool = False) -> Any:
+    """aten.copy: ``src`` broadcast to ``dst``'s shape (and kind: float or integer)."""
+    shape = shape_of(dst)
+    if is_float(dst) or is_complex(dst):
+        v = ctx.arr(src) if not is_complex(src) else src
+        return map_array(v, lambda a: np.array(np.broadcast_to(a, shape)))
+    return np.array(np.broadcast_to(np.asarray(src).astype(np.asarray(dst).dtype), shape))
+
+
+OPS: OpTable = {
+    aten.view.default: view, aten._unsafe_view.default: view, aten.reshape.default: view,
+    aten.view_copy.default: view,
+    aten.permute.default: lambda ctx, x, dims: map_array(x, lambda a: np.transpose(a, dims)),
+    aten.t.default: lambda ctx, x: map_array(x, lambda a: a.T),
+    aten.transpose.int: lambda ctx, x, d0, d1: map_array(x, lambda a: np.swapaxes(a, d0, d1)),
+    aten.expand.default: expand,
+    aten.unsqueeze.default: unsqueeze,
+    aten.squeeze.dim: squeeze, aten.squeeze.dims: squeeze, aten.squeeze.default: squeeze,
+    aten.slice.Tensor: slice_, aten.select.int: select,
+    aten.cat.default: cat,
+    aten.split.Tensor: split, aten.split_with_sizes.default: split,
+    aten.constant_pad_nd.default: constant_pad,
+    aten.index.Tensor: index,
+    aten.index_select.default: lambda ctx, x, dim, idx: map_array(
+        x, lambda a: np.take(a, np.asarray(idx, dtype=np.int64), axis=dim)),
+    aten.embedding.default: lambda ctx, w, idx, *a: map_array(
+        w, lambda arr: arr[np.asarray(idx, dtype=np.int64)]),
+    aten._embedding_bag.default: embedding_bag,
+    aten.tril.default: tri(np.tril), aten.triu.default: tri(np.triu),
+    aten.as_strided.default: as_strided,
+    aten.diagonal.default: diagonal,
+    aten.flip.default: flip,
+    aten.repeat.default: repeat,
+    aten.gather.default: gather,
+    aten.scatter.src: _complex_parts(scatter), aten.scatter.value: scatter,
+    aten.scatter.value_reduce: scatter, aten.scatter.reduce: scatter,
+    aten.scatter_add.default: scatter_add,
+    aten.scatter_reduce.two: scatter_reduce,
+    aten.index_put.default: index_put,
+    aten.select_scatter.default: _complex_parts(select_scatter),
+    aten.slice_scatter.default: _complex_parts(slice_scatter),
+    aten.masked_scatter.default: masked_scatter,
+    aten.nonzero.default: nonzero,
+    aten.copy.default: _copy,
+}

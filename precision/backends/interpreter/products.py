@@ -1,0 +1,51 @@
+"""Matrix products (mm, bmm, matmul, addmm, baddbmm, dot): each output entry is one dot
+product through ``arb_mat``, rounded once (real or complex operands)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from precision.backends.interpreter.complex import c_matmul, is_complex
+from precision.backends.interpreter.core import ONE, Ctx, OpTable
+from precision.backends.mp_backend import MPArray
+
+aten = torch.ops.aten
+
+
+def matmul(ctx: Ctx, a: Any, b: Any) -> Any:
+    """numpy matmul semantics; integer operands stay integer."""
+    if is_complex(a) or is_complex(b):
+        return c_matmul(ctx, a, b)
+    if not isinstance(a, MPArray) and not isinstance(b, MPArray):
+        return np.matmul(a, b)
+    return ctx.arr(a) @ ctx.arr(b)
+
+
+def addmm(ctx: Ctx, bias: Any, a: Any, b: Any, beta: float = 1, alpha: float = 1) -> MPArray:
+    """beta * bias + alpha * (a @ b). For the usual beta = alpha = 1 with a row-vector bias
+    (a Linear layer), the bias is folded into the product as one more term of each dot
+    product, [a | 1] @ [b ; bias], so it costs no separate elementwise pass."""
+    a, b, bias = ctx.arr(a), ctx.arr(b), ctx.arr(bias)
+    if beta == 1 and alpha == 1 and bias.ndim == 1 and a.ndim == 2 and b.ndim == 2:
+        ones = np.empty((a.shape[0], 1), dtype=object)
+        ones.fill(ONE)
+        left = MPArray(np.concatenate([a.a, ones], axis=1), ctx.prec, a.clean)
+        right = MPArray(np.concatenate([b.a, bias.a.reshape(1, -1)], axis=0), ctx.prec,
+                        b.clean and bias.clean)
+        return left @ right
+    prod = a @ b
+    prod = prod * alpha if alpha != 1 else prod
+    if beta == 0:
+        return prod
+    return prod + (bias * beta if beta != 1 else bias)
+
+
+OPS: OpTable = {
+    aten.mm.default: matmul, aten.bmm.default: matmul, aten.matmul.default: matmul,
+    aten.dot.default: matmul,
+    aten.addmm.default: addmm,
+    aten.baddbmm.default: addmm,
+}
