@@ -110,6 +110,13 @@ def _stride(shape: tuple[int, ...]) -> list[int]:
     return list(reversed(out))
 
 
+#: Python arithmetic on symbolic sizes (export emits these around data-dependent shapes).
+SYMBOLIC: OpTable = {fn: (lambda f: lambda ctx, *a: f(*a))(fn) for fn in (
+    operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod,
+    operator.truediv, operator.neg, operator.pow, operator.eq, operator.ne, operator.lt,
+    operator.le, operator.gt, operator.ge, operator.and_, operator.or_, operator.not_)}
+
+
 def _identity(ctx: Ctx, x: Any, *_: Any, **__: Any) -> Any:
     return x
 
@@ -147,9 +154,11 @@ OPS: OpTable = {
     aten.sym_stride.int: lambda ctx, x, d: _stride(shape_of(x))[d],
     aten.sym_storage_offset.default: lambda ctx, x: 0,
     operator.getitem: lambda ctx, x, i: x[i],
+    aten.sym_is_contiguous.default: lambda ctx, x, *a: True,
     aten._assert_tensor_metadata.default: _nothing,
     aten._assert_scalar.default: _nothing,
     aten.sym_constrain_range_for_size.default: _nothing,
     aten.sym_constrain_range.default: _nothing,
     aten._assert_async.msg: _nothing,
+    **SYMBOLIC,
 }

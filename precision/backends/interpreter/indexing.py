@@ -243,6 +243,11 @@ def scatter_reduce(ctx: Ctx, x: Any, dim: int, index: Any, src: Any, reduce: str
     idx = np.asarray(index, dtype=np.int64)
     if not idx.size:
         return _result(ctx, out, as_arb)
+    if out.ndim == 0:  # 0-d: one entry, index 0
+        flat = scatter_reduce(ctx, map_array(x, lambda a: a.reshape(1)), 0, idx.reshape(1),
+                              map_array(src, lambda a: np.reshape(a, 1)) if not isinstance(
+                                  src, int | float) else src, reduce, include_self)
+        return map_array(flat, lambda a: a.reshape(()))
     vals = _src_block(_entries(ctx, src, as_arb), idx.shape)
     vals = np.broadcast_to(vals, idx.shape)
     coords = _scatter_coords(idx, dim)
@@ -309,7 +314,9 @@ def slice_scatter(ctx: Ctx, x: Any, src: Any, dim: int = 0, start: Any = None, e
 def masked_scatter(ctx: Ctx, x: Any, mask: Any, source: Any) -> Any:
     """Entries of ``source`` (row-major) written where ``mask`` is true."""
     out, as_arb = _storage(ctx, x, source)
-    m = np.broadcast_to(truth(mask), out.shape)
+    m = truth(mask)
+    shape = np.broadcast_shapes(out.shape, m.shape)
+    out, m = np.array(np.broadcast_to(out, shape)), np.broadcast_to(m, shape)
     vals = np.reshape(_entries(ctx, source, as_arb), -1)
     out[m] = vals[: int(m.sum())]
     return _result(ctx, out, as_arb)
@@ -369,6 +376,37 @@ def embedding_bag(ctx: Ctx, weight: MPArray, indices: Any, offsets: Any,
     return MPArray(out, ctx.prec, clean=True), offset2bag, bag_size, max_idx
 
 
+def embedding_renorm(ctx: Ctx, weight: Any, indices: Any, max_norm: float, norm_type: float
+                     ) -> MPArray:
+    """Rows of ``weight`` used by ``indices`` whose norm exceeds ``max_norm`` scaled to
+    max_norm / (norm + 1e-7), as PyTorch (the functional form of the in-place op)."""
+    from precision.backends.interpreter.reductions import vector_norm
+
+    w = ctx.arr(weight).stripped()
+    out = w.a.copy()
+    for r in sorted(set(np.asarray(indices, dtype=np.int64).reshape(-1).tolist())):
+        row = MPArray(w.a[r], ctx.prec, True)
+        norm = vector_norm(ctx, row, float(norm_type))
+        if float(norm) > max_norm:
+            scale = ctx.const(max_norm) / (norm + 1e-7)
+            out[r] = (row * scale).stripped().a
+    return MPArray(out, ctx.prec, clean=True)
+
+
+def resize(ctx: Ctx, x: Any, size: Sequence[int], memory_format: Any = None) -> Any:
+    """resize_ (functional): the first prod(size) entries in row-major order, zeros after."""
+    n = int(np.prod(size))
+    def fn(a: np.ndarray) -> np.ndarray:
+        flat = np.reshape(a, -1)[:n]
+        if flat.size < n:
+            pad = np.zeros(n - flat.size, dtype=flat.dtype)
+            if flat.dtype == object:
+                pad = np.array([ZERO] * (n - flat.size), dtype=object)
+            flat = np.concatenate([flat, pad])
+        return flat.reshape(tuple(size))
+    return map_array(x, fn)
+
+
 def _copy(ctx: Ctx, dst: Any, src: Any, non_blocking: bool = False) -> Any:
     """aten.copy: ``src`` broadcast to ``dst``'s shape (and kind: float or integer)."""
     shape = shape_of(dst)
@@ -393,10 +431,14 @@ OPS: OpTable = {
     aten.constant_pad_nd.default: constant_pad,
     aten.index.Tensor: index,
     aten.index_select.default: lambda ctx, x, dim, idx: map_array(
-        x, lambda a: np.take(a, np.asarray(idx, dtype=np.int64), axis=dim)),
+        x, lambda a: np.take(a, np.asarray(idx, dtype=np.int64).reshape(-1), axis=dim)
+        if a.ndim else a),
     aten.embedding.default: lambda ctx, w, idx, *a: map_array(
         w, lambda arr: arr[np.asarray(idx, dtype=np.int64)]),
     aten._embedding_bag.default: embedding_bag,
+    aten._embedding_bag_forward_only.default: embedding_bag,
+    aten.embedding_renorm.default: embedding_renorm,
+    aten.resize_.default: resize, aten.resize.default: resize,
     aten.tril.default: tri(np.tril), aten.triu.default: tri(np.triu),
     aten.as_strided.default: as_strided,
     aten.diagonal.default: diagonal,

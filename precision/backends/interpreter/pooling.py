@@ -85,7 +85,7 @@ def avg_pool(ctx: Ctx, x: Any, kernel: Sequence[int], stride: Sequence[int] = ()
     padding = _expand_arg(padding, d)
     win, out, _ = _windows(ctx, x, kernel, stride, padding, [1] * d, ceil_mode, ZERO)
     lead = win.shape[: win.ndim - 2 * d]
-    flat = win.reshape(lead + tuple(out) + (-1,))
+    flat = win.reshape(lead + tuple(out) + (int(np.prod(kernel)),))
     with _Prec(ctx.prec):
         sums = np.add.reduce(flat, axis=-1) if flat.shape[-1] > 1 else flat[..., 0]
     sums = np.asarray(sums, dtype=object)
@@ -114,7 +114,7 @@ def max_pool(ctx: Ctx, x: Any, kernel: Sequence[int], stride: Sequence[int] = ()
     padding, dilation = _expand_arg(padding, d), _expand_arg(dilation, d)
     win, out, pads = _windows(ctx, x, kernel, stride, padding, dilation, ceil_mode, NEG_INF)
     lead = win.shape[: win.ndim - 2 * d]
-    flat = win.reshape(lead + tuple(out) + (-1,))
+    flat = win.reshape(lead + tuple(out) + (int(np.prod(kernel)),))
     vals, arg = extreme_dim(ctx, MPArray(flat, ctx.prec, True), -1, False, True)
     koff = np.unravel_index(arg, tuple(kernel))
     grids = np.meshgrid(*[np.arange(o) for o in out], indexing="ij")

@@ -121,6 +121,8 @@ class MPProgram:
                     ) from None
             elif node.op == "output":
                 outs = node.args[0]
-                res = [env[n.name] if isinstance(n, torch.fx.Node) else n for n in outs]
+                kinds = [s.kind.name for s in self.program.graph_signature.output_specs]
+                res = [env[n.name] if isinstance(n, torch.fx.Node) else n
+                       for n, kind in zip(outs, kinds, strict=True) if kind == "USER_OUTPUT"]
                 return res[0] if len(res) == 1 else tuple(res)
         raise RuntimeError("graph without output")

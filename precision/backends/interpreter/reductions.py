@@ -223,6 +223,8 @@ def softmax(ctx: Ctx, x: MPArray, dim: int, half_to_float: bool = False, log: bo
     x = ctx.arr(x)
     if x.ndim == 0:
         return ctx.filled((), ZERO if log else flint.arb(1))
+    if x.size == 0:
+        return x
     a = np.moveaxis(x.stripped().a, dim, -1)
     shape = a.shape
     rows = a.reshape(-1, shape[-1])
