@@ -1,0 +1,96 @@
+"""Op census: which core ATen ops a module's exported graph uses, and whether mpN runs them.
+
+``census(module, example)`` exports the module exactly as the mp evaluation does
+(``torch.export`` + ``run_decompositions()``) and lists every op with its number of uses,
+whether the arbitrary-precision interpreter implements it, and the module paths using it.
+``census_for_factory(spec, ...)`` builds the module from a user factory
+(``MODULE:FACTORY`` or ``path/to/file.py:FACTORY``) first. Nothing is trained or evaluated,
+so all unsupported ops are known at once, before any training starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from precision.backends.graph_interpreter import MPProgram, module_path, supports
+from precision.backends.interpreter.program import op_name
+
+
+@dataclass
+class OpUse:
+    """One op of the graph: how often it occurs and where."""
+
+    op: str
+    count: int
+    supported: bool
+    modules: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Census:
+    """Every op an exported module uses, in order of first use."""
+
+    ops: list[OpUse]
+
+    @property
+    def missing(self) -> list[OpUse]:
+        return [u for u in self.ops if not u.supported]
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+    def table(self) -> str:
+        """A plain-text table: op, uses, mpN support, module paths."""
+        width = max([len(u.op) for u in self.ops] + [2])
+        lines = [f"{'op':<{width}}  uses  mpN  modules"]
+        for u in self.ops:
+            where = ", ".join(u.modules[:3]) + (f", ... ({len(u.modules)} modules)"
+                                                if len(u.modules) > 3 else "")
+            lines.append(f"{u.op:<{width}}  {u.count:>4}  {'yes' if u.supported else 'NO ':<3}"
+                         f"  {where}")
+        n_missing = len(self.missing)
+        lines.append(f"{len(self.ops)} ops, {sum(u.count for u in self.ops)} calls; "
+                     + ("all supported in mpN" if not n_missing
+                        else f"{n_missing} unsupported in mpN"))
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        """One line naming every unsupported op with its first module path."""
+        parts = [f"{u.op} (in {u.modules[0] if u.modules else '<root>'})" for u in self.missing]
+        return (f"{len(parts)} op{'s' if len(parts) != 1 else ''} without an "
+                f"arbitrary-precision implementation: " + "; ".join(parts))
+
+
+def census(module: nn.Module, example: torch.Tensor | tuple[Any, ...]) -> Census:
+    """Export ``module`` on ``example`` input(s) and list the ops its graph calls."""
+    inputs = example if isinstance(example, tuple) else (example,)
+    program = MPProgram(module, inputs)
+    uses: dict[str, OpUse] = {}
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = op_name(node.target)
+        use = uses.setdefault(name, OpUse(name, 0, supports(node.target)))
+        use.count += 1
+        where = module_path(node)
+        if where not in use.modules:
+            use.modules.append(where)
+    return Census(list(uses.values()))
+
+
+def census_for_factory(spec: str | Callable[..., nn.Module], d_in: int = 20, d_out: int = 20,
+                       depth: int = 2, width: int = 64, tokens: int = 40, batch: int = 2
+                       ) -> Census:
+    """Build the module from a factory (as ``precision probe`` does, float64) and take its
+    census on a (batch, tokens, d_in) input."""
+    from probes.factory import build_from_factory
+
+    model = build_from_factory(spec, d_in, d_out, depth, width, tokens)
+    model.eval()
+    return census(model, torch.zeros(batch, tokens, d_in, dtype=torch.float64))
