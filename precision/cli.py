@@ -61,7 +61,32 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
     base = load_suite(args.suite, profile=args.profile, precisions=_csv(args.precisions))
     suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks))
+    from precision.op_census import CensusError, suite_mp_problem
+
+    try:  # an op mpN cannot run is a one-line error before any training
+        problem = suite_mp_problem(suite)
+    except CensusError as exc:
+        raise UsageError(str(exc)) from None
+    if problem:
+        raise UsageError(problem)
     return _run_loaded(suite, args)
+
+
+def _cmd_ops(args: argparse.Namespace) -> int:
+    """Census of the ops of FACTORY's exported graph; exit 2 if mpN lacks any."""
+    from precision.op_census import CensusError, census_for_factory
+    from probes.factory import FactoryError
+
+    try:
+        c = census_for_factory(args.factory, args.d_in, args.d_out, args.depth, args.width,
+                               args.tokens)
+    except (FactoryError, CensusError) as exc:
+        raise UsageError(str(exc)) from None
+    print(c.table())
+    if not c.ok:
+        print(f"precision: error: {c.summary()}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
 
 
 def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
@@ -284,6 +309,18 @@ def build_parser() -> argparse.ArgumentParser:
         if action.dest not in ("help", "suite", "solvers"):
             prb._add_action(action)
     prb.set_defaults(func=_cmd_probe)
+
+    ops = sub.add_parser("ops", help="list the ops of your architecture and their mpN support",
+                         description="Export the module of FACTORY(d_in, d_out, depth, width) "
+                         "on a (2, tokens, d_in) input and list every core ATen op its graph "
+                         "uses, how often, where, and whether mpN runs it (exit 2 if not).")
+    ops.add_argument("factory", help="MODULE:FACTORY or path/to/file.py:FACTORY")
+    ops.add_argument("--d-in", type=int, default=20, help="input features (default 20)")
+    ops.add_argument("--d-out", type=int, default=20, help="output features (default 20)")
+    ops.add_argument("--depth", type=int, default=2, help="depth (default 2)")
+    ops.add_argument("--width", type=int, default=64, help="width (default 64)")
+    ops.add_argument("--tokens", type=int, default=40, help="tokens N (default 40)")
+    ops.set_defaults(func=_cmd_ops)
 
     res = sub.add_parser("results", help="print or export stored results",
                          description="Dump the runs in the store as a table, CSV or JSON.")

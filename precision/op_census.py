@@ -21,6 +21,10 @@ from precision.backends.graph_interpreter import MPProgram, module_path, support
 from precision.backends.interpreter.program import op_name
 
 
+class CensusError(ValueError):
+    """The module cannot be exported (one line: the exporter's message)."""
+
+
 @dataclass
 class OpUse:
     """One op of the graph: how often it occurs and where."""
@@ -70,7 +74,12 @@ class Census:
 def census(module: nn.Module, example: torch.Tensor | tuple[Any, ...]) -> Census:
     """Export ``module`` on ``example`` input(s) and list the ops its graph calls."""
     inputs = example if isinstance(example, tuple) else (example,)
-    program = MPProgram(module, inputs)
+    try:
+        program = MPProgram(module, inputs)
+    except Exception as exc:  # noqa: BLE001 - any export failure is reported in one line
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise CensusError(f"torch.export failed on {type(module).__name__}: "
+                          f"{type(exc).__name__}: {first}") from None
     uses: dict[str, OpUse] = {}
     for node in program.graph.nodes:
         if node.op != "call_function":
@@ -94,3 +103,39 @@ def census_for_factory(spec: str | Callable[..., nn.Module], d_in: int = 20, d_o
     model = build_from_factory(spec, d_in, d_out, depth, width, tokens)
     model.eval()
     return census(model, torch.zeros(batch, tokens, d_in, dtype=torch.float64))
+
+
+def suite_mp_problem(suite: Any) -> str | None:
+    """For a trained suite: None if every model that is evaluated in an mpN precision uses
+    only supported ops, else one line naming all unsupported ops (of all its models).
+
+    Each distinct (family, options, task shape, depth, width) is built and exported once,
+    before anything is trained."""
+    from probes.job import build_job
+    from probes.suite import expand
+
+    missing: dict[str, str] = {}
+    seen: set[str] = set()
+    for run in expand(suite):
+        cfg = run.config
+        if cfg.get("kind") != "trained" or not any(
+                str(p).startswith("mp") for p in cfg.get("precisions", [])):
+            continue
+        key = repr((cfg["family"], cfg.get("model_options"), cfg.get("task"),
+                    cfg.get("task_options"), cfg["depth"], cfg["width"]))
+        if key in seen:
+            continue
+        seen.add(key)
+        task, model = build_job(cfg)
+        model.eval()
+        try:
+            c = census(model, torch.zeros(2, task.n_tokens, task.d_in, dtype=torch.float64))
+        except CensusError as exc:
+            return f"{cfg['family']}: {exc}"
+        for u in c.missing:
+            missing.setdefault(u.op, u.modules[0] if u.modules else "<root>")
+    if not missing:
+        return None
+    parts = [f"{op} (in {where})" for op, where in missing.items()]
+    return (f"{len(parts)} op{'s' if len(parts) != 1 else ''} without an arbitrary-precision "
+            f"implementation (mpN is among the suite's precisions): " + "; ".join(parts))
