@@ -10,13 +10,21 @@ Model: Transformer, 2 layers, width 64, 1 head, MLP x4 ReLU, LayerNorm, causal; 
       arb-based evaluator.
 Checks (a) against (b) to 1e-45 and prints the ratios b/a and a/c.
 
-Run: ``python bench/bench_mp_forward.py`` (the mpmath baseline takes a minute or two).
+Then the zoo (examples/zoo, batch 4 x N 32 x D 20, width 32, depth 2): each module's mp50
+time against its float64 (PyTorch) time and against the arb_mat limit of its own matrix
+products; and the per-node cost of an unrolled recurrence (Mamba-style scan, one layer) at
+N and 2N tokens, which must stay constant (twice the tokens, twice the nodes, twice the time).
+
+Run: ``python bench/bench_mp_forward.py`` (the mpmath baseline takes a minute or two);
+``--zoo`` runs only the zoo part.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import time
+from collections.abc import Callable
 
 import flint
 import mpmath
@@ -68,14 +76,9 @@ def mpmath_forward(model: torch.nn.Module, x: np.ndarray) -> np.ndarray:
     return linear(layernorm(h, "ln_f"), "out")
 
 
-def main() -> None:
-    torch.manual_seed(0)
-    mpmath.mp.dps = DIGITS
-    model = build_model("transformer", d_in=D, d_out=D, depth=DEPTH, width=WIDTH).double()
-    x = torch.randn(BATCH, N, D, dtype=torch.float64)
-    program = mp_program(model, x)
-
-    # Record the matrix products our evaluation performs (batched ones slice by slice).
+def record_products(run: Callable[[], object]) -> list[tuple[int, int, int]]:
+    """The (m, k, n) of every 2-d arb_mat product ``run`` performs (batched ones slice by
+    slice); every product of the interpreter goes through ``mp_backend.matmul``."""
     shapes: list[tuple[int, int, int]] = []
     original = mp_backend.matmul
 
@@ -87,8 +90,92 @@ def main() -> None:
         return original(x, y)
 
     mp_backend.matmul = recording
-    program(x, precision=f"mp{DIGITS}")
-    mp_backend.matmul = original
+    try:
+        run()
+    finally:
+        mp_backend.matmul = original
+    return shapes
+
+
+def arb_limit(shapes: list[tuple[int, int, int]], digits: int, repeats: int = 3) -> float:
+    """Best time of the bare arb_mat products of ``shapes`` with full-precision entries."""
+    old = flint.ctx.prec
+    flint.ctx.dps = digits
+    rng = np.random.default_rng(0)
+    try:
+        mats = [((flint.arb_mat(m, k, rng.standard_normal(m * k).tolist()) / 7).mid(),
+                 (flint.arb_mat(k, n, rng.standard_normal(k * n).tolist()) / 7).mid())
+                for m, k, n in shapes]
+        t = math.inf
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for a, b in mats:
+                a * b
+            t = min(t, time.perf_counter() - t0)
+        return t
+    finally:
+        flint.ctx.prec = old
+
+
+def best_time(run: Callable[[], object], repeats: int = 3) -> float:
+    t = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        t = min(t, time.perf_counter() - t0)
+    return t
+
+
+ZOO = ["llama", "mamba", "hyena", "retnet", "linear_attention", "deltanet", "moe"]
+
+
+def zoo() -> None:
+    """mp50 vs float64 vs the arb_mat limit for each zoo module; recurrence scaling."""
+    from probes.factory import load_factory
+
+    zb, zn, zd, zw, zdepth = 4, 32, 20, 32, 2
+    print(f"\nzoo: batch {zb} x N {zn} x D {zd}, width {zw}, depth {zdepth}, {DIGITS} digits")
+    print(f"{'module':<18}{'mp50 s':>9}{'float64 s':>11}{'mp50/f64':>10}{'limit s':>9}"
+          f"{'mp50/limit':>11}{'nodes':>7}")
+    for style in ZOO:
+        torch.manual_seed(0)
+        model = load_factory(f"examples/zoo/{style}.py:{style}")(
+            zd, zd, zdepth, zw, max_len=zn).double().eval()
+        x = torch.randn(zb, zn, zd, dtype=torch.float64)
+        program = mp_program(model, x)
+        shapes = record_products(lambda p=program, x=x: p(x, precision=f"mp{DIGITS}"))
+        t_mp = best_time(lambda p=program, x=x: p(x, precision=f"mp{DIGITS}"), 2)
+        with torch.no_grad():
+            t_64 = best_time(lambda m=model, x=x: m(x), 20)
+        t_lim = arb_limit(shapes, DIGITS)
+        nodes = sum(1 for n in program.graph.nodes if n.op == "call_function")
+        print(f"{style:<18}{t_mp:9.3f}{t_64:11.5f}{t_mp / t_64:10.0f}{t_lim:9.3f}"
+              f"{t_mp / t_lim:11.2f}{nodes:7d}")
+
+    print("\nunrolled recurrence (mamba, 1 layer, width 16, batch 2): per-node cost")
+    per_node = []
+    for n_tok in (zn, 2 * zn):
+        torch.manual_seed(0)
+        model = load_factory("examples/zoo/mamba.py:mamba")(zd, zd, 1, 16).double().eval()
+        x = torch.randn(2, n_tok, zd, dtype=torch.float64)
+        program = mp_program(model, x)
+        t = best_time(lambda p=program, x=x: p(x, precision=f"mp{DIGITS}"), 3)
+        nodes = sum(1 for n in program.graph.nodes if n.op == "call_function")
+        per_node.append(t / nodes)
+        print(f"  N = {n_tok:3d}: {nodes:5d} nodes, {t:.3f} s, {1e6 * t / nodes:.0f} us/node")
+    print(f"  per-node cost ratio 2N / N: {per_node[1] / per_node[0]:.2f} (1 = linear in "
+          f"graph size)")
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    mpmath.mp.dps = DIGITS
+    model = build_model("transformer", d_in=D, d_out=D, depth=DEPTH, width=WIDTH).double()
+    x = torch.randn(BATCH, N, D, dtype=torch.float64)
+    program = mp_program(model, x)
+
+    # Record the matrix products our evaluation performs (batched ones slice by slice).
+    shapes = record_products(lambda: program(x, precision=f"mp{DIGITS}"))
 
     t_ours = math.inf
     for _ in range(3):
@@ -142,4 +229,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if "--zoo" not in sys.argv[1:]:
+        main()
+    zoo()

@@ -22,12 +22,16 @@ implemented and were exercised by a passing sample (OpInfo here, or the direct c
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+
+# PyTorch's OpInfo database (its test utilities need the ``expecttest`` package).
+from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils import _pytree as pytree
 
 from precision.backends.graph_interpreter import OPS, MPProgram
@@ -36,14 +40,11 @@ from precision.backends.interpreter.core import Ctx
 from precision.backends.mp_backend import MPArray
 from precision.precisions import parse_precision
 
-op_db = pytest.importorskip(
-    "torch.testing._internal.common_methods_invocations", reason="needs expecttest"
-).op_db
-
 U64 = 2.0**-53
 K_FLOAT64 = 256
 MP_TOL = 1e-45
-SAMPLES_PER_OP = 1
+#: Samples per OpInfo (CI: 1; set PRECISION_OPINFO_SAMPLES for a thorough local run).
+SAMPLES_PER_OP = int(os.environ.get("PRECISION_OPINFO_SAMPLES", "1"))
 MAX_NUMEL = 400
 
 #: OpInfo names (``name`` or ``name.variant``) whose samples are run.

@@ -14,13 +14,14 @@ import flint
 import numpy as np
 import torch
 
+from precision.backends import mp_backend
 from precision.backends.interpreter.core import (
     Ctx,
     OpTable,
     UnsupportedOpError,
     lift,
 )
-from precision.backends.mp_backend import MPArray, _Prec, matmul
+from precision.backends.mp_backend import MPArray, _Prec
 
 aten = torch.ops.aten
 
@@ -107,8 +108,8 @@ def c_abs(ctx: Ctx, x: MPComplex) -> MPArray:
 def c_matmul(ctx: Ctx, a: Any, b: Any) -> MPComplex:
     """(ar + i ai)(br + i bi) with four real arb_mat products."""
     x, y = as_complex(ctx, a), as_complex(ctx, b)
-    re = matmul(x.re, y.re) - matmul(x.im, y.im)
-    im = matmul(x.re, y.im) + matmul(x.im, y.re)
+    re = mp_backend.matmul(x.re, y.re) - mp_backend.matmul(x.im, y.im)
+    im = mp_backend.matmul(x.re, y.im) + mp_backend.matmul(x.im, y.re)
     return MPComplex(re.stripped(), im.stripped())
 
 

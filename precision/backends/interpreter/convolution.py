@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from precision.backends import mp_backend
 from precision.backends.interpreter.core import Ctx, OpTable
 from precision.backends.interpreter.indexing import constant_pad
-from precision.backends.mp_backend import MPArray, matmul
+from precision.backends.mp_backend import MPArray
 
 aten = torch.ops.aten
 
@@ -53,8 +54,8 @@ def _conv(ctx: Ctx, x: MPArray, w: MPArray, stride: Sequence[int], dilation: Seq
         pg = np.moveaxis(pg, 1, 1 + d)  # (B, *out, cin_g, *K)
         cols = np.ascontiguousarray(pg).reshape(b * nout, cin_g * nk)
         wg = w.stripped().a[g * cout_g:(g + 1) * cout_g].reshape(cout_g, cin_g * nk)
-        prod = matmul(MPArray(cols, ctx.prec, True), MPArray(np.ascontiguousarray(wg.T),
-                                                                 ctx.prec, True))
+        prod = mp_backend.matmul(MPArray(cols, ctx.prec, True),
+                                 MPArray(np.ascontiguousarray(wg.T), ctx.prec, True))
         parts.append(prod.a.reshape((b,) + tuple(out) + (cout_g,)))
     res = np.concatenate(parts, axis=-1)  # (B, *out, Cout)
     return MPArray(np.moveaxis(res, -1, 1), ctx.prec, clean=True)

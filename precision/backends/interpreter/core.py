@@ -147,11 +147,14 @@ def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None
     return apply
 
 
+_IS_FINITE = flint.arb.is_finite
+
+
 def fix_nonfinite(res: MPArray, a: Any, b: Any, op: Callable[[Any, Any], Any]) -> MPArray:
     """Redo the non-finite entries of a binary result with float64 (IEEE) semantics:
     arb turns -inf + 2 or 1 / 0 into indeterminate balls where IEEE gives +-inf."""
     flat = res.a.reshape(-1)
-    if all(v.is_finite() for v in flat):
+    if all(map(_IS_FINITE, flat)):
         return res
     fa = np.broadcast_to(as_float64(a), res.shape).reshape(-1)
     fb = np.broadcast_to(as_float64(b), res.shape).reshape(-1)

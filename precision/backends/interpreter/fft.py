@@ -16,9 +16,10 @@ import flint
 import numpy as np
 import torch
 
+from precision.backends import mp_backend
 from precision.backends.interpreter.complex import MPComplex, as_complex
 from precision.backends.interpreter.core import Ctx, OpTable
-from precision.backends.mp_backend import MPArray, _Prec, matmul
+from precision.backends.mp_backend import MPArray, _Prec
 
 aten = torch.ops.aten
 
@@ -48,7 +49,7 @@ def _along(x: MPArray, axis: int, mat: np.ndarray) -> MPArray:
     a = np.moveaxis(x.a, axis, -1)
     lead = a.shape[:-1]
     rows = MPArray(np.ascontiguousarray(a).reshape(-1, a.shape[-1]), x.prec, x.clean)
-    prod = matmul(rows, MPArray(np.ascontiguousarray(mat.T), x.prec, True))
+    prod = mp_backend.matmul(rows, MPArray(np.ascontiguousarray(mat.T), x.prec, True))
     return MPArray(np.moveaxis(prod.a.reshape(lead + (mat.shape[0],)), -1, axis), x.prec,
                    clean=True)
 
