@@ -276,45 +276,105 @@ def pdist(ctx: Ctx, x: Any, p: float = 2) -> MPArray:
     return _pnorm(ctx, diff, p, -1)
 
 
+def _reflect(v: Any, twice_low: int, twice_high: int) -> Any:
+    """Reflect a coordinate into [twice_low / 2, twice_high / 2] (PyTorch's rule)."""
+    if twice_low == twice_high:
+        return flint.arb(0)
+    lo = flint.arb(twice_low) / 2
+    span = flint.arb(twice_high - twice_low) / 2
+    d = abs(v - lo)
+    flips = d / span
+    n = flips.floor()
+    extra = d - n * span
+    return (extra + lo) if int(n.unique_fmpz()) % 2 == 0 else (span - extra + lo)
+
+
+class _Sampler:
+    """Source coordinates and padded reads of grid_sampler_2d for one (H, W) input."""
+
+    def __init__(self, a: np.ndarray, padding_mode: int, align_corners: bool) -> None:
+        self.a, self.mode, self.align = a, padding_mode, align_corners
+        self.h, self.w = a.shape[-2:]
+
+    def unnormalize(self, v: Any, size: int) -> Any:
+        if self.align:
+            return (v + 1) / 2 * (size - 1)
+        return ((v + 1) * size - 1) / 2
+
+    def pad(self, v: Any, size: int) -> Any:
+        """compute_coordinates: border clips, reflection reflects then clips."""
+        if self.mode == 2:
+            v = _reflect(v, 0, 2 * (size - 1)) if self.align else _reflect(v, -1, 2 * size - 1)
+        if self.mode in (1, 2):
+            v = max(min(v, flint.arb(size - 1)), flint.arb(0))
+        return v
+
+    def read(self, b: int, yy: int, xx: int) -> np.ndarray:
+        if 0 <= yy < self.h and 0 <= xx < self.w:
+            return self.a[b, :, yy, xx]
+        return np.array([ZERO] * self.a.shape[1], dtype=object)
+
+    def read_padded(self, b: int, yy: int, xx: int) -> np.ndarray:
+        """A tap of the bicubic stencil, its integer coordinates padded first."""
+        py, px = self.pad(flint.arb(yy), self.h), self.pad(flint.arb(xx), self.w)
+        return self.read(b, int(py.floor().unique_fmpz()), int(px.floor().unique_fmpz()))
+
+
+def _cubic_weights(t: Any) -> list[Any]:
+    """Keys' cubic convolution weights (A = -0.75) of the taps at -1, 0, 1, 2."""
+    a = flint.arb(-0.75)
+
+    def near(x: Any) -> Any:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x: Any) -> Any:
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
 def grid_sampler_2d(ctx: Ctx, x: Any, grid: Any, interpolation_mode: int, padding_mode: int,
                     align_corners: bool) -> MPArray:
-    """Bilinear (0) or nearest (1) sampling with zeros (0) or border (1) padding."""
-    if interpolation_mode not in (0, 1) or padding_mode not in (0, 1):
-        raise UnsupportedOpError("grid_sampler_2d: bicubic or reflection padding")
+    """Sample x (N, C, H, W) at grid (N, OH, OW, 2) -> (N, C, OH, OW): bilinear (0),
+    nearest (1) or bicubic (2) interpolation; zeros (0), border (1) or reflection (2)
+    padding; all coordinates and weights in the working precision."""
     x, g = ctx.arr(x).stripped(), ctx.arr(grid).stripped()
     n, c, h, w = x.shape
     _, oh, ow, _ = g.shape
     out = np.empty((n, c, oh, ow), dtype=object)
+    smp = _Sampler(x.a, padding_mode, align_corners)
+    mid = np.frompyfunc(flint.arb.mid, 1, 1)
     with _Prec(ctx.prec):
-        def unnorm(v: Any, size: int) -> Any:
-            r = ((v + 1) * (size - 1) / 2) if align_corners else (((v + 1) * size - 1) / 2)
-            r = r.mid()
-            if padding_mode == 1:
-                r = max(min(r, flint.arb(size - 1)), flint.arb(0))
-            return r
-
-        def pick(b: int, yy: int, xx: int) -> Any:
-            if 0 <= yy < h and 0 <= xx < w:
-                return x.a[b, :, yy, xx]
-            return np.array([ZERO] * c, dtype=object)
-
         for b in range(n):
             for i in range(oh):
                 for j in range(ow):
-                    fx, fy = unnorm(g.a[b, i, j, 0], w), unnorm(g.a[b, i, j, 1], h)
-                    if interpolation_mode == 1:
-                        rx = int(_round_half_even(fx))
-                        ry = int(_round_half_even(fy))
-                        out[b, :, i, j] = pick(b, ry, rx)
+                    fx = smp.unnormalize(g.a[b, i, j, 0], w)
+                    fy = smp.unnormalize(g.a[b, i, j, 1], h)
+                    if interpolation_mode == 2:
+                        x0, y0 = int(fx.floor().unique_fmpz()), int(fy.floor().unique_fmpz())
+                        wx, wy = _cubic_weights(fx - x0), _cubic_weights(fy - y0)
+                        acc = np.array([ZERO] * c, dtype=object)
+                        for r in range(4):
+                            row = np.array([ZERO] * c, dtype=object)
+                            for q in range(4):
+                                row = row + smp.read_padded(b, y0 - 1 + r, x0 - 1 + q) * wx[q]
+                            acc = acc + row * wy[r]
+                        out[b, :, i, j] = mid(acc)
                         continue
+                    fx, fy = smp.pad(fx, w).mid(), smp.pad(fy, h).mid()
+                    if interpolation_mode == 1:
+                        out[b, :, i, j] = smp.read(b, _round_half_even(fy),
+                                                   _round_half_even(fx))
+                        continue
+                    if interpolation_mode != 0:
+                        raise UnsupportedOpError(f"grid_sampler_2d mode {interpolation_mode}")
                     x0, y0 = int(fx.floor().unique_fmpz()), int(fy.floor().unique_fmpz())
                     tx, ty = (fx - x0).mid(), (fy - y0).mid()
                     acc = np.array([ZERO] * c, dtype=object)
-                    for dy, wy in ((0, 1 - ty), (1, ty)):
-                        for dx, wx in ((0, 1 - tx), (1, tx)):
-                            wt = (wy * wx).mid()
-                            acc = acc + pick(b, y0 + dy, x0 + dx) * wt
-                    out[b, :, i, j] = np.frompyfunc(flint.arb.mid, 1, 1)(acc)
+                    for dy, wy_ in ((0, 1 - ty), (1, ty)):
+                        for dx, wx_ in ((0, 1 - tx), (1, tx)):
+                            acc = acc + smp.read(b, y0 + dy, x0 + dx) * (wy_ * wx_).mid()
+                    out[b, :, i, j] = mid(acc)
     return MPArray(out, ctx.prec, clean=True)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from precision.backends.interpreter.complex import c_matmul, is_complex
-from precision.backends.interpreter.core import ONE, Ctx, OpTable
+from precision.backends.interpreter.core import ONE, ZERO, Ctx, OpTable
 from precision.backends.mp_backend import MPArray
 
 aten = torch.ops.aten
@@ -21,7 +21,11 @@ def matmul(ctx: Ctx, a: Any, b: Any) -> Any:
         return c_matmul(ctx, a, b)
     if not isinstance(a, MPArray) and not isinstance(b, MPArray):
         return np.matmul(a, b)
-    return ctx.arr(a) @ ctx.arr(b)
+    a, b = ctx.arr(a), ctx.arr(b)
+    if a.size == 0 or b.size == 0:  # empty operands: numpy's shape, zeros (empty sums)
+        shape = np.matmul(np.zeros(a.shape), np.zeros(b.shape)).shape
+        return ctx.filled(shape, ZERO)
+    return a @ b
 
 
 def addmm(ctx: Ctx, bias: Any, a: Any, b: Any, beta: float = 1, alpha: float = 1) -> MPArray:

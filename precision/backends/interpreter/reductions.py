@@ -71,6 +71,9 @@ def total(ctx: Ctx, x: Any, dims: Any = None, keepdim: bool = False, dtype: Any 
 
 
 def count(shape: tuple[int, ...], dims: Any) -> int:
+    """Number of entries reduced over ``dims`` (1 for a 0-d tensor)."""
+    if not shape:
+        return 1
     return int(np.prod([shape[d] for d in reduce_axes(dims, len(shape))]))
 
 
