@@ -149,8 +149,8 @@ def _pow_one(v: Any, w: Any) -> Any:
         if v == 0 and k < 0:
             return POS_INF
         return (v**k).mid()
-    if v == 0 and w > 0:
-        return ZERO
+    if v == 0:
+        return ZERO if w > 0 else POS_INF
     return (v**w).mid()
 
 

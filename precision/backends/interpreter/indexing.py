@@ -214,7 +214,8 @@ def _src_block(a: Any, shape: tuple[int, ...]) -> Any:
 
 def gather(ctx: Ctx, x: Any, dim: int, index: Any, sparse_grad: bool = False) -> Any:
     idx = np.asarray(index, dtype=np.int64)
-    return map_array(x, lambda a: np.take_along_axis(a, idx, axis=dim) if a.ndim else a)
+    return map_array(x, lambda a: np.take_along_axis(a, idx, axis=dim) if a.ndim
+                     else np.array(np.broadcast_to(a, idx.shape)))
 
 
 def scatter(ctx: Ctx, x: Any, dim: int, index: Any, src: Any, reduce: str | None = None

@@ -22,7 +22,6 @@ from precision.backends.interpreter.core import (
     ZERO,
     Ctx,
     OpTable,
-    UnsupportedOpError,
     is_float,
     reduce_axes,
 )
@@ -267,7 +266,7 @@ def logsumexp(ctx: Ctx, x: Any, dims: Any, keepdim: bool = False) -> MPArray:
 
 def vector_norm(ctx: Ctx, x: Any, ord: float = 2, dim: Any = None,  # noqa: A002
                 keepdim: bool = False, *, dtype: Any = None) -> MPArray:
-    """linalg_vector_norm for ord in {2, 1, inf, -inf, 0, p > 0}."""
+    """linalg_vector_norm: (sum |x|^ord)^(1/ord), with ord in {2, 1, inf, -inf, 0} special."""
     x = ctx.arr(x)
     if ord == 2:
         return UNARY["sqrt"](ctx, total(ctx, x * x, dim, keepdim))
@@ -281,10 +280,8 @@ def vector_norm(ctx: Ctx, x: Any, ord: float = 2, dim: Any = None,  # noqa: A002
     if ord == 0:
         nz = ctx.arr(truth(x).astype(np.float64))
         return total(ctx, nz, dim, keepdim)
-    if ord > 0:
-        s = total(ctx, power(ctx, ax, float(ord)), dim, keepdim)
-        return power(ctx, s, 1.0 / ord)
-    raise UnsupportedOpError(f"linalg_vector_norm with ord={ord}")
+    s = total(ctx, power(ctx, ax, float(ord)), dim, keepdim)  # any other p, also p < 0
+    return power(ctx, s, 1.0 / ord)
 
 
 OPS: OpTable = {
