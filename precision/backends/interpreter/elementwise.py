@@ -216,12 +216,23 @@ def _mod(floor: bool) -> Callable[..., Any]:
                 with np.errstate(all="ignore"):
                     r = (np.remainder if floor else np.fmod)(float(v), float(w))
                 return NAN if math.isnan(r) else flint.arb(float(r))
-            with _Prec(prec * 2 + 64):
+            # v and w are dyadic with <= prec bits, so at this precision n * w and v - n * w
+            # are exact; r is then corrected into the remainder's range: the exact
+            # remainder, rounded once.
+            gap = math.frexp(float(v))[1] - math.frexp(float(w))[1]  # log2 |v / w|
+            with _Prec(prec * 2 + 64 + max(0, gap)):
                 q = v / w
                 n = q.floor() if floor or q >= 0 else q.ceil()
-                if floor is False and q < 0:
-                    n = q.ceil()
                 r = v - n * w
+                aw = abs(w)
+                if floor:  # same sign as w, |r| < |w|
+                    while (r < 0 < w) or (r > 0 > w):
+                        r = r + w
+                    while abs(r) >= aw:
+                        r = r - w
+                else:  # same sign as v, |r| < |w|
+                    while abs(r) >= aw:
+                        r = r - aw if r > 0 else r + aw
             with _Prec(prec):
                 return (+r).mid()
 
