@@ -108,7 +108,8 @@ def select(ctx: Ctx, x: Any, dim: int, index: int) -> Any:
 
 def cat(ctx: Ctx, tensors: Sequence[Any], dim: int = 0) -> Any:
     """Concatenate; legacy empty 1-d tensors are skipped, as PyTorch does."""
-    tensors = [t for t in tensors if not (shape_of(t) == (0,) and ndim_of(tensors[0]) != 1)]
+    nd = max(ndim_of(t) for t in tensors)
+    tensors = [t for t in tensors if not (shape_of(t) == (0,) and nd > 1)] or list(tensors[:1])
     if any(is_complex(t) for t in tensors):
         cs = [as_complex(ctx, t) for t in tensors]
         return MPComplex(cat(ctx, [c.re for c in cs], dim), cat(ctx, [c.im for c in cs], dim))
@@ -214,8 +215,17 @@ def _src_block(a: Any, shape: tuple[int, ...]) -> Any:
 
 def gather(ctx: Ctx, x: Any, dim: int, index: Any, sparse_grad: bool = False) -> Any:
     idx = np.asarray(index, dtype=np.int64)
-    return map_array(x, lambda a: np.take_along_axis(a, idx, axis=dim) if a.ndim
-                     else np.array(np.broadcast_to(a, idx.shape)))
+
+    def take(a: np.ndarray) -> np.ndarray:
+        if idx.size == 0:
+            return np.empty(idx.shape, dtype=a.dtype)
+        if a.ndim == 0:  # a 0-d input: every index is 0
+            return np.array(np.broadcast_to(a, idx.shape))
+        if idx.ndim == 0:  # a 0-d index into a 1-d input
+            return np.array(a[int(idx)])
+        return np.take_along_axis(a, idx, axis=dim)
+
+    return map_array(x, take)
 
 
 def scatter(ctx: Ctx, x: Any, dim: int, index: Any, src: Any, reduce: str | None = None
