@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from precision.backends.graph_interpreter import MPProgram
+from precision.backends.torch_backend import cast_module, round_to_dtype
 from precision.metrics import ErrorSummary, decompose
 from precision.precisions import Precision, parse_precision
 
@@ -57,9 +58,9 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     dtype = p.torch_dtype
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
-        clone = copy.deepcopy(model).to(dtype)
+        clone = cast_module(copy.deepcopy(model), dtype)
     with torch.no_grad():
-        out = clone(x.to(dtype) if x.is_floating_point() else x)
+        out = clone(round_to_dtype(x, dtype) if x.is_floating_point() else x)
     return p.backend.to_exact(out)
 
 

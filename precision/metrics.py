@@ -309,16 +309,45 @@ def _slope(values: np.ndarray) -> float:
     return float(np.polyfit(np.arange(len(values), dtype=np.float64), values, 1)[0])
 
 
+#: Smallest fitted drop (decades) across a tail that can count as "still falling": a trace
+#: that changes less than this over its whole tail is flat for any measurement purpose.
+_MIN_FALL_DECADES = 1e-3
+
+#: The tail is cut into this many blocks (fewer for short tails, at least
+#: :data:`_MIN_FALL_BLOCKS`) whose means must fall strictly one after another for a "steady"
+#: fall: white rounding jitter does that with probability 1/8! = 2.5e-5 (1/6! = 1.4e-3 for
+#: six), and averaging over a block removes GD's period-2 wobble.
+_FALL_BLOCKS = 8
+_MIN_FALL_BLOCKS = 6
+
+
 def _still_falling(tail: np.ndarray, tol: float) -> bool:
-    """The tail's fitted line drops by more than ``tol`` decades across the whole tail AND by
-    more than ``tol / 2`` across its second half (so a trace that flattened within the tail
-    counts as having reached its floor)."""
+    """The tail is still converging, by either of two tests:
+
+    - **fast**: its least-squares line drops by more than ``tol`` decades (and by more than
+      three times the scatter around that line) across the tail, and by more than
+      ``tol / 2`` across its second half (so a trace that flattened within the tail has
+      reached its floor, and a jittering floor whose last point is low has too);
+    - **steady**: the means of :data:`_FALL_BLOCKS` consecutive blocks of the tail fall
+      strictly, by more than :data:`_MIN_FALL_DECADES` in all. A slowly converging trace (GD
+      at kappa 1e4 drops ~1e-4 decades a step) is still falling however small its drop per
+      step; a rounding floor jitters around a flat line and a floor reached inside the tail
+      has equal (or rising) blocks after it.
+    """
     if len(tail) < 3:
         return len(tail) == 2 and tail[0] - tail[1] > tol
     half = tail[len(tail) // 2 :]
-    drop_all = -_slope(tail) * (len(tail) - 1)
-    drop_half = -_slope(half) * (len(half) - 1)
-    return drop_all > tol and drop_half > tol / 2
+    pos = np.arange(len(tail), dtype=np.float64)
+    slope, intercept = np.polyfit(pos, tail, 1)
+    drop = -float(slope) * (len(tail) - 1)
+    scatter = float(np.std(tail - (slope * pos + intercept)))
+    if drop > max(tol, 3 * scatter) and -_slope(half) * (len(half) - 1) > tol / 2:
+        return True
+    blocks = min(_FALL_BLOCKS, len(tail))
+    if blocks < _MIN_FALL_BLOCKS:
+        return False
+    means = np.array([part.mean() for part in np.array_split(tail, blocks)])
+    return bool(np.all(np.diff(means) < 0) and means[0] - means[-1] > _MIN_FALL_DECADES)
 
 
 def _plateau(tail: np.ndarray, tol: float) -> tuple[float, float]:
@@ -394,9 +423,8 @@ def detect_floor(
 
     1. **Diverged**: any NaN / +inf, or a last value more than 2 decades above the first.
     2. **Tail**: the last ``tail_fraction`` of the trace (at least 3 points when available).
-       If its least-squares line still drops more than ``tol_decades`` across it (and more than
-       half that across its second half), the floor is **not reached**: level = last value,
-       index = last index.
+       If it is still falling (:func:`_still_falling`: its least-squares line drops more than
+       ``tol_decades``, or its block means fall steadily), the floor is **not reached**: level = last value, index = last index.
     3. **Plateau**: level = median of the tail's log10 values (after trimming leading points
        still descending into it); band = level + max(``tol_decades``, plateau jitter);
        ``index`` = first step after which every value stays in the band or below it.

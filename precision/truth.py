@@ -14,6 +14,7 @@ from collections.abc import Callable
 import flint
 import numpy as np
 
+from precision.metrics import working_precision
 from precision.precisions import Precision
 
 
@@ -41,24 +42,34 @@ def from_arb_mat(mat: flint.arb_mat, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _tight(mat: flint.arb_mat, bits: int) -> bool:
-    for v in mat.entries():
-        if not v.is_finite():
-            return False
-        r = v.rad()
-        if r == 0:
-            continue
-        m = abs(v.mid())
-        if m == 0 or r > m * flint.arb(2) ** (-bits // 2):
-            return False
-    return True
+    """Every entry's radius is below 2**-(bits/2) times the result's scale.
+
+    The scale is the largest midpoint magnitude of the whole result, so an entry whose true
+    value is exactly zero (a ball around 0 can never be small *relative* to itself) certifies
+    once its radius is negligible next to the result's other entries: errors are measured
+    absolutely (MSE), so that is the accuracy the measurements need. An all-zero result
+    certifies only with zero radii.
+    """
+    entries = mat.entries()
+    if not all(v.is_finite() for v in entries):
+        return False
+    scale = max((abs(v.mid()) for v in entries), default=flint.arb(0))
+    limit = scale * flint.arb(2) ** (-(bits // 2))
+    return all(v.rad() == 0 or v.rad() <= limit for v in entries)
+
+
+class TruthError(ArithmeticError):
+    """A truth that cannot be certified (a singular or non-convergent problem)."""
 
 
 def certified(
-    compute: Callable[[], flint.arb_mat], bits: int, max_bits: int = 1 << 16
+    compute: Callable[[], flint.arb_mat], bits: int, max_bits: int = 1 << 14
 ) -> flint.arb_mat:
-    """Run ``compute`` at ``bits``, doubling the precision until every entry's ball is tight."""
-    old = flint.ctx.prec
-    try:
+    """Run ``compute`` at ``bits``, doubling the precision until every entry's ball is tight
+    (:func:`_tight`); :class:`TruthError` past ``max_bits`` (an exactly singular system never
+    certifies: its solve fails at every precision)."""
+    start = bits
+    with working_precision(bits):
         while True:
             flint.ctx.prec = bits
             try:
@@ -68,27 +79,29 @@ def certified(
             if result is not None and _tight(result, bits):
                 return result
             if bits >= max_bits:
-                raise ArithmeticError("truth: could not certify the result (singular problem?)")
+                raise TruthError(
+                    f"truth could not be certified at {start}..{bits} bits "
+                    "(singular or numerically singular problem)")
             bits *= 2
-    finally:
-        flint.ctx.prec = old
 
 
-def least_squares_truth(X: np.ndarray, y: np.ndarray, bits: int, ridge: float = 0.0) -> np.ndarray:
+def least_squares_truth(X: np.ndarray, y: np.ndarray, bits: int,
+                        ridge: float | flint.arb = 0.0) -> np.ndarray:
     """w* = argmin (1/2N) ||X w - y||^2 + (ridge/2) ||w||^2, the scaling the solvers use.
 
     Solves (X^T X / N + ridge I) w = X^T y / N in certified arb. X: (N, D), y: (N,);
     returns (D,) midpoints. For N < D (underdetermined) the minimum-norm solution
-    X^T (X X^T)^{-1} y is returned when ridge == 0.
+    X^T (X X^T)^{-1} y is returned when ridge == 0. ``ridge`` is taken exactly: pass the
+    value the subject used (rounded into its precision), not the suite's decimal.
     """
     n, d = X.shape
 
     def compute() -> flint.arb_mat:
         Xm, ym = to_arb_mat(X), to_arb_mat(y)
-        if n < d and ridge == 0.0:
+        if n < d and ridge == 0:
             return Xm.transpose() * (Xm * Xm.transpose()).solve(ym)
         G = Xm.transpose() * Xm / n
-        if ridge:
+        if ridge != 0:
             G = G + flint.arb_mat(d, d, [flint.arb(ridge) if i == j else 0 for i in range(d)
                                          for j in range(d)])
         return G.solve(Xm.transpose() * ym / n)
@@ -113,40 +126,70 @@ def matvec(A: np.ndarray, x: np.ndarray, bits: int) -> np.ndarray:
     return from_arb_mat(prod, (A.shape[0],))
 
 
-def logistic_truth(A: np.ndarray, y: np.ndarray, mu: float, bits: int) -> np.ndarray:
+def _logistic_gradient(Am: flint.arb_mat, yv: list[flint.arb], w: flint.arb_mat,
+                       mu: flint.arb) -> flint.arb_mat:
+    """grad f(w) in ball arithmetic (radii kept): an enclosure of the true gradient at w."""
+    n, d = Am.nrows(), Am.ncols()
+    z = Am * w
+    grad = flint.arb_mat(d, 1, [mu * w[k, 0] for k in range(d)])
+    for i in range(n):
+        s = 1 / (1 + (yv[i] * z[i, 0]).exp())  # sigma(-y_i a_i^T w)
+        for k in range(d):
+            grad[k, 0] = grad[k, 0] - yv[i] * s * Am[i, k] / n
+    return grad
+
+
+def logistic_truth(A: np.ndarray, y: np.ndarray, mu: float | flint.arb, bits: int,
+                   max_bits: int = 1 << 12) -> np.ndarray:
     """Minimiser of f(w) = (1/n) sum log(1 + exp(-y_i w^T a_i)) + mu/2 ||w||^2 (000 eq. 3.5).
 
-    Newton's method in arb at ``bits`` from w = 0 until the step is below 2**-(bits/2)
-    relative (quadratic convergence makes that a handful of steps past the damped phase);
-    damped steps 1/(1+lambda) while the Newton decrement lambda >= 1/4 (000 Sec. 3.2.2).
+    Newton's method on midpoints at ``bits`` from w = 0 until the step is below 2**-(bits/2)
+    (quadratic convergence makes that a handful of steps past the damped phase); damped steps
+    1/(1+lambda) while the Newton decrement is large (000 Sec. 3.2.2). Then **certified**: f is
+    mu-strongly convex, so ||w - w*||_2 <= ||grad f(w)||_2 / mu, with the gradient enclosed in
+    ball arithmetic; the bound must be below 2**-(bits/2) times max |w_k| (as :func:`_tight`).
+    A bound that is not small enough doubles the precision; Newton that does not converge in
+    500 steps, or no certificate by ``max_bits``, is a :class:`TruthError`.
     """
     n, d = A.shape
-    old = flint.ctx.prec
-    try:
-        flint.ctx.prec = bits
-        Am = to_arb_mat(A)
-        yv = [flint.arb(v) for v in y]
-        w = flint.arb_mat(d, 1)
-        tol = flint.arb(2) ** (-(bits // 2))
-        for _ in range(500):
-            z = Am * w
-            grad = flint.arb_mat(d, 1, [mu * w[k, 0] for k in range(d)])
-            H = flint.arb_mat(d, d, [mu if i == j else 0 for i in range(d) for j in range(d)])
-            for i in range(n):
-                m = (yv[i] * z[i, 0]).mid()
-                s = 1 / (1 + m.exp())  # sigma(-m)
-                c = (s * (1 - s)).mid() / n
-                for k in range(d):
-                    grad[k, 0] = (grad[k, 0] - yv[i] * s * Am[i, k] / n).mid()
-                    for j in range(d):
-                        H[k, j] = (H[k, j] + c * Am[i, k] * Am[i, j]).mid()
-            step = H.solve(grad)
-            lam = sum((grad[k, 0] * step[k, 0] for k in range(d)), flint.arb(0)).mid()
-            eta = 1 if lam < flint.arb(1) / 16 else 1 / (1 + lam.sqrt())
-            w = (w - step * eta).mid()
-            size = max(abs(step[k, 0].mid()) for k in range(d))
-            if size < tol:
-                break
-        return from_arb_mat(w, (d,))
-    finally:
-        flint.ctx.prec = old
+    start = bits
+    with working_precision(bits):
+        while True:
+            flint.ctx.prec = bits
+            mu_b = flint.arb(mu)
+            Am = to_arb_mat(A)
+            yv = [flint.arb(v) for v in y]
+            w = flint.arb_mat(d, 1)
+            tol = flint.arb(2) ** (-(bits // 2))
+            for _ in range(500):
+                z = Am * w
+                grad = flint.arb_mat(d, 1, [mu_b * w[k, 0] for k in range(d)])
+                H = flint.arb_mat(d, d, [mu_b if i == j else 0 for i in range(d)
+                                         for j in range(d)])
+                for i in range(n):
+                    m = (yv[i] * z[i, 0]).mid()
+                    s = 1 / (1 + m.exp())  # sigma(-m)
+                    c = (s * (1 - s)).mid() / n
+                    for k in range(d):
+                        grad[k, 0] = (grad[k, 0] - yv[i] * s * Am[i, k] / n).mid()
+                        for j in range(d):
+                            H[k, j] = (H[k, j] + c * Am[i, k] * Am[i, j]).mid()
+                step = H.solve(grad)
+                lam = sum((grad[k, 0] * step[k, 0] for k in range(d)), flint.arb(0)).mid()
+                eta = 1 if lam < flint.arb(1) / 16 else 1 / (1 + lam.sqrt())
+                w = (w - step * eta).mid()
+                size = max(abs(step[k, 0].mid()) for k in range(d))
+                if size < tol:
+                    break
+            else:
+                raise TruthError(f"logistic truth: Newton did not converge in 500 steps "
+                                 f"at {bits} bits")
+            g = _logistic_gradient(Am, yv, w, mu_b)
+            bound = sum((g[k, 0].abs_upper() ** 2 for k in range(d)), flint.arb(0)).sqrt() / mu_b
+            scale = max(abs(w[k, 0].mid()) for k in range(d))
+            if bound.upper() <= scale * tol:
+                return from_arb_mat(w, (d,))
+            if bits >= max_bits:
+                raise TruthError(f"logistic truth could not be certified at {start}..{bits} "
+                                 "bits")
+            bits *= 2

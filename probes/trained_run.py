@@ -27,6 +27,7 @@ from torch import nn
 
 from precision.backends.graph_interpreter import UnsupportedOpError
 from precision.backends.mp_backend import exact_array
+from precision.backends.torch_backend import round_to_dtype
 from precision.evaluate import evaluate
 from precision.metrics import Floor, decompose, detect_floor, error_summary
 from precision.precisions import parse_precision
@@ -71,8 +72,23 @@ class TrainedOutcome:
 
 
 def _rounded_inputs(x: torch.Tensor, p: Any) -> torch.Tensor:
-    """x rounded into precision p, as exact float64 values."""
-    return x if p.is_mp else x.to(p.torch_dtype).to(torch.float64)
+    """x (float64) rounded into precision p, as exact float64 values: the inputs the model
+    sees in p, from which its truth is computed. An mpN of fewer than 53 bits rounds too
+    (its values still fit a float64 exactly); mpN of 53 bits or more holds x as it is."""
+    if not p.is_mp:
+        return round_to_dtype(x, p.torch_dtype).to(torch.float64)
+    if p.bits >= 53:
+        return x
+    rounded = p.backend.to_exact(p.backend.asarray(x.numpy()))
+    return torch.tensor([float(v) for v in rounded.reshape(-1)],
+                        dtype=torch.float64).reshape(x.shape)
+
+
+def log10_or_none(x: float | None) -> float | None:
+    """A log10 error as stored: -inf (an exact zero: no error at all) is kept, so a
+    decomposition whose rounding part is exactly 0 still says which part dominates; NaN and
+    +inf become None."""
+    return None if x is None or math.isnan(x) or x == math.inf else x
 
 
 def finite_or_none(x: float | None) -> float | None:
@@ -106,7 +122,7 @@ def measure_precision(model: nn.Module, task: Task, x: torch.Tensor, precision: 
         return PrecisionOutcome(precision, "diverged", f"model output not finite in {p.name}")
     return PrecisionOutcome(
         precision, "ok", None, total=total.mse, log10_total=total.log10_mse,
-        log10_approximation=finite_or_none(approx), log10_rounding=finite_or_none(rounding),
+        log10_approximation=log10_or_none(approx), log10_rounding=log10_or_none(rounding),
         digits=total.digits)
 
 

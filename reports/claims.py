@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from reports.floor_cells import floor_reached
+
 SELECT_KEYS = ("suite", "subject", "task", "precision")
 
 
@@ -88,29 +90,53 @@ def _selected(row: dict[str, Any], check: dict[str, Any]) -> bool:
 
 
 def _ratios(rows: list[dict[str, Any]], chosen: list[dict[str, Any]], check: dict[str, Any]
-            ) -> list[tuple[dict[str, Any], float]]:
+            ) -> tuple[list[tuple[dict[str, Any], float]], list[str]]:
     """(run, metric / partner's metric) for every chosen run that has a partner (see the
-    module docstring); the partner is the first matching run in store order."""
+    module docstring; the partner is the first matching ok run in store order), and a note
+    for each chosen run without one (a missing pair leaves the comparison incomplete)."""
     rel = check["relative_to"]
     spec = {k: check[k] for k in ("suite", "precision") if k in check}
     spec |= {k: rel[k] for k in ("subject", "task", "config") if k in rel}
     pair_on = list(rel.get("pair_on", []))
     partners: dict[tuple[Any, ...], float] = {}
+    unusable: dict[tuple[Any, ...], str] = {}
     for r in rows:
+        if not _selected(r, spec):
+            continue
+        key = tuple(config_value(r, k) for k in pair_on)
         value = metric_value(r, check["metric"])
-        if _selected(r, spec) and r.get("status") == "ok" and value is not None:
-            key = tuple(config_value(r, k) for k in pair_on)
+        if r.get("status") == "ok" and value is not None:
             partners.setdefault(key, float(value))
-    out = []
+        else:
+            unusable.setdefault(key, str(r.get("status")))
+    out, missing = [], []
     for r in chosen:
-        base = partners.get(tuple(config_value(r, k) for k in pair_on))
+        key = tuple(config_value(r, k) for k in pair_on)
+        base = partners.get(key)
         if base:
             out.append((r, float(metric_value(r, check["metric"])) / base))
-    return out
+        else:
+            label = ",".join(f"{k.split('.')[-1]}={v}" for k, v in zip(pair_on, key,
+                                                                        strict=True))
+            why = f"partner {unusable[key]}" if key in unusable else (
+                "partner metric 0" if base == 0 else "no partner run")
+            missing.append(f"{label or 'run'}: {why}")
+    return out, missing
+
+
+def _count(runs: list[dict[str, Any]], what: str) -> str:
+    return f"{len(runs)} run{'s' if len(runs) > 1 else ''} {what}"
 
 
 def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
-    """Verdicts for every shipped claim against store ``rows`` (dicts from ``Store.runs``)."""
+    """Verdicts for every shipped claim against store ``rows`` (dicts from ``Store.runs``).
+
+    Every selected run counts, whatever its status: a **diverged** run makes the claim *not
+    hold* (the error grew instead of reaching a floor); a **failed** run, a floor that was
+    **not reached** (the trace was still falling when the iterations ran out), or a
+    ``relative_to`` run **without a partner** leave the verdict *not measured* unless another
+    run already refutes the claim, and the measured column says which and how many.
+    """
     out = []
     for c in load_claims():
         check = c.get("check")
@@ -120,49 +146,83 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
             out.append(ClaimRow(**base, measured="-", verdict="not measured",
                                 command="needs a suite not built yet"))
             continue
-        chosen = [r for r in rows if _selected(r, check)
-                  and r.get("status") == "ok" and metric_value(r, check["metric"]) is not None]
-        short = [r for r in chosen
+        metric = check["metric"]
+        selected = [r for r in rows if _selected(r, check)]
+        short = [r for r in selected
                  if (r.get("config") or {}).get("train_steps", math.inf)
                  < check.get("min_train_steps", 0)]
-        chosen = [r for r in chosen if r not in short]
-        ratios = _ratios(rows, chosen, check) if "relative_to" in check else None
-        if ratios is not None:
+        selected = [r for r in selected if r not in short]
+        diverged = [r for r in selected if r.get("status") == "diverged"]
+        failed = [r for r in selected if r.get("status") not in ("ok", "diverged")]
+        ok_runs = [r for r in selected if r.get("status") == "ok"
+                   and metric_value(r, metric) is not None]
+        unreached = [r for r in ok_runs if metric == "floor_log10" and not floor_reached(r)]
+        chosen = [r for r in ok_runs if r not in unreached]
+        notes = []
+        if diverged:
+            notes.append(_count(diverged, "diverged"))
+        if failed:
+            reason = str(failed[0].get("error") or "").splitlines()[0:1]
+            notes.append(_count(failed, "failed") + (f" ({reason[0]})" if reason else ""))
+        if unreached:
+            notes.append(_count(unreached, "still falling (no floor reached)"))
+        ratios = None
+        if "relative_to" in check:
+            ratios, missing = _ratios(rows, chosen, check)
             chosen = [r for r, _ in ratios]
-        if not chosen:
+            notes += missing
+        if not chosen and not diverged:
             command = check["command"]
             if short:
                 most = max(r["config"]["train_steps"] for r in short)
                 command += (f" (stored runs trained {most} steps; the claim needs "
                             f">= {check['min_train_steps']})")
-            out.append(ClaimRow(**base, measured="-", verdict="not measured", command=command))
+            measured = "-" if not notes else "; ".join(notes)
+            out.append(ClaimRow(**base, measured=measured, verdict="not measured",
+                                command=command))
             continue
-        if ratios is not None:                      # every pair's ratio must lie in range
-            values = sorted(v for _, v in ratios)
-            ok = all(check["min"] <= v <= check["max"] for v in values)
-            pair_on = check["relative_to"].get("pair_on", [])
-            shown = [k for k in pair_on                  # label pairs by what varies
-                     if len({repr(config_value(r, k)) for r, _ in ratios}) > 1] or pair_on[:1]
-            measured = "ratio " + "; ".join(
-                ",".join(f"{k.split('.')[-1]}={config_value(r, k)}" for k in shown)
-                + f" {v:.3g}" for r, v in ratios)
-        elif check.get("aggregate") == "best":        # each task's best configuration counts
-            best: dict[str, float] = {}
-            for r in chosen:
-                v = float(metric_value(r, check["metric"]))
-                best[r["task"]] = min(v, best.get(r["task"], math.inf))
-            ok = all(check["min"] <= v <= check["max"] for v in best.values())
-            measured = "; ".join(f"{t} {_format_metric(check['metric'], v)}"
-                                 for t, v in sorted(best.items()))
-            if len(chosen) > len(best):
-                measured += f" (best of {len(chosen)} runs)"
-        else:                                       # every selected run must lie in range
-            values = sorted(float(metric_value(r, check["metric"])) for r in chosen)
-            ok = all(check["min"] <= v <= check["max"] for v in values)
-            measured = _format_metric(check["metric"], values[len(values) // 2])
-            if len(values) > 1:
-                measured += f" (median of {len(values)})"
-        out.append(ClaimRow(**base, measured=measured,
-                            verdict="holds" if ok else "does not hold",
+        ok, measured = _judge(check, chosen, ratios)
+        if diverged:
+            ok = False
+        inconclusive = bool(failed or unreached or (ratios is not None and missing))
+        verdict = "does not hold" if not ok else ("not measured" if inconclusive else "holds")
+        if notes:
+            measured = "; ".join(m for m in (measured, *notes) if m)
+        out.append(ClaimRow(**base, measured=measured, verdict=verdict,
                             command=check["command"]))
     return out
+
+
+def _judge(check: dict[str, Any], chosen: list[dict[str, Any]],
+           ratios: list[tuple[dict[str, Any], float]] | None) -> tuple[bool, str]:
+    """Whether the usable runs lie in [min, max], and the measured text (empty when none)."""
+    metric = check["metric"]
+    if not chosen:
+        return True, ""
+    if ratios is not None:                          # every pair's ratio must lie in range
+        values = sorted(v for _, v in ratios)
+        ok = all(check["min"] <= v <= check["max"] for v in values)
+        pair_on = check["relative_to"].get("pair_on", [])
+        shown = [k for k in pair_on                      # label pairs by what varies
+                 if len({repr(config_value(r, k)) for r, _ in ratios}) > 1] or pair_on[:1]
+        measured = "ratio " + "; ".join(
+            ",".join(f"{k.split('.')[-1]}={config_value(r, k)}" for k in shown)
+            + f" {v:.3g}" for r, v in ratios)
+        return ok, measured
+    if check.get("aggregate") == "best":            # each task's best configuration counts
+        best: dict[str, float] = {}
+        for r in chosen:
+            v = float(metric_value(r, metric))
+            best[r["task"]] = min(v, best.get(r["task"], math.inf))
+        ok = all(check["min"] <= v <= check["max"] for v in best.values())
+        measured = "; ".join(f"{t} {_format_metric(metric, v)}" for t, v in sorted(best.items()))
+        if len(chosen) > len(best):
+            measured += f" (best of {len(chosen)} runs)"
+        return ok, measured
+    values = sorted(float(metric_value(r, metric)) for r in chosen)
+    ok = all(check["min"] <= v <= check["max"] for v in values)   # every run must lie in range
+    measured = _format_metric(metric, values[(len(values) - 1) // 2])
+    if len(values) > 1:
+        measured += (f" (median of {len(values)}; range {_format_metric(metric, values[0])}"
+                     f" .. {_format_metric(metric, values[-1])})")
+    return ok, measured

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from reports.solver_table import _precision_key, format_mse
+from reports.floor_cells import format_mse, stored_log10
+from reports.solver_table import _precision_key
 
 
 def _label(row: dict[str, Any]) -> tuple[str, ...]:
@@ -28,7 +29,7 @@ def _cell(row: dict[str, Any]) -> str:
         return row["status"]
     text = format_mse(row.get("mse"))
     dec = (row.get("result") or {}).get("decomposition") or {}
-    a, r = dec.get("approximation"), dec.get("rounding")
+    a, r = stored_log10(dec.get("approximation")), stored_log10(dec.get("rounding"))
     if a is not None and r is not None:
         text += " A" if a >= r else " R"
     return text

@@ -17,9 +17,11 @@ import numpy as np
 import pandas as pd
 
 from precision.precisions import parse_precision
+from reports.floor_cells import floor_cell, floor_reached, format_log10, run_seed, stored_log10
 
-SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "status", "floor_log10", "floor_index",
-                  "rate", "conv_order", "mse", "log10_mse", "steps", "run_id", "created_at"]
+SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "floor_log10",
+                  "floor_index", "reached", "rate", "conv_order", "mse", "log10_mse", "steps",
+                  "run_id", "created_at"]
 
 
 def precision_order(name: str) -> tuple[int, int]:
@@ -29,26 +31,23 @@ def precision_order(name: str) -> tuple[int, int]:
 
 
 def format_mse(log10: float | None) -> str:
-    """An MSE from its log10 (works below the float range: 1e-400)."""
+    """An MSE from its log10 (works below the float range: 1e-400); ``-`` when missing."""
     if log10 is None or (isinstance(log10, float) and math.isnan(log10)):
         return "-"
-    if log10 == -math.inf:
-        return "0"
-    if log10 < -300:
-        return f"1e{log10:.0f}"
-    return f"{10.0**log10:.1e}"
+    return format_log10(log10)
 
 
 def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Solver and construction runs, one per row, columns :data:`SOLVER_COLUMNS`, sorted.
 
     When a suite was re-run with other parameters, the store holds several runs for one
-    (problem, solver, precision); the newest is kept (older ones stay in the store).
+    (problem, solver, precision, seed); the newest is kept (older ones stay in the store).
     """
     recs = [{
         "suite": r["suite"], "problem": r["task"], "solver": r["subject"],
-        "precision": r["precision"],
+        "precision": r["precision"], "seed": run_seed(r),
         "status": r["status"], "floor_log10": r["floor_log10"], "floor_index": r["floor_index"],
+        "reached": floor_reached(r),
         "rate": r["rate"], "conv_order": r["conv_order"], "mse": r["mse"],
         "log10_mse": r["log10_mse"], "steps": r["steps"], "run_id": r["run_id"],
         "created_at": r["created_at"],
@@ -57,22 +56,10 @@ def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     if df.empty:
         return df
     df = df.sort_values(["created_at", "run_id"]).drop_duplicates(
-        ["suite", "problem", "solver", "precision"], keep="last")
+        ["suite", "problem", "solver", "precision", "seed"], keep="last")
     df["_p"] = df["precision"].map(precision_order)
     df = df.sort_values(["suite", "problem", "solver", "_p", "run_id"]).drop(columns="_p")
     return df.reset_index(drop=True)
-
-
-def _solver_cell(r: pd.Series) -> str:
-    if r["status"] != "ok":
-        return str(r["status"])
-    log10 = r["floor_log10"] if r["floor_log10"] is not None and not (
-        isinstance(r["floor_log10"], float) and math.isnan(r["floor_log10"])) else r["log10_mse"]
-    text = format_mse(log10)
-    if (r["steps"] or 0) > 1 and r["floor_index"] is not None and not math.isnan(
-            float(r["floor_index"])):
-        text += f" @{int(r['floor_index'])}"
-    return text
 
 
 @dataclass(frozen=True)
@@ -86,13 +73,15 @@ class Pivot:
 
 
 def solver_pivots(runs: pd.DataFrame) -> list[Pivot]:
-    """Per suite and problem: floor MSE (@ step reached), solvers x precisions."""
+    """Per suite and problem: floor MSE (@ step reached), solvers x precisions; each cell a
+    :func:`~reports.floor_cells.floor_cell` over the seeds."""
     out = []
     if runs.empty:
         return out
     for (suite, problem), group in runs.groupby(["suite", "problem"], sort=True):
         precs = sorted(group["precision"].unique(), key=precision_order)
-        cells = {(r["solver"], r["precision"]): _solver_cell(r) for _, r in group.iterrows()}
+        cells = {key: floor_cell(part.to_dict("records"))
+                 for key, part in group.groupby(["solver", "precision"], sort=False)}
         solvers = sorted(group["solver"].unique())
         frame = pd.DataFrame(
             [[cells.get((s, p), "") for p in precs] for s in solvers],
@@ -124,8 +113,8 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
                      "depth": int(cfg["depth"]), "width": int(cfg["width"]),
                      "seed": cfg.get("seed", 0), "train_steps": cfg.get("train_steps"),
                      "status": r["status"], "log10_mse": r["log10_mse"],
-                     "approximation": dec.get("approximation"),
-                     "rounding": dec.get("rounding"), "run_id": r["run_id"]})
+                     "approximation": stored_log10(dec.get("approximation")),
+                     "rounding": stored_log10(dec.get("rounding")), "run_id": r["run_id"]})
     cols = ["task", "subject", "precision", "depth", "width", "seed", "train_steps", "status",
             "log10_mse", "approximation", "rounding", "run_id"]
     df = pd.DataFrame(recs, columns=cols)

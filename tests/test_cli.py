@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import solver_store
+from conftest import one_seed_solvers_suite, solver_store
 
 from precision.cli import main
 from probes.runner import _subsample
@@ -160,7 +160,8 @@ def test_list_and_help():
 
 def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
     db = tmp_path / "results.db"
-    args = ["run", "solvers", "--db", str(db), "--solvers", "gd,pgd", "--no-progress"]
+    suite = one_seed_solvers_suite(tmp_path)
+    args = ["run", str(suite), "--db", str(db), "--solvers", "gd,pgd", "--no-progress"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "precision", *args], cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

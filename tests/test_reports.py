@@ -13,7 +13,7 @@ from precision.cli import main
 from probes.store import RunRecord, Store
 from reports.build import ReportError, build_report
 from reports.claims import check_claims, load_claims
-from reports.tables import format_mse
+from reports.tables import format_mse  # log10 in, text out
 
 
 @pytest.fixture(scope="module")

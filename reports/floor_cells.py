@@ -1,0 +1,119 @@
+"""One table cell for a solver's floor over seeds: median, spread, step, and what it means.
+
+A float32 floor is one sample of a rounding process whose summation order depends on the
+CPU's kernels (AVX-512, AVX2, MKL's compatible path), so a single number is luck as much as
+measurement. A cell therefore shows the **median over the seeds** of the run's floor, the
+**spread** as half the range of the seeds' log10 floors (``±0.4`` = the seeds lie within
+0.4 decades of the middle of their range), and the median step at which the floor was
+reached. A trace still falling when its iterations ran out has no floor yet: its cell says
+``falling`` (for k of n seeds: ``falling k/n``) instead of passing the last value off as one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+#: Printed under a table of floor cells.
+FLOOR_LEGEND = (
+    "cells: median floor MSE over seeds, ±half the seeds' range in decades, @ median step "
+    "reached; 'falling' = still converging when the iterations ran out (no floor reached)"
+)
+
+
+def format_mse(value: float | None) -> str:
+    """Compact scientific notation for an MSE (``0`` when exact, ``-`` when missing)."""
+    if value is None:
+        return "-"
+    if value == 0:
+        return "0"
+    if math.isinf(value) or math.isnan(value):
+        return str(value)
+    return f"{value:.1e}"
+
+
+def format_log10(log10: float) -> str:
+    """An MSE given by its log10 (which may lie below float64's range)."""
+    if log10 == -math.inf:
+        return "0"
+    if log10 < -300:
+        return f"1e{log10:.0f}"
+    return format_mse(10.0**log10)
+
+
+def stored_log10(x: Any) -> float | None:
+    """A log10 value read back from the store: numbers as they are, the JSON strings
+    "-inf" / "inf" as infinities (an exact zero is log10 -inf), anything else None."""
+    return _number(x)
+
+
+def _number(x: Any) -> float | None:
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+def run_seed(row: dict[str, Any]) -> int | None:
+    """The problem seed of a stored solver / construction run."""
+    seed = (row.get("config") or {}).get("problem", {}).get("seed")
+    return seed if isinstance(seed, int) else None
+
+
+def floor_reached(row: dict[str, Any]) -> bool:
+    """Whether the run's trace reached its floor (runs of one step, direct solvers, count as
+    reached: their result is final)."""
+    if (row.get("steps") or 0) <= 1:
+        return True
+    floor = (row.get("result") or {}).get("floor") or {}
+    return bool(floor.get("reached", True))
+
+
+def floor_cell(runs: Sequence[dict[str, Any]]) -> str:
+    """The cell of one (problem, solver, precision) over its seeds (see the module docstring).
+
+    Each run needs ``status``, ``floor_log10``, ``log10_mse``, ``floor_index``, ``steps`` and
+    ``reached`` (:func:`floor_reached`).
+    """
+    n = len(runs)
+    if n == 0:
+        return ""
+    ok = [r for r in runs if r["status"] == "ok"]
+    bad: dict[str, int] = {}
+    for r in runs:
+        if r["status"] != "ok":
+            bad[r["status"]] = bad.get(r["status"], 0) + 1
+    if not ok:
+        return ", ".join(f"{s} {k}/{n}" if n > 1 else s for s, k in sorted(bad.items()))
+    logs = []
+    for r in ok:
+        v = _number(r.get("floor_log10"))
+        logs.append(v if v is not None else _number(r.get("log10_mse")))
+    logs = [v for v in logs if v is not None]
+    if not logs:
+        return "-"
+    text = format_log10(_median(logs))
+    finite = [v for v in logs if math.isfinite(v)]
+    if len(logs) > 1 and len(finite) > 1:
+        text += f" ±{(max(finite) - min(finite)) / 2:.1f}"
+    falling = sum(not r["reached"] for r in ok)
+    iterative = any((r.get("steps") or 0) > 1 for r in ok)
+    steps = [int(i) for r in ok if r["reached"] and (i := _number(r.get("floor_index")))
+             is not None]
+    if iterative and steps:
+        text += f" @{int(_median(steps))}"
+    if falling:
+        text += " falling" if falling == len(ok) == n else f" falling {falling}/{n}"
+    for status, k in sorted(bad.items()):
+        text += f" {status} {k}/{n}"
+    return text
+
+
+def _median(values: Sequence[float]) -> float:
+    """The median (the lower middle value for an even count: a value that was measured)."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
