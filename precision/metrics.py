@@ -424,7 +424,8 @@ def detect_floor(
     1. **Diverged**: any NaN / +inf, or a last value more than 2 decades above the first.
     2. **Tail**: the last ``tail_fraction`` of the trace (at least 3 points when available).
        If it is still falling (:func:`_still_falling`: its least-squares line drops more than
-       ``tol_decades``, or its block means fall steadily), the floor is **not reached**: level = last value, index = last index.
+       ``tol_decades``, or its block means fall steadily), the floor is **not reached**:
+       level = last value, index = last index.
     3. **Plateau**: level = median of the tail's log10 values (after trimming leading points
        still descending into it); band = level + max(``tol_decades``, plateau jitter);
        ``index`` = first step after which every value stays in the band or below it.
