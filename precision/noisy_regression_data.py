@@ -43,6 +43,8 @@ def parse_noise(spec: str | float | int | list[float]) -> tuple[str, tuple[float
     if isinstance(spec, int | float):
         kind, values = "uniform", (float(spec),)
     elif isinstance(spec, list):
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in spec):
+            raise NoiseSpecError(f"bad noise specification {spec!r} (a list of noise levels)")
         kind, values = "choice", tuple(float(v) for v in spec)
     elif isinstance(spec, str) and ":" in spec:
         kind, _, rest = spec.partition(":")

@@ -296,10 +296,9 @@ def _expand_subjects(suite: Suite, precisions: list[str], seeds: list[int]) -> l
             params = resolve_params(spec, entry.get("params", {}))
         except SolverError as exc:
             raise SuiteError(f"{where}: {exc}") from None
-        labels = _list_of(entry.get("problems"), "problems", f"{where} [solvers.{solver_name}]",
-                          str)
-        precs = entry.get("precisions", precisions)
-        precs = _list_of(precs, "precisions", f"{where} [solvers.{solver_name}]", str)
+        at = f"{where} [{kind}s.{solver_name}]"
+        labels = _list_of(entry.get("problems"), "problems", at, str)
+        precs = _list_of(entry.get("precisions", precisions), "precisions", at, str)
         for label in labels:
             if label not in problems:
                 raise SuiteError(

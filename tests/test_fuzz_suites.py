@@ -61,17 +61,17 @@ def _toml_value(v: Any) -> str:
             return "inf" if v > 0 else "-inf"
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v)  # a JSON string is a TOML basic string (no surrogates here)
+        return json.dumps(v, ensure_ascii=False)  # a TOML basic string (no surrogates here)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_value(x)}"
+        return "{" + ", ".join(f"{_toml_value(str(k))} = {_toml_value(x)}"
                                for k, x in v.items()) + "}"
     raise TypeError(type(v))
 
 
 def to_toml(data: dict[str, Any]) -> str:
-    return "\n".join(f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in data.items()) + "\n"
+    return "\n".join(f"{_toml_value(str(k))} = {_toml_value(v)}" for k, v in data.items()) + "\n"
 
 
 # --- mutations -------------------------------------------------------------------------------

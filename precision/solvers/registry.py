@@ -239,6 +239,8 @@ def make_problem(task: str, problem: dict[str, Any]) -> Any:
     kind = spec.pop("kind", None) or spec.pop("name", None)
     if kind is None:
         raise SolverError("problem needs a 'kind'")
+    if not isinstance(kind, str):
+        raise SolverError(f"problem kind must be a name, got {kind!r}")
     try:
         if task == "inverse":
             if kind != "spd":

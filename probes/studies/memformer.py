@@ -97,7 +97,7 @@ def _validate(params: dict[str, Any]) -> None:
     """One-line StudyError for any parameter the study cannot run with."""
     if params["data"] not in DATA:
         raise StudyError(f"data must be one of {', '.join(DATA)}, got {params['data']!r}")
-    if params["model"] not in MODELS:
+    if not isinstance(params["model"], str) or params["model"] not in MODELS:
         raise StudyError(f"model must be one of {', '.join(MODELS)}, got {params['model']!r}")
     if params["batch_mode"] not in BATCH_MODES:
         raise StudyError(f"batch_mode must be one of {', '.join(BATCH_MODES)}, "
