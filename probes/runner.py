@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from precision.constructions.registry import run_construction
+from precision.provenance import provenance
 from precision.solvers.registry import run_solver
 from probes.executors import EXECUTORS, ExecutorError, run_dask, run_local_pool, run_serial
 from probes.store import RunRecord, Store
@@ -53,12 +54,18 @@ def _subsample(values: list[float]) -> list[tuple[int, float]]:
 
 def compute_records(run: RunConfig) -> list[RunRecord]:
     """Compute one run (in whatever process calls it): its store records (one for a solver or
-    construction run, one per evaluation precision for a trained job)."""
+    construction run, one per evaluation precision for a trained job), each with the
+    provenance of the process that computed it (``result["provenance"]``)."""
     if run.config["kind"] == "trained":
-        return trained_records(run)
-    if run.config["kind"] == "study":
-        return [study_record(run)]
-    return [compute_run(run)]
+        records = trained_records(run)
+    elif run.config["kind"] == "study":
+        records = [study_record(run)]
+    else:
+        records = [compute_run(run)]
+    where = provenance()
+    for record in records:
+        record.result["provenance"] = where
+    return records
 
 
 def compute_run(run: RunConfig) -> RunRecord:

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from precision.provenance import provenance_line
 from probes.store import Store
 from reports import plots
 from reports.claims import check_claims
@@ -74,6 +76,18 @@ def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Rep
                           f"{exc.strerror or exc}") from None
 
 
+def _provenance_paragraph(rows: list[dict[str, Any]]) -> str:
+    """Where the runs were computed (torch, CPU kernels, BLAS, threads), with run counts:
+    float digits differ between these, so a reader sees which machine made which numbers."""
+    where = Counter(provenance_line(p) if isinstance(p := (r.get("result") or {}).get(
+        "provenance"), dict) else "not recorded (run before provenance was stored)"
+        for r in rows)
+    return ("Computed with: " + "; ".join(f"{line} ({n} runs)" for line, n in
+                                          sorted(where.items())) +
+            ". Float32/float64 digits vary with the CPU's kernels (AVX-512, AVX2, default) and "
+            "the BLAS; mpN digits do not.")
+
+
 def _write_report(store: Store, known: list[str], chosen: list[str], folder: Path) -> Report:
     """The report of suites ``chosen`` (``known``: every suite, for the claims check)."""
     rows = [r for s in chosen for r in store.runs(suite=s)]
@@ -90,6 +104,7 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
             "high-precision truth computed from the inputs each subject received after "
             "rounding into its precision.",
             "Claims: " + ", ".join(f"{v} {k}" for k, v in sorted(verdicts.items())) + ".",
+            _provenance_paragraph(rows),
         ],
         tables=[claims],
     )]

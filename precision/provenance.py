@@ -1,0 +1,67 @@
+"""Where a number was computed: the facts that change float digits from machine to machine.
+
+Float32 / float64 floors are samples of rounding processes whose summation order depends on
+the CPU kernels PyTorch dispatches to (AVX-512, AVX2 or the default path), on the BLAS (MKL or
+OpenBLAS, and MKL's conditional-numerical-reproducibility mode) and on the thread count.
+Every stored run records them, so a reader can tell a kernel difference from a code change.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+from typing import Any
+
+#: Environment variables that select kernels or BLAS paths (recorded when set).
+KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "OMP_NUM_THREADS",
+              "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")
+
+
+def _blas(config: str) -> str:
+    """The BLAS named in ``torch.__config__.show()`` (first match), or "unknown"."""
+    m = re.search(r"Math Kernel Library Version ([\d.]+)", config)
+    if m:
+        return f"MKL {m.group(1)}"
+    m = re.search(r"OpenBLAS[ \w.]*|BLAS_INFO=(\w+)", config)
+    if m:
+        return (m.group(1) or m.group(0)).strip()
+    return "unknown"
+
+
+@functools.cache
+def _static() -> dict[str, Any]:
+    import flint
+    import numpy
+    import torch
+
+    return {
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "blas": _blas(torch.__config__.show()),
+        "numpy": numpy.__version__,
+        "python_flint": getattr(flint, "__version__", "unknown"),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+    }
+
+
+def provenance() -> dict[str, Any]:
+    """Versions, CPU capability, BLAS, thread count and kernel-selecting environment of this
+    process (a JSON-safe dict; the thread count is read now, the rest once per process)."""
+    import torch
+
+    env = {k: os.environ[k] for k in KERNEL_ENV if k in os.environ}
+    return {**_static(), "threads": torch.get_num_threads(), **({"env": env} if env else {})}
+
+
+def provenance_line(p: dict[str, Any]) -> str:
+    """One line for reports: ``torch 2.13.0, AVX512, MKL ..., 1 thread``."""
+    threads = p.get("threads")
+    parts = [f"torch {p.get('torch', '?')}", str(p.get("cpu_capability", "?")),
+             str(p.get("blas", "?")),
+             f"{threads} thread{'s' if threads != 1 else ''}" if threads is not None else ""]
+    env = p.get("env") or {}
+    parts += [f"{k}={v}" for k, v in sorted(env.items())]
+    return ", ".join(x for x in parts if x)

@@ -1,0 +1,46 @@
+"""Every stored run says where it was computed, and the report shows it."""
+
+import torch
+
+from precision.cli import main
+from precision.provenance import provenance, provenance_line
+from probes.store import Store
+
+SUITE = """
+name = "tiny"
+precisions = ["float32", "mp30"]
+[problems.p]
+task = "least_squares"
+kind = "gaussian"
+dim = 2
+n_samples = 4
+[solvers.ols_qr]
+problems = ["p"]
+"""
+
+
+def test_provenance_names_torch_kernels_blas_and_threads(monkeypatch):
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    p = provenance()
+    assert p["torch"] == torch.__version__
+    assert p["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert p["threads"] == torch.get_num_threads() and p["blas"]
+    assert p["env"]["ATEN_CPU_CAPABILITY"] == "avx2"
+    assert "ATEN_CPU_CAPABILITY=avx2" in provenance_line(p)
+
+
+def test_stored_runs_carry_provenance_and_the_report_shows_it(tmp_path):
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    db = tmp_path / "r.db"
+    rc = main(["run", str(suite), "--db", str(db), "--no-progress",
+               "--report-dir", str(tmp_path / "rep")])
+    assert rc == 0
+    with Store(db) as store:
+        rows = store.runs()
+    assert len(rows) == 2
+    for r in rows:
+        assert r["result"]["provenance"]["cpu_capability"] == \
+            torch.backends.cpu.get_cpu_capability()
+    md = (tmp_path / "rep" / "tiny" / "report.md").read_text()
+    assert f"Computed with: torch {torch.__version__}" in md and "(2 runs)" in md
