@@ -1,4 +1,4 @@
-"""Evaluate one module in any precision, and split its error (DESIGN principles 1 and 4).
+"""Evaluate one module in any precision, and split its error into approximation and rounding.
 
 ``evaluate(model, x, "float32")`` runs a copy of the model cast to float32 on x rounded to
 float32; ``evaluate(model, x, "mp50")`` interprets the model's exported graph in 50-digit

@@ -1,4 +1,4 @@
-"""Error metrics and the floor detector (DESIGN principles 4 and 5).
+"""Error metrics and the floor detector.
 
 Array metrics take numpy object arrays of exact ``flint.arb`` values (``Backend.to_exact``
 output, or truths from :mod:`precision.truth`; plain Python floats and ints are accepted and
@@ -194,7 +194,8 @@ def correct_digits(estimate: Any, truth: Any, *, prec_bits: int = 1024) -> float
 def decompose(
     total_estimate: Any, exact_estimate: Any, truth: Any, *, prec_bits: int = 1024
 ) -> dict[str, ErrorSummary]:
-    """Error decomposition (DESIGN principle 4) for one model/solver, precision p, input x.
+    """Error decomposition (total vs approximation vs rounding) of one subject, precision p,
+    input x.
 
     With f_p the output computed in precision p, f_mp the same computation in high precision
     and y* the truth: total = f_p - y*, approximation = f_mp - y*, rounding = f_p - f_mp. The

@@ -2,7 +2,7 @@
 
 A :class:`Precision` knows its unit roundoff, which backend computes in it, and how to cast
 data into it. ``parse_precision("mp50")`` is the single way to turn user text into one; an
-unknown spelling raises :class:`PrecisionError` listing the valid forms (DESIGN principle 2).
+unknown spelling raises :class:`PrecisionError` listing the valid forms.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""High-precision truths computed from the exact inputs a subject received (DESIGN principle 3).
+"""High-precision truths computed from the exact inputs a subject received.
 
 Inputs are numpy object arrays of exact ``flint.arb`` values (what ``Backend.to_exact`` gives
 after the data were rounded into the subject's precision). Truths are arb balls at
-``truth_bits`` bits; each function checks that the ball is tight enough (relative radius below
-2**-(2 * needed_bits)) and raises the working precision until it is, so a truth is certified,
-not merely computed in more digits.
+``truth_bits`` bits; each function checks that the ball is tight enough (radius below
+2**-(bits/2) times the result's scale, :func:`_tight`) and raises the working precision until
+it is, so a truth is certified, not merely computed in more digits. A truth that cannot be
+certified is a :class:`TruthError`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The SQLite results store (DESIGN principle 7).
+"""The SQLite results store.
 
 One file, WAL journal, ``synchronous=FULL``: a run is its row in ``runs`` plus its traces in
 ``series``, written in one ``BEGIN IMMEDIATE`` transaction, so a SIGKILL either leaves the

@@ -21,7 +21,7 @@ are *not* in the input, so they are fixed per task instance (drawn from the task
 redrawn per batch: a model can only learn one fixed map. A causal model needs i < j for READ.
 
 :meth:`Task.truth` computes the target exactly (arb at ``bits``) from the inputs *as the model
-received them*, i.e. after rounding into the evaluation precision (DESIGN principle 3).
+received them*, i.e. after rounding into the evaluation precision.
 Least-squares targets are OLS on the rounded context (noiseless, N >= D, so it is w*).
 """
 

@@ -2,7 +2,7 @@
 
 A *job* is (model family + options, depth, width, task, training recipe, seed). It trains
 once (:mod:`probes.training`) and then measures the trained weights on a fixed seeded test
-set in each evaluation precision p (DESIGN principles 3-4):
+set in each evaluation precision p:
 
   total         = f_p(x_p) - y*(x_p)       the test MSE in p
   approximation = f_mp100(x_p) - y*(x_p)   what the weights represent

@@ -1,4 +1,4 @@
-"""The array namespace every reference solver is written against (DESIGN principle 1).
+"""The array namespace every reference solver is written against (one definition, every precision).
 
 A solver receives ``xp`` (a :class:`Backend`) and writes ``A @ x - b``, ``xp.sqrt(s)``,
 ``xp.zeros((n, n))``, slicing and item assignment; the same function body then runs in

@@ -2,8 +2,8 @@
 
 ``run_solver("gd", "float32", problem={...}, params={...})`` generates the seeded problem,
 rounds its inputs into the precision, runs the solver there, computes the certified truth from
-the *rounded* inputs (DESIGN principle 3), and returns the per-step error trace with its
-detected floor. One code path for every solver and precision.
+the *rounded* inputs (a subject is scored on the problem it received), and returns the
+per-step error trace with its detected floor. One code path for every solver and precision.
 """
 
 from __future__ import annotations
