@@ -9,7 +9,8 @@ tiny module, exported, and run
   among its floating inputs and outputs), K = :data:`K_FLOAT64`;
 * by the interpreter in mp50 and mp100: agreement within ``1e-45 (|out_i| + S)``.
 
-Integer and boolean outputs must be equal; non-finite entries must match in kind.
+Integer and boolean outputs must be equal; non-finite entries must match in kind. The ops
+of :data:`COMPLEX_OPINFOS` run on complex128 samples as well.
 Every OpInfo that fails is listed in :data:`EXPECTED_FAILURES` with the reason; the list is
 strict (an expected failure that passes is an error), so it can only shrink honestly.
 
@@ -94,6 +95,13 @@ OPINFOS = [
     "fft.ihfft", "fft.hfft",
 ]
 
+#: OpInfos also run on complex128 samples (complex tensors are pairs of MPArrays).
+COMPLEX_OPINFOS = [
+    "fft.fft", "fft.ifft", "fft.fft2", "fft.irfft", "mul", "div.no_rounding_mode", "abs",
+    "matmul", "sum", "view_as_real",
+]
+CASES = OPINFOS + [f"{name}[complex]" for name in COMPLEX_OPINFOS]
+
 #: OpInfos whose samples are known to fail, and why.
 EXPECTED_FAILURES: dict[str, str] = {}
 
@@ -128,9 +136,10 @@ def _dtype_for(info: Any) -> torch.dtype | None:
     return None
 
 
-def _samples(info: Any) -> list[Any]:
-    """Up to 12 small float64 (else int64 / bool) samples, in a seeded random order."""
-    dtype = _dtype_for(info)
+def _samples(info: Any, complex_: bool = False) -> list[Any]:
+    """Up to 12 small float64 (else int64 / bool; complex128 if ``complex_``) samples, in a
+    seeded random order."""
+    dtype = torch.complex128 if complex_ else _dtype_for(info)
     if dtype is None:
         return []
     torch.manual_seed(0)
@@ -271,10 +280,11 @@ def run_sample(info: Any, sample: Any) -> tuple[str | None, set[Any]]:
 def results() -> dict[str, tuple[list[str], set[Any], int]]:
     """name -> (failures, targets of the passing samples, samples checked)."""
     out = {}
-    for name in OPINFOS:
+    for case in CASES:
+        name = case.removesuffix("[complex]")
         info = _BY_NAME[name]
         fails, covered, n = [], set(), 0
-        for s in _samples(info):
+        for s in _samples(info, complex_=case != name):
             if n == SAMPLES_PER_OP:
                 break
             why, targets = run_sample(info, s)
@@ -285,11 +295,11 @@ def results() -> dict[str, tuple[list[str], set[Any], int]]:
                 fails.append(why)
             else:
                 covered |= targets
-        out[name] = (fails, covered, n)
+        out[case] = (fails, covered, n)
     return out
 
 
-@pytest.mark.parametrize("name", OPINFOS)
+@pytest.mark.parametrize("name", CASES)
 def test_opinfo_samples(name):
     fails, _, n = results()[name]
     assert n > 0, f"{name}: no exportable float64 sample"

@@ -108,6 +108,9 @@ def c_abs(ctx: Ctx, x: MPComplex) -> MPArray:
 def c_matmul(ctx: Ctx, a: Any, b: Any) -> MPComplex:
     """(ar + i ai)(br + i bi) with four real arb_mat products."""
     x, y = as_complex(ctx, a), as_complex(ctx, b)
+    if x.size == 0 or y.size == 0:  # empty operands: numpy's shape, zeros (empty sums)
+        zero = ctx.filled(np.matmul(np.zeros(x.shape), np.zeros(y.shape)).shape, ctx.const(0))
+        return MPComplex(zero, zero)
     re = mp_backend.matmul(x.re, y.re) - mp_backend.matmul(x.im, y.im)
     im = mp_backend.matmul(x.re, y.im) + mp_backend.matmul(x.im, y.re)
     return MPComplex(re.stripped(), im.stripped())

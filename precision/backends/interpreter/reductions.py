@@ -16,6 +16,7 @@ import flint
 import numpy as np
 import torch
 
+from precision.backends.interpreter.complex import is_complex
 from precision.backends.interpreter.core import (
     NAN,
     NEG_INF,
@@ -47,6 +48,8 @@ def _keep(a: np.ndarray, axes: list[int], keepdim: bool) -> np.ndarray:
 def total(ctx: Ctx, x: Any, dims: Any = None, keepdim: bool = False, dtype: Any = None
           ) -> Any:
     """sum over ``dims`` (all if None / []), each addition rounded at prec."""
+    if is_complex(x):
+        return x.map_parts(lambda p: total(ctx, p, dims, keepdim))
     nd = np.ndim(x.a) if is_float(x) else np.ndim(x)
     axes = reduce_axes(dims, nd)
     if not is_float(x):
@@ -78,6 +81,8 @@ def count(shape: tuple[int, ...], dims: Any) -> int:
 
 def mean(ctx: Ctx, x: Any, dims: Any = None, keepdim: bool = False, dtype: Any = None
          ) -> MPArray:
+    if is_complex(x):
+        return x.map_parts(lambda p: mean(ctx, p, dims, keepdim))
     x = ctx.arr(x)
     n = count(x.shape, dims)
     return total(ctx, x, dims, keepdim) / float(n) if n else ctx.filled(
@@ -203,6 +208,8 @@ def cumulative(ufunc: np.ufunc) -> Callable[..., Any]:
     """cumsum / cumprod along ``dim`` (sequential, each step rounded)."""
 
     def apply(ctx: Ctx, x: Any, dim: int, dtype: Any = None) -> Any:
+        if is_complex(x) and ufunc is np.add:
+            return x.map_parts(lambda p: apply(ctx, p, dim))
         if not is_float(x):
             if dtype is not None and dtype.is_floating_point:
                 return apply(ctx, ctx.arr(x), dim)
