@@ -94,3 +94,21 @@ def test_valid_problems_are_unchanged_by_the_checks():
     a = problems.gaussian_least_squares(3, 6, seed=2)
     b = problems.gaussian_least_squares(3, 6, seed=2)
     assert (a.X == b.X).all() and a.X.shape == (6, 3)
+
+
+def _study_sizes():
+    from probes.studies import load_studies
+
+    return [(name, key) for name, spec in sorted(load_studies().items())
+            for key, value in spec.defaults.items()
+            if isinstance(value, int) and not isinstance(value, bool) and "seed" not in key]
+
+
+@pytest.mark.parametrize("study,key", _study_sizes())
+def test_every_integer_study_parameter_is_bounded(study, key):
+    """An integer study parameter (a size or a count) of 1e9 is a StudyError, never a run
+    that exhausts memory or never ends."""
+    from probes.studies import StudyError, get_study
+
+    with pytest.raises(StudyError, match=key.split("_")[0]):
+        get_study(study).resolve({key: 10**9})

@@ -168,8 +168,8 @@ def test_cone_gap_small_cases() -> None:
 @pytest.mark.parametrize("given, message", [
     ({"N": 4, "K": 4}, "need N < K"),
     ({"tau": 0.0}, "tau must be a finite number > 0"),
-    ({"heads": 0}, "heads must be an integer >= 1"),
-    ({"d": 2.5}, "d must be an integer >= 1"),
+    ({"heads": 0}, r"heads must be an integer in \[1, 1024\]"),
+    ({"d": 2.5}, r"d must be an integer in \[1, 64\]"),
     ({"step": 2.0}, "step must lie in"),
     ({"iters": 105, "record_every": 10}, "must be a multiple of record_every"),
     ({"step_rule": "fast"}, "step_rule must be one of"),

@@ -99,8 +99,10 @@ def _check_kappa(params: dict[str, Any]) -> None:
         raise StudyError(f"kappa must be a number in [1, 1e12], got {params['kappa']!r}")
     if not (isinstance(params["dim"], int) and 2 <= params["dim"] <= 32):
         raise StudyError(f"dim must be an integer in [2, 32], got {params['dim']!r}")
-    if not (isinstance(params["n_samples"], int) and params["n_samples"] >= params["dim"]):
-        raise StudyError(f"n_samples must be an integer >= dim, got {params['n_samples']!r}")
+    if not (isinstance(params["n_samples"], int) and
+            params["dim"] <= params["n_samples"] <= 100_000):
+        raise StudyError(f"n_samples must be an integer in [dim, 100000], "
+                         f"got {params['n_samples']!r}")
     if not (isinstance(params["steps"], int) and 0 <= params["steps"] <= MAX_STEPS):
         raise StudyError(f"steps must be an integer in [0, {MAX_STEPS}] (0 = auto), "
                          f"got {params['steps']!r}")

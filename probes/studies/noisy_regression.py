@@ -55,6 +55,7 @@ REL_TOL, ABS_TOL = 0.05, 0.002
 
 ESTIMATORS = ("ols", "const_rr", "ada_rr", "tuned_rr", "iter_ada_rr", "one_layer", "bayes")
 CHUNK = 25_000  # sequences per evaluation chunk (each chunk has its own seeded generator)
+MAX_ENTRIES = 200_000_000  # entries of one batch of sequences (1.6 GB in float64)
 BAYES_GRID = 64  # quadrature points of the Bayes mixture for a uniform sigma prior
 
 
@@ -70,6 +71,15 @@ def _check_common(params: dict[str, Any]) -> None:
             raise StudyError(f"{key} must be an integer >= 1, got {v!r}")
     if params["d"] > 64:
         raise StudyError(f"d must be <= 64 (got {params['d']})")
+    # tuning draws one batch of tune_size sequences, evaluation chunks of CHUNK: bound both
+    for key, rows in (("tune_size", params["tune_size"]),
+                      ("eval_size", min(params["eval_size"], CHUNK))):
+        entries = rows * params["n"] * (params["d"] + 1)
+        if entries > MAX_ENTRIES:
+            raise StudyError(f"{key} x n x (d + 1) = {entries:.3g} entries in memory at once "
+                             f"is too large (at most {MAX_ENTRIES:.3g})")
+    if params["eval_size"] > 100_000_000:
+        raise StudyError(f"eval_size must be <= 100000000, got {params['eval_size']}")
     if params["n"] <= params["d"] + 1:
         raise StudyError(f"need n > d + 1 for AdaRR and OLS (got n={params['n']}, "
                          f"d={params['d']})")

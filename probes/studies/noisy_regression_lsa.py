@@ -99,6 +99,10 @@ _CACHE_SIZE = 4
 
 
 # --- parameters ------------------------------------------------------------------------------
+#: Entries of one batch of sequences held at once (1.6 GB in float64).
+MAX_ENTRIES = 200_000_000
+
+
 def _int(params: dict[str, Any], key: str, lo: int, hi: int | None = None) -> None:
     v = params[key]
     if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
@@ -134,15 +138,20 @@ def _validate(params: dict[str, Any]) -> None:
         raise StudyError("variant 'gdpp' has one (w_xx, w_yx) pair per layer: heads must be 1")
     _int(params, "d", 1, 64)
     _int(params, "n", 1, 1000)
-    _int(params, "steps", 0)
+    _int(params, "steps", 0, 100_000_000)
     _int(params, "batch", 1)
-    _int(params, "warmup", 0)
-    _int(params, "second_order_steps", 0)
+    _int(params, "warmup", 0, 100_000_000)
+    _int(params, "second_order_steps", 0, 1_000_000)
     _int(params, "second_order_batch", 1)
     _int(params, "eval_size", 2)
     _int(params, "eval_seed", 0)
     _int(params, "profile_points", 0, 200)
     _int(params, "profile_size", 2)
+    for key in ("batch", "second_order_batch", "eval_size", "profile_size"):
+        entries = params[key] * params["n"] * (params["d"] + 1)
+        if entries > MAX_ENTRIES:
+            raise StudyError(f"{key} x n x (d + 1) = {entries:.3g} entries is too large "
+                             f"(at most {MAX_ENTRIES:.3g})")
     _positive(params, "lr")
     _positive(params, "init_scale")
     c = params["clip"]

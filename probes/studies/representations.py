@@ -37,10 +37,18 @@ _STEP_RULES = ("scaled", "theorem")
 
 
 # --- validation ------------------------------------------------------------------------
+#: Upper bounds of the integer parameters (sizes of the instance, iteration counts): a larger
+#: value is a one-line error, not an exhausted memory.
+_MAX = {"d": 64, "N": 1024, "K": 1024, "m": 64, "heads": 1024, "samples": 10_000_000,
+        "iters": 10_000_000}
+
+
 def _positive_int(params: dict[str, Any], key: str) -> int:
     v = params[key]
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise StudyError(f"{key} must be an integer >= 1, got {v!r}")
+    top = _MAX.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1 or (top and v > top):
+        rng = ">= 1" if top is None else f"in [1, {top}]"
+        raise StudyError(f"{key} must be an integer {rng}, got {v!r}")
     return v
 
 
