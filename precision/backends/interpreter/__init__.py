@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from precision.backends.interpreter import (
+    activations,
+    comparisons,
     complex,
     convolution,
     creation,
@@ -25,9 +27,9 @@ from precision.backends.interpreter import (
 from precision.backends.interpreter.core import OpTable, UnsupportedOpError
 
 OPS: OpTable = {}
-for _table in (elementwise.OPS, complex.OPS, reductions.OPS, indexing.OPS, sorting.OPS,
-               normalization.OPS, convolution.OPS, pooling.OPS, fft.OPS, products.OPS,
-               creation.OPS):
+for _table in (elementwise.OPS, comparisons.OPS, activations.OPS, complex.OPS, reductions.OPS,
+               indexing.OPS, sorting.OPS, normalization.OPS, convolution.OPS, pooling.OPS,
+               fft.OPS, products.OPS, creation.OPS):
     OPS.update(_table)
 
 

@@ -101,6 +101,12 @@ def map_array(x: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
     return np.asarray(fn(np.asarray(x)))
 
 
+def float_result(ctx: Ctx, res: Any) -> Any:
+    """numpy arithmetic on ints/bools that produced floats continues as an MPArray."""
+    res = np.asarray(res)
+    return ctx.arr(res) if res.dtype.kind == "f" else res
+
+
 def reduce_axes(dims: Any, ndim: int) -> list[int]:
     """Normalised, sorted reduction axes (None or [] means all)."""
     if dims is None or (isinstance(dims, list | tuple) and len(dims) == 0):

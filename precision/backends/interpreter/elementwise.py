@@ -1,5 +1,5 @@
-"""Elementwise ops: arithmetic, transcendental functions, activations, rounding,
-comparisons, logical and bitwise ops.
+"""Elementwise arithmetic: + - * /, powers, transcendental functions, rounding and
+remainders (comparisons and activations have their own modules).
 
 Shapes broadcast as in numpy / PyTorch. Floating results are arb midpoints rounded to the
 working precision after every operation; integer and boolean tensors stay numpy arrays and
@@ -20,7 +20,6 @@ import torch
 
 from precision.backends.interpreter.complex import (
     MPComplex,
-    as_complex,
     c_abs,
     c_add,
     c_div,
@@ -37,19 +36,13 @@ from precision.backends.interpreter.core import (
     OpTable,
     UnsupportedOpError,
     fix_nonfinite,
+    float_result,
     is_float,
     lift,
 )
 from precision.backends.mp_backend import MPArray, _Prec
 
 aten = torch.ops.aten
-
-
-def _float_result(ctx: Ctx, res: Any) -> Any:
-    """numpy arithmetic on ints/bools that produced floats continues as an MPArray."""
-    res = np.asarray(res)
-    return ctx.arr(res) if res.dtype.kind == "f" else res
-
 
 def _operands(ctx: Ctx, a: Any, b: Any) -> tuple[Any, Any]:
     """Float operands as MPArrays (numpy int/bool tensors converted) or Python scalars."""
@@ -65,7 +58,7 @@ def add(ctx: Ctx, a: Any, b: Any, alpha: Any = 1, sign: int = 1) -> Any:
         return c_add(ctx, a, b, alpha, sign)
     if not (is_float(a) or is_float(b)):
         bb = np.multiply(b, alpha) if alpha != 1 else b
-        return _float_result(ctx, np.add(a, bb) if sign > 0 else np.subtract(a, bb))
+        return float_result(ctx, np.add(a, bb) if sign > 0 else np.subtract(a, bb))
     a, b = _operands(ctx, a, b)
     if alpha != 1:
         b = b * alpha
@@ -84,7 +77,7 @@ def mul(ctx: Ctx, a: Any, b: Any) -> Any:
     if is_complex(a) or is_complex(b) or isinstance(a, complex) or isinstance(b, complex):
         return c_mul(ctx, a, b)
     if not (is_float(a) or is_float(b)):
-        return _float_result(ctx, np.multiply(a, b))
+        return float_result(ctx, np.multiply(a, b))
     a, b = _operands(ctx, a, b)
     res = a * b if is_float(a) else b * a
     return fix_nonfinite(res, a, b, operator.mul)
@@ -247,189 +240,6 @@ def _mod(floor: bool) -> Callable[..., Any]:
     return apply
 
 
-# --- comparisons, logical, bitwise ----------------------------------------------------
-def _cmp_operand(ctx: Ctx, v: Any, other_float: bool) -> Any:
-    if isinstance(v, MPArray):
-        return v.stripped().a
-    if isinstance(v, np.ndarray) and other_float:
-        return ctx.arr(v).a
-    if other_float and isinstance(v, int | float | bool | np.number):
-        return ctx.const(v)
-    return v
-
-
-def compare(op: Callable[[Any, Any], Any]) -> Callable[..., np.ndarray]:
-    """A comparison of exact midpoints (no rounding anywhere), giving a numpy bool array."""
-
-    def apply(ctx: Ctx, a: Any, b: Any) -> np.ndarray:
-        fl = is_float(a) or is_float(b)
-        aa, bb = _cmp_operand(ctx, a, fl), _cmp_operand(ctx, b, fl)
-        return np.asarray(op(aa, bb), dtype=bool)
-
-    return apply
-
-
-def _ne(ctx: Ctx, a: Any, b: Any) -> np.ndarray:
-    return np.logical_not(compare(operator.eq)(ctx, a, b))
-
-
-def truth(x: Any) -> np.ndarray:
-    """A tensor's entries as booleans (nonzero; NaN counts as True)."""
-    if is_complex(x):
-        return truth(x.re) | truth(x.im)
-    if isinstance(x, MPArray):
-        return np.asarray(np.frompyfunc(lambda v: not v.is_zero(), 1, 1)(x.stripped().a),
-                          dtype=bool)
-    return np.asarray(x).astype(bool)
-
-
-def _logical(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-    return lambda ctx, *xs: fn(*[truth(x) for x in xs])
-
-
-def _bitwise(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
-    def apply(ctx: Ctx, a: Any, b: Any) -> Any:
-        if is_float(a) or is_float(b):
-            raise UnsupportedOpError("bitwise op on a floating tensor")
-        return fn(a, b)
-
-    return apply
-
-
-def _bitwise_not(ctx: Ctx, x: Any) -> Any:
-    x = np.asarray(x)
-    return np.logical_not(x) if x.dtype == bool else np.invert(x)
-
-
-def isnan(ctx: Ctx, x: Any) -> np.ndarray:
-    if is_complex(x):
-        return isnan(ctx, x.re) | isnan(ctx, x.im)
-    if isinstance(x, MPArray):
-        return np.asarray(np.frompyfunc(lambda v: v.is_nan(), 1, 1)(x.stripped().a), dtype=bool)
-    return np.zeros(np.shape(x), dtype=bool)
-
-
-def isinf(ctx: Ctx, x: Any) -> np.ndarray:
-    if isinstance(x, MPArray):
-        return np.asarray(np.frompyfunc(lambda v: not v.is_finite() and not v.is_nan(), 1, 1)(
-            x.stripped().a), dtype=bool)
-    return np.zeros(np.shape(x), dtype=bool)
-
-
-def where(ctx: Ctx, cond: Any, a: Any, b: Any) -> Any:
-    c = truth(cond)
-    if is_complex(a) or is_complex(b):
-        x, y = as_complex(ctx, a), as_complex(ctx, b)
-        return MPComplex(where(ctx, c, x.re, y.re), where(ctx, c, x.im, y.im))
-    if not (is_float(a) or is_float(b)):
-        return np.where(c, a, b)
-    aa = ctx.arr(a).stripped().a if not isinstance(a, float | int) else ctx.const(a)
-    bb = ctx.arr(b).stripped().a if not isinstance(b, float | int) else ctx.const(b)
-    return MPArray(np.asarray(np.where(c, aa, bb), dtype=object), ctx.prec, clean=True)
-
-
-def clamp(ctx: Ctx, x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
-    """clamp / clamp.Tensor: NaN inputs stay NaN, as in PyTorch."""
-    if not is_float(x) and not is_float(min) and not is_float(max):
-        out = np.asarray(x)
-        if min is not None:
-            out = np.maximum(out, min)
-        if max is not None:
-            out = np.minimum(out, max)
-        return _float_result(ctx, out)
-    out = ctx.arr(x)
-    if min is not None:
-        out = where(ctx, compare(operator.lt)(ctx, out, min), min, out)
-    if max is not None:
-        out = where(ctx, compare(operator.gt)(ctx, out, max), max, out)
-    return out
-
-
-def _extremum(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
-    """maximum / minimum; NaN propagates."""
-
-    def apply(ctx: Ctx, a: Any, b: Any) -> Any:
-        if not (is_float(a) or is_float(b)):
-            return np.maximum(a, b) if op is operator.ge else np.minimum(a, b)
-        pick = compare(op)(ctx, a, b)
-        out = where(ctx, pick, a, b)
-        nan = isnan(ctx, ctx.arr(a)) | isnan(ctx, ctx.arr(b))
-        return where(ctx, nan, float("nan"), out) if nan.any() else out
-
-    return apply
-
-
-# --- activations ------------------------------------------------------------------------
-def _sigmoid_one(v: Any) -> Any:
-    if v >= 0:
-        return (ONE / (ONE + (-v).exp())).mid()
-    e = v.exp()
-    return (e / (ONE + e)).mid()
-
-
-def sigmoid(ctx: Ctx, x: Any) -> MPArray:
-    return _SIGMOID(ctx, x)
-
-
-def elu(ctx: Ctx, x: Any, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0
-        ) -> MPArray:
-    """scale * (x if x > 0 else alpha * expm1(input_scale * x))."""
-    x = ctx.arr(x)
-    neg_part = _EXPM1(ctx, x * input_scale if input_scale != 1 else x) * alpha
-    out = where(ctx, compare(operator.gt)(ctx, x, 0), x, neg_part)
-    return out * scale if scale != 1 else out
-
-
-def leaky_relu(ctx: Ctx, x: Any, slope: float = 0.01) -> MPArray:
-    x = ctx.arr(x)
-    return where(ctx, compare(operator.gt)(ctx, x, 0), x, x * slope)
-
-
-def relu(ctx: Ctx, x: Any) -> Any:
-    if not is_float(x):
-        return np.maximum(x, 0)
-    return where(ctx, compare(operator.gt)(ctx, x, 0), x, 0.0)
-
-
-def gelu(ctx: Ctx, x: Any, approximate: str = "none") -> MPArray:
-    x = ctx.arr(x)
-    with _Prec(ctx.prec):
-        if approximate == "tanh":
-            c = ctx.wrap(np.array((flint.arb(2) / flint.arb.pi()).sqrt().mid(), dtype=object))
-            inner = (x + x * x * x * 0.044715) * c
-            return x * 0.5 * (_TANH(ctx, inner) + 1.0)
-        r2 = ctx.wrap(np.array(flint.arb(2).sqrt().mid(), dtype=object))
-    return x * 0.5 * (_ERF(ctx, x / r2) + 1.0)
-
-
-def softplus(ctx: Ctx, x: Any, beta: float = 1.0, threshold: float = 20.0) -> MPArray:
-    """log1p(exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch)."""
-    x = ctx.arr(x)
-    bx = x * beta if beta != 1 else x
-    soft = _LOG1P(ctx, _EXP(ctx, bx))
-    soft = soft / beta if beta != 1 else soft
-    return where(ctx, compare(operator.gt)(ctx, bx, threshold), x, soft)
-
-
-def silu(ctx: Ctx, x: Any) -> MPArray:
-    x = ctx.arr(x)
-    return x * sigmoid(ctx, x)
-
-
-def mish(ctx: Ctx, x: Any) -> MPArray:
-    x = ctx.arr(x)
-    return x * _TANH(ctx, softplus(ctx, x))
-
-
-def hardsigmoid(ctx: Ctx, x: Any) -> MPArray:
-    return clamp(ctx, ctx.arr(x) / 6.0 + 0.5, 0.0, 1.0)
-
-
-def hardswish(ctx: Ctx, x: Any) -> MPArray:
-    x = ctx.arr(x)
-    return x * hardsigmoid(ctx, x)
-
-
 def _sign_one(v: Any) -> Any:
     return NAN if v.is_nan() else v.sgn()
 
@@ -472,7 +282,6 @@ _LOG1P = _fn("log1p", np.log1p)
 _SQRT = _fn("sqrt", np.sqrt)
 _TANH = _fn("tanh", np.tanh)
 _ERF = _fn("erf", math.erf)
-_SIGMOID = lift(_sigmoid_one, lambda v: 1.0 / (1.0 + np.exp(-v)))
 
 
 def _rsqrt_one(v: Any) -> Any:
@@ -488,8 +297,9 @@ UNARY: dict[str, Callable[..., MPArray]] = {
     "atan": _fn("atan", np.arctan), "sinh": _fn("sinh", np.sinh), "cosh": _fn("cosh", np.cosh),
     "tanh": _TANH, "asinh": _fn("asinh", np.arcsinh), "acosh": _fn("acosh", np.arccosh),
     "atanh": _fn("atanh", np.arctanh), "erf": _ERF, "erfc": _fn("erfc", math.erfc),
-    "erfinv": _fn("erfinv", lambda v: math.nan), "lgamma": _fn("lgamma", math.lgamma),
-    "digamma": _fn("digamma", lambda v: math.nan),
+    "erfinv": _fn("erfinv", lambda v: math.copysign(math.inf, v) if abs(v) == 1 else math.nan),
+    "lgamma": _fn("lgamma", lambda v: math.inf),
+    "digamma": _fn("digamma", lambda v: -math.inf if v == 0 else math.nan),
 }
 
 
@@ -498,57 +308,40 @@ def _sinc_one(v: Any) -> Any:
 
 
 OPS: OpTable = {
-    aten.add.Tensor: add, aten.add.Scalar: add,
-    aten.sub.Tensor: sub, aten.sub.Scalar: sub,
+    aten.add.Tensor: add,
+    aten.add.Scalar: add,
+    aten.sub.Tensor: sub,
+    aten.sub.Scalar: sub,
     aten.rsub.Scalar: lambda ctx, a, b, alpha=1: sub(ctx, b, a, alpha),
     aten.rsub.Tensor: lambda ctx, a, b, alpha=1: sub(ctx, b, a, alpha),
-    aten.mul.Tensor: mul, aten.mul.Scalar: mul,
-    aten.div.Tensor: div, aten.div.Scalar: div, aten.div.Tensor_mode: div,
+    aten.mul.Tensor: mul,
+    aten.mul.Scalar: mul,
+    aten.div.Tensor: div,
+    aten.div.Scalar: div,
+    aten.div.Tensor_mode: div,
     aten.div.Scalar_mode: div,
-    aten.neg.default: neg, aten.abs.default: absolute,
+    aten.neg.default: neg,
+    aten.abs.default: absolute,
     aten.reciprocal.default: reciprocal,
-    aten.pow.Tensor_Scalar: power, aten.pow.Scalar: power, aten.pow.Tensor_Tensor: power,
+    aten.pow.Tensor_Scalar: power,
+    aten.pow.Scalar: power,
+    aten.pow.Tensor_Tensor: power,
     aten.exp.default: exp,
     aten.exp2.default: lambda ctx, x: power(ctx, 2.0, ctx.arr(x)),
-    aten.sigmoid.default: sigmoid,
-    aten.relu.default: relu, aten.gelu.default: gelu, aten.elu.default: elu,
-    aten.leaky_relu.default: leaky_relu,
-    aten.hardtanh.default: lambda ctx, x, lo=-1.0, hi=1.0: clamp(ctx, x, lo, hi),
-    aten.silu.default: silu, aten.softplus.default: softplus, aten.mish.default: mish,
-    aten.hardsigmoid.default: hardsigmoid, aten.hardswish.default: hardswish,
-    aten.sign.default: sign, aten.sgn.default: sign,
-    aten.atan2.default: atan2, aten.atan2.out: atan2,
+    aten.sign.default: sign,
+    aten.sgn.default: sign,
+    aten.atan2.default: atan2,
+    aten.atan2.out: atan2,
     aten.sinc.default: lift(_sinc_one, np.sinc),
     aten.floor.default: _rounding(flint.arb.floor, np.floor),
     aten.ceil.default: _rounding(flint.arb.ceil, np.ceil),
     aten.trunc.default: _rounding(_trunc_div, np.trunc),
     aten.round.default: _rounding(_round_half_even, np.round),
     aten.frac.default: lambda ctx, x: sub(ctx, x, _rounding(_trunc_div, np.trunc)(ctx, x)),
-    aten.fmod.Tensor: _mod(False), aten.fmod.Scalar: _mod(False),
-    aten.remainder.Tensor: _mod(True), aten.remainder.Scalar: _mod(True),
-    aten.maximum.default: _extremum(operator.ge), aten.minimum.default: _extremum(operator.le),
-    aten.clamp.default: clamp, aten.clamp.Tensor: clamp,
-    aten.clamp_min.default: lambda ctx, x, m: clamp(ctx, x, m, None),
-    aten.clamp_max.default: lambda ctx, x, m: clamp(ctx, x, None, m),
-    aten.where.self: where,
-    aten.gt.Scalar: compare(operator.gt), aten.gt.Tensor: compare(operator.gt),
-    aten.ge.Scalar: compare(operator.ge), aten.ge.Tensor: compare(operator.ge),
-    aten.lt.Scalar: compare(operator.lt), aten.lt.Tensor: compare(operator.lt),
-    aten.le.Scalar: compare(operator.le), aten.le.Tensor: compare(operator.le),
-    aten.eq.Scalar: compare(operator.eq), aten.eq.Tensor: compare(operator.eq),
-    aten.ne.Scalar: _ne, aten.ne.Tensor: _ne,
-    aten.isnan.default: isnan, aten.isinf.default: isinf,
-    aten.logical_not.default: _logical(np.logical_not),
-    aten.logical_and.default: _logical(np.logical_and),
-    aten.logical_or.default: _logical(np.logical_or),
-    aten.logical_xor.default: _logical(np.logical_xor),
-    aten.bitwise_not.default: _bitwise_not,
-    aten.bitwise_and.Tensor: _bitwise(np.bitwise_and),
-    aten.bitwise_and.Scalar: _bitwise(np.bitwise_and),
-    aten.bitwise_or.Tensor: _bitwise(np.bitwise_or),
-    aten.bitwise_or.Scalar: _bitwise(np.bitwise_or),
-    aten.bitwise_xor.Tensor: _bitwise(np.bitwise_xor),
-    aten.bitwise_xor.Scalar: _bitwise(np.bitwise_xor),
+    aten.fmod.Tensor: _mod(False),
+    aten.fmod.Scalar: _mod(False),
+    aten.remainder.Tensor: _mod(True),
+    aten.remainder.Scalar: _mod(True),
 }
 for _name, _op in UNARY.items():
     OPS[getattr(aten, _name).default] = _op

@@ -14,6 +14,7 @@ import flint
 import numpy as np
 import torch
 
+from precision.backends.interpreter.comparisons import truth
 from precision.backends.interpreter.complex import MPComplex, as_complex, is_complex
 from precision.backends.interpreter.core import (
     ZERO,
@@ -25,7 +26,6 @@ from precision.backends.interpreter.core import (
     ndim_of,
     shape_of,
 )
-from precision.backends.interpreter.elementwise import truth
 from precision.backends.mp_backend import MPArray, _Prec
 
 aten = torch.ops.aten

@@ -16,6 +16,7 @@ import flint
 import numpy as np
 import torch
 
+from precision.backends.interpreter.comparisons import truth
 from precision.backends.interpreter.complex import is_complex
 from precision.backends.interpreter.core import (
     NAN,
@@ -26,13 +27,7 @@ from precision.backends.interpreter.core import (
     is_float,
     reduce_axes,
 )
-from precision.backends.interpreter.elementwise import (
-    _EXP,
-    UNARY,
-    absolute,
-    power,
-    truth,
-)
+from precision.backends.interpreter.elementwise import _EXP, UNARY, absolute, power
 from precision.backends.mp_backend import MPArray, _Prec
 
 aten = torch.ops.aten

@@ -1,0 +1,108 @@
+"""Activation functions: sigmoid, ReLU, GELU (erf and tanh forms), ELU, leaky ReLU,
+hardtanh, SiLU, softplus, Mish, hard sigmoid / swish; elementwise, rounded at the working
+precision, same shape out as in.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import flint
+import numpy as np
+import torch
+
+from precision.backends.interpreter.comparisons import clamp, compare, where
+from precision.backends.interpreter.core import ONE, Ctx, OpTable, is_float, lift
+from precision.backends.interpreter.elementwise import _ERF, _EXP, _EXPM1, _LOG1P, _TANH
+from precision.backends.mp_backend import MPArray, _Prec
+
+aten = torch.ops.aten
+
+
+def _sigmoid_one(v: Any) -> Any:
+    if v >= 0:
+        return (ONE / (ONE + (-v).exp())).mid()
+    e = v.exp()
+    return (e / (ONE + e)).mid()
+
+
+_SIGMOID = lift(_sigmoid_one, lambda v: 1.0 / (1.0 + np.exp(-v)))
+
+
+def sigmoid(ctx: Ctx, x: Any) -> MPArray:
+    return _SIGMOID(ctx, x)
+
+
+def elu(ctx: Ctx, x: Any, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0
+        ) -> MPArray:
+    """scale * (x if x > 0 else alpha * expm1(input_scale * x))."""
+    x = ctx.arr(x)
+    neg_part = _EXPM1(ctx, x * input_scale if input_scale != 1 else x) * alpha
+    out = where(ctx, compare(operator.gt)(ctx, x, 0), x, neg_part)
+    return out * scale if scale != 1 else out
+
+
+def leaky_relu(ctx: Ctx, x: Any, slope: float = 0.01) -> MPArray:
+    x = ctx.arr(x)
+    return where(ctx, compare(operator.gt)(ctx, x, 0), x, x * slope)
+
+
+def relu(ctx: Ctx, x: Any) -> Any:
+    if not is_float(x):
+        return np.maximum(x, 0)
+    return where(ctx, compare(operator.gt)(ctx, x, 0), x, 0.0)
+
+
+def gelu(ctx: Ctx, x: Any, approximate: str = "none") -> MPArray:
+    x = ctx.arr(x)
+    with _Prec(ctx.prec):
+        if approximate == "tanh":
+            c = ctx.wrap(np.array((flint.arb(2) / flint.arb.pi()).sqrt().mid(), dtype=object))
+            inner = (x + x * x * x * 0.044715) * c
+            return x * 0.5 * (_TANH(ctx, inner) + 1.0)
+        r2 = ctx.wrap(np.array(flint.arb(2).sqrt().mid(), dtype=object))
+    return x * 0.5 * (_ERF(ctx, x / r2) + 1.0)
+
+
+def softplus(ctx: Ctx, x: Any, beta: float = 1.0, threshold: float = 20.0) -> MPArray:
+    """log1p(exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch)."""
+    x = ctx.arr(x)
+    bx = x * beta if beta != 1 else x
+    soft = _LOG1P(ctx, _EXP(ctx, bx))
+    soft = soft / beta if beta != 1 else soft
+    return where(ctx, compare(operator.gt)(ctx, bx, threshold), x, soft)
+
+
+def silu(ctx: Ctx, x: Any) -> MPArray:
+    x = ctx.arr(x)
+    return x * sigmoid(ctx, x)
+
+
+def mish(ctx: Ctx, x: Any) -> MPArray:
+    x = ctx.arr(x)
+    return x * _TANH(ctx, softplus(ctx, x))
+
+
+def hardsigmoid(ctx: Ctx, x: Any) -> MPArray:
+    return clamp(ctx, ctx.arr(x) / 6.0 + 0.5, 0.0, 1.0)
+
+
+def hardswish(ctx: Ctx, x: Any) -> MPArray:
+    x = ctx.arr(x)
+    return x * hardsigmoid(ctx, x)
+
+
+OPS: OpTable = {
+    aten.sigmoid.default: sigmoid,
+    aten.relu.default: relu,
+    aten.gelu.default: gelu,
+    aten.elu.default: elu,
+    aten.leaky_relu.default: leaky_relu,
+    aten.hardtanh.default: lambda ctx, x, lo=-1.0, hi=1.0: clamp(ctx, x, lo, hi),
+    aten.silu.default: silu,
+    aten.softplus.default: softplus,
+    aten.mish.default: mish,
+    aten.hardsigmoid.default: hardsigmoid,
+    aten.hardswish.default: hardswish,
+}
