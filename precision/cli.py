@@ -115,6 +115,11 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
         folder = Path(args.save_weights).resolve()
         if folder.exists() and not folder.is_dir():
             raise UsageError(f"--save-weights {args.save_weights} is not a folder")
+        try:  # now, not after the first model has trained
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--save-weights {args.save_weights}: cannot create the folder: "
+                             f"{exc.strerror or exc}") from None
         os.environ[WEIGHTS_DIR_ENV] = str(folder)   # workers inherit it
     with Store(args.db) as store:
         store.check_writable()  # a damaged or read-only store fails here, before the work

@@ -6,6 +6,7 @@ known before computing, and the store is left as it was.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import sqlite3
@@ -16,7 +17,7 @@ import pytest
 
 import probes.runner
 import probes.store
-from precision.cli import main
+from precision.cli import build_parser, main
 from probes.suite import Suite, expand, load_suite
 
 TINY = """
@@ -233,6 +234,17 @@ def test_an_unwritable_report_dir_fails_before_computing(tiny_store, tmp_path, c
     assert computed == [] and digest(tiny_store) == before
 
 
+def test_an_impossible_weights_folder_fails_before_computing(tiny_store, tmp_path, capsys,
+                                                             computed):
+    blocker = tmp_path / "weights_file"
+    blocker.write_text("x")
+    more = write(tmp_path, TINY.replace("float64", "mp30"), "more.toml")
+    capsys.readouterr()
+    rc = main(run_args(more, tiny_store, "--no-report", "--save-weights", str(blocker / "w")))
+    assert rc == 2 and "--save-weights" in one_line_error(capsys)
+    assert computed == []
+
+
 # --- 3. invalid parameters are never computed or stored ------------------------------------
 
 BAD_VALUES = [
@@ -414,8 +426,18 @@ def test_list_needs_no_store_and_no_optional_deps(tmp_path, monkeypatch, what, c
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("command", [[], ["run"], ["probe"], ["results"], ["report"],
-                                     ["delete"], ["list"]])
+def _commands() -> list[list[str]]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [[], *([name] for name in sorted(sub.choices))]
+
+
+def test_the_commands_are_found():
+    assert {"run", "probe", "results", "report", "delete", "list"} <= \
+        {c[0] for c in _commands() if c}
+
+
+@pytest.mark.parametrize("command", _commands(), ids=lambda c: " ".join(c) or "precision")
 def test_every_help(command, capsys):
     with pytest.raises(SystemExit) as info:
         main([*command, "--help"])
