@@ -13,7 +13,8 @@ an exit 0. Random bytes as a store file (and a real store with damaged pages) go
 ``run``, ``results``, ``report`` and ``delete`` the same way.
 
 The counts (exit 0 / exit 2 per kind of input) are printed (``pytest -s``) and written to
-``$PRECISION_FUZZ_REPORT`` when that is set.
+``$PRECISION_FUZZ_REPORT`` when that is set; the sizes and the seed can be set from the
+environment (below) for a longer run.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ from precision.cli import main
 from probes.executors import failed_records
 from probes.suite import shipped_suites
 
-N_SUITE_MUTATIONS = 240
-N_STORE_FILES = 24
-SEED = 20261123
+#: CI sizes; ``PRECISION_FUZZ_SUITES`` / ``PRECISION_FUZZ_STORES`` / ``PRECISION_FUZZ_SEED``
+#: run a longer or different fuzz on demand.
+N_SUITE_MUTATIONS = int(os.environ.get("PRECISION_FUZZ_SUITES", 240))
+N_STORE_FILES = int(os.environ.get("PRECISION_FUZZ_STORES", 24))
+SEED = int(os.environ.get("PRECISION_FUZZ_SEED", 20261123))
 
 WEIRD_STRINGS = ["", "nosuch", "ü∂ñ😀", "../../etc", "a/b", ".", "..", " ", "float31", "mp0",
                  "optimal", "1/L", "gaussian", "x" * 300, "NaN", "-1"]

@@ -73,3 +73,51 @@ def test_delete_suite(tmp_path):
         s.write_run(record("b", suite="two"))
         assert s.delete_suite("one") == 1
         assert s.suites() == ["two"] and s.series("a") == {}
+
+
+def test_delete_runs_by_filters_and_dry_run(tmp_path):
+    with Store(tmp_path / "r.db") as s:
+        s.write_run(record("a", suite="one"))
+        s.write_run(record("b", suite="one"))
+        s.write_run(record("c", suite="two"))
+        assert s.delete_runs(suite="one", dry_run=True) == 2 and s.count() == 3
+        assert s.delete_runs(suite="one", run_id="a") == 1
+        assert s.count() == 2 and s.series("a") == {} and s.series("b")
+        assert s.delete_runs(status="failed") == 0
+        with pytest.raises(StoreError, match="at least one filter"):
+            s.delete_runs()
+        with pytest.raises(StoreError, match="unknown run column"):
+            s.delete_runs(colour="red")
+
+
+def test_check_writable_catches_damage_and_read_only(tmp_path, monkeypatch):
+    path = tmp_path / "r.db"
+    with Store(path) as s:
+        s.write_run(record("a"))
+        s.check_writable()  # intact and writable
+        assert s.runs(suite="s")[0]["run_id"] == "a"
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = con.execute("PRAGMA page_size").fetchone()[0]
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'series'").fetchone()[0]
+    con.close()
+    with open(path, "r+b") as f:
+        f.seek(page * (root - 1))
+        f.write(b"\x0d" + bytes(range(1, 256)) * (page // 256))
+    with Store(path, create=False) as s, pytest.raises(StoreError, match="is damaged"):
+        s.check_writable()
+    # A read-only connection: reading works, the write probe fails (nothing is written).
+    fresh = tmp_path / "ro.db"
+    with Store(fresh) as s:
+        s.write_run(record("a"))
+    real = sqlite3.connect
+    monkeypatch.setattr("probes.store.sqlite3.connect",
+                        lambda target, *a, uri=False, **k: real(
+                            (target if uri else fresh.absolute().as_uri()).split("?")[0]
+                            + "?mode=ro", *a, uri=True, **k))
+    with Store(fresh) as s:
+        assert s.count() == 1
+        with pytest.raises(StoreError, match="not writable"):
+            s.check_writable()
+        with pytest.raises(StoreError, match="not writable"):
+            s.write_run(record("b"))
