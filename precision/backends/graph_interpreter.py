@@ -3,8 +3,8 @@
 The module is exported with ``torch.export`` and decomposed to core ATen ops; the package
 :mod:`precision.backends.interpreter` interprets that graph with
 :class:`~precision.backends.mp_backend.MPArray` values (one module per kind of op:
-elementwise, reductions, indexing, sorting, normalization, convolution, pooling, fft,
-complex, products, creation). An op missing from :data:`OPS` is an
+elementwise, comparisons, activations, reductions, indexing, sorting, normalization,
+convolution, pooling, fft, complex, products, creation). An op missing from :data:`OPS` is an
 :class:`UnsupportedOpError` naming every missing op and the module path of its use.
 """
 
