@@ -30,9 +30,6 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-
-# PyTorch's OpInfo database (its test utilities need the ``expecttest`` package).
-from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils import _pytree as pytree
 
 from precision.backends.graph_interpreter import OPS, MPProgram
@@ -40,6 +37,13 @@ from precision.backends.interpreter.complex import MPComplex
 from precision.backends.interpreter.core import Ctx
 from precision.backends.mp_backend import MPArray
 from precision.precisions import parse_precision
+
+try:  # PyTorch's OpInfo database; its test utilities import the ``expecttest`` package
+    from torch.testing._internal.common_methods_invocations import op_db
+except ModuleNotFoundError as exc:  # a clear failure, never a silent skip
+    raise ModuleNotFoundError(
+        f"{exc.name} is missing: PyTorch's OpInfo test utilities need it "
+        "(pip install expecttest; it belongs in the [test] extra)") from exc
 
 U64 = 2.0**-53
 K_FLOAT64 = 256
