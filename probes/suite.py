@@ -184,7 +184,8 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
                 base[k] = table[k]
         merged["solvers"] = {**merged["solvers"], solver: base}
     for model, table in override.get("models", {}).items():
-        base = dict(merged.get("models", {}).get(model, {}))
+        base = dict(_table(merged.get("models", {}).get(model, {}),
+                           f"{path}: [models.{model}]"))
         if not base or not isinstance(table, dict):
             raise SuiteError(f"{path}: profile '{profile}' names unknown model entry '{model}'")
         for k, v in table.items():
@@ -192,7 +193,8 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
                 if k == "train" and isinstance(v, dict) else v
         merged["models"] = {**merged["models"], model: base}
     for entry, table in override.get("studies", {}).items():
-        base = dict(merged.get("studies", {}).get(entry, {}))
+        base = dict(_table(merged.get("studies", {}).get(entry, {}),
+                           f"{path}: [studies.{entry}]"))
         if not base or not isinstance(table, dict):
             raise SuiteError(f"{path}: profile '{profile}' names unknown study entry '{entry}'")
         merged["studies"] = {**merged["studies"], entry: {**base, **table}}

@@ -277,6 +277,17 @@ def test_invalid_parameters_are_rejected_before_the_store(tmp_path, text, messag
     assert not db.exists()
 
 
+@pytest.mark.parametrize("table", ["studies", "models", "solvers"])
+def test_a_profile_over_an_entry_that_is_not_a_table(tmp_path, table, capsys):
+    """Found by the fuzzer: ``dict()`` of a list entry raised TypeError."""
+    text = (f'name = "p"\nprecisions = ["float64"]\n{table} = {{ a = [1] }}\n'
+            f'[profiles.quick]\n{table} = {{ a = {{ d = 2 }} }}\n')
+    db = tmp_path / "results.db"
+    assert main(run_args(write(tmp_path, text), db, "--profile", "quick")) == 2
+    assert "must be a table" in one_line_error(capsys)
+    assert not db.exists()
+
+
 MODEL_SUITE = """
 name = "models"
 precisions = ["float32"]
