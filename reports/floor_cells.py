@@ -18,7 +18,7 @@ from typing import Any
 #: Printed under a table of floor cells.
 FLOOR_LEGEND = (
     "cells: median floor MSE over seeds, ±half the seeds' range in decades, @ median step "
-    "reached; 'falling' = still converging when the iterations ran out (no floor reached)"
+    "reached;\n'falling' = still converging when the iterations ran out (no floor reached)"
 )
 
 

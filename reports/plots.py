@@ -57,13 +57,17 @@ def solver_traces(problem: str, runs: pd.DataFrame, series: dict[str, list[tuple
     precs = sorted(it["precision"].unique(), key=precision_order)
     colors = {p: plt.cm.plasma(0.85 * i / max(1, len(precs) - 1)) for i, p in enumerate(precs)}
     for ax, solver in zip(axes.flat, solvers, strict=False):
+        labelled: set[str] = set()
         for _, r in it[it["solver"] == solver].sort_values(
                 "precision", key=lambda s: s.map(precision_order)).iterrows():
             pts = [(s, v) for s, v in series.get(r["run_id"], []) if v is not None
                    and math.isfinite(v)]
-            if pts:
+            if pts:   # one line per seed, one legend entry per precision
                 xs, ys = zip(*pts, strict=True)
-                ax.plot(xs, ys, label=r["precision"], color=colors[r["precision"]], lw=1.2)
+                prec = r["precision"]
+                ax.plot(xs, ys, label=prec if prec not in labelled else "_nolegend_",
+                        color=colors[prec], lw=1.0, alpha=0.8)
+                labelled.add(prec)
         ax.set_title(solver, fontsize=10)
         ax.set_xlabel("iteration")
         ax.set_ylabel("log10 MSE")
@@ -78,7 +82,8 @@ def solver_traces(problem: str, runs: pd.DataFrame, series: dict[str, list[tuple
 
 
 def solver_floors(problem: str, runs: pd.DataFrame, path: Path) -> Path | None:
-    """Floor log10 MSE against precision (ordered by bits), one line per solver."""
+    """Floor log10 MSE against precision (ordered by bits), one line per solver: the median
+    over seeds, with the seeds' range as error bars."""
     sub = runs[(runs["problem"] == problem) & (runs["status"] == "ok")]
     if sub.empty:
         return None
@@ -86,12 +91,16 @@ def solver_floors(problem: str, runs: pd.DataFrame, path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for solver in sorted(sub["solver"].unique()):
         s = sub[sub["solver"] == solver]
-        ys = []
+        ys, lo, hi = [], [], []
         for p in precs:
             v = s[s["precision"] == p]["floor_log10"]
-            v = [float(x) for x in v if x is not None and math.isfinite(float(x))]
-            ys.append(v[0] if v else np.nan)
-        ax.plot(range(len(precs)), ys, marker="o", label=solver, lw=1.2)
+            v = sorted(float(x) for x in v if x is not None and math.isfinite(float(x)))
+            mid = v[(len(v) - 1) // 2] if v else np.nan
+            ys.append(mid)
+            lo.append(mid - v[0] if v else 0.0)
+            hi.append(v[-1] - mid if v else 0.0)
+        ax.errorbar(range(len(precs)), ys, yerr=[lo, hi], marker="o", label=solver, lw=1.2,
+                    capsize=3)
     ax.set_xticks(range(len(precs)), precs)
     return _finish(fig, ax, "precision", "floor: log10 MSE", f"{problem}: floor by precision",
                    path, ncol=2)
