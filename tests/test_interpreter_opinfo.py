@@ -64,12 +64,13 @@ OPINFOS = [
     "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt", "sub", "tan", "tanh", "trunc", "where",
     "nn.functional.elu", "nn.functional.leaky_relu", "nn.functional.hardtanh",
     "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu",
-    "nn.functional.softplus", "nn.functional.mish", "nn.functional.hardswish",
+    "nn.functional.softplus", "nn.functional.mish", "nn.functional.hardswish", "hypot",
+    "copysign", "polar",
     # reductions
     "sum", "mean", "prod", "amax", "amin", "max.reduction_with_dim", "max.reduction_no_dim",
     "min.reduction_with_dim", "min.reduction_no_dim", "argmax", "argmin", "any", "all", "var",
     "var.unbiased", "std", "cumsum", "cumprod", "softmax", "log_softmax", "logsumexp",
-    "linalg.vector_norm",
+    "linalg.vector_norm", "var_mean", "logcumsumexp", "cummax", "cummin",
     # indexing, shapes, scatter
     "gather", "scatter", "scatter_add", "scatter_reduce.sum", "scatter_reduce.prod",
     "scatter_reduce.mean", "scatter_reduce.amax", "scatter_reduce.amin", "index_put",
@@ -77,10 +78,10 @@ OPINFOS = [
     "as_strided", "index_select", "take_along_dim", "masked_fill", "nonzero", "cat", "stack",
     "tril", "triu", "roll", "nn.functional.embedding", "nn.functional.embedding_bag",
     "nn.functional.pad.constant", "nn.functional.pad.reflect", "nn.functional.pad.replicate",
-    "fill", "zeros_like", "full_like", "clone", "narrow", "permute", "squeeze", "unsqueeze",
-    "split", "expand", "transpose", "index_add", "index_copy",
+    "fill", "zeros_like", "full_like", "narrow", "split", "index_add", "index_copy",
+    "unfold",
     # sorting
-    "sort", "topk", "argsort", "msort",
+    "sort", "topk", "argsort", "msort", "median", "kthvalue",
     # normalisation
     "nn.functional.layer_norm", "nn.functional.group_norm", "nn.functional.batch_norm",
     "nn.functional.rms_norm", "nn.functional.instance_norm",

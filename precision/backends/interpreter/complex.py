@@ -164,6 +164,15 @@ def _angle(ctx: Ctx, x: Any) -> MPArray:
     return ctx.wrap(out)
 
 
+def _polar(ctx: Ctx, r: Any, theta: Any) -> MPComplex:
+    """r (cos theta + i sin theta)."""
+    r, th = ctx.arr(r), ctx.arr(theta).stripped()
+    with _Prec(ctx.prec):
+        cs = np.frompyfunc(lambda v: v.cos().mid(), 1, 1)(th.a)
+        sn = np.frompyfunc(lambda v: v.sin().mid(), 1, 1)(th.a)
+    return MPComplex((r * ctx.wrap(cs)).stripped(), (r * ctx.wrap(sn)).stripped())
+
+
 OPS: OpTable = {
     aten.view_as_real.default: _view_as_real,
     aten.view_as_complex.default: _view_as_complex,
@@ -175,5 +184,6 @@ OPS: OpTable = {
     aten.resolve_conj.default: lambda ctx, x: x,
     aten.resolve_neg.default: lambda ctx, x: x,
     aten.angle.default: _angle,
+    aten.polar.default: _polar,
 }
 

@@ -263,6 +263,20 @@ def atan2(ctx: Ctx, a: Any, b: Any, out: Any = None) -> MPArray:
     return fix_nonfinite(res, ya, xa, np.arctan2)
 
 
+def hypot(ctx: Ctx, a: Any, b: Any) -> MPArray:
+    """sqrt(a^2 + b^2)."""
+    aa, bb = ctx.arr(a), ctx.arr(b)
+    return _SQRT(ctx, aa * aa + bb * bb)
+
+
+def copysign(ctx: Ctx, a: Any, b: Any) -> MPArray:
+    """|a| with the sign of b."""
+    aa, bb = ctx.arr(a).stripped(), ctx.arr(b).stripped()
+    with _Prec(ctx.prec):
+        out = np.frompyfunc(lambda v, w: -abs(v) if w < 0 else abs(v), 2, 1)(aa.a, bb.a)
+    return MPArray(np.asarray(out, dtype=object), ctx.prec, clean=True)
+
+
 def _fn(name: str, fallback: Callable[[float], float]) -> Callable[..., MPArray]:
     return lift(getattr(flint.arb, name), fallback)
 
@@ -332,6 +346,8 @@ OPS: OpTable = {
     aten.sgn.default: sign,
     aten.atan2.default: atan2,
     aten.atan2.out: atan2,
+    aten.hypot.default: hypot,
+    aten.copysign.Tensor: copysign, aten.copysign.Scalar: copysign,
     aten.sinc.default: lift(_sinc_one, np.sinc),
     aten.floor.default: _rounding(flint.arb.floor, np.floor),
     aten.ceil.default: _rounding(flint.arb.ceil, np.ceil),

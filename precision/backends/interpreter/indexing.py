@@ -158,6 +158,19 @@ def as_strided(ctx: Ctx, x: Any, size: Sequence[int], stride: Sequence[int],
     return map_array(x, lambda a: np.reshape(a, -1)[pos])
 
 
+def unfold(ctx: Ctx, x: Any, dim: int, size: int, step: int) -> Any:
+    """Tensor.unfold: windows of ``size`` every ``step`` along ``dim`` -> a new last axis."""
+    def fn(a: np.ndarray) -> np.ndarray:
+        if a.ndim == 0:
+            return a.reshape(1)
+        win = np.lib.stride_tricks.sliding_window_view(a, size, axis=dim % a.ndim)
+        sel = [slice(None)] * win.ndim
+        sel[dim % a.ndim] = slice(None, None, step)
+        return np.array(win[tuple(sel)])
+
+    return map_array(x, fn)
+
+
 def diagonal(ctx: Ctx, x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
     return map_array(x, lambda a: np.array(np.diagonal(a, offset, dim1, dim2)))
 
@@ -453,6 +466,7 @@ OPS: OpTable = {
     aten.tril.default: tri(np.tril), aten.triu.default: tri(np.triu),
     aten.as_strided.default: as_strided,
     aten.diagonal.default: diagonal,
+    aten.unfold.default: unfold,
     aten.flip.default: flip,
     aten.repeat.default: repeat,
     aten.gather.default: gather,

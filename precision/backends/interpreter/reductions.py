@@ -199,6 +199,47 @@ def _var_correction(ctx: Ctx, x: Any, dims: Any = None, correction: float | None
                     else correction)
 
 
+def var_mean(ctx: Ctx, x: Any, dims: Any = None, *, correction: float | None = None,
+             keepdim: bool = False) -> tuple[MPArray, MPArray]:
+    """var_mean.correction: (variance with ``correction`` (default 1), mean)."""
+    return (_var_correction(ctx, x, dims, correction, keepdim),
+            mean(ctx, x, dims, keepdim))
+
+
+def logcumsumexp(ctx: Ctx, x: Any, dim: int) -> MPArray:
+    """log(cumsum(exp(x))) along ``dim``: arb's exponent range has no overflow, so no
+    shifting is needed; each step rounds at the working precision."""
+    x = ctx.arr(x)
+    return UNARY["log"](ctx, cumulative(np.add)(ctx, _EXP(ctx, x), dim).stripped())
+
+
+def cumulative_extreme(largest: bool) -> Callable[..., tuple[Any, np.ndarray]]:
+    """cummax / cummin: (running extreme, index of its latest occurrence) along ``dim``."""
+
+    def apply(ctx: Ctx, x: Any, dim: int) -> tuple[Any, np.ndarray]:
+        a = x.stripped().a if is_float(x) else np.asarray(x)
+        if a.ndim == 0:
+            return x, np.zeros((), dtype=np.int64)
+        moved = np.moveaxis(a, dim, -1)
+        rows = moved.reshape(-1, moved.shape[-1])
+        vals = np.empty(rows.shape, dtype=rows.dtype)
+        idx = np.zeros(rows.shape, dtype=np.int64)
+        for r in range(rows.shape[0]):
+            best = 0
+            for i in range(rows.shape[1]):
+                v, b = rows[r, i], rows[r, best]
+                nan_v = isinstance(v, flint.arb) and v.is_nan()
+                nan_b = isinstance(b, flint.arb) and b.is_nan()
+                if not nan_b and (nan_v or (v >= b if largest else v <= b)):
+                    best = i
+                vals[r, i], idx[r, i] = rows[r, best], best
+        vals = np.moveaxis(vals.reshape(moved.shape), -1, dim)
+        idx = np.moveaxis(idx.reshape(moved.shape), -1, dim)
+        return (MPArray(vals, ctx.prec, clean=True) if is_float(x) else vals), idx
+
+    return apply
+
+
 def cumulative(ufunc: np.ufunc) -> Callable[..., Any]:
     """cumsum / cumprod along ``dim`` (sequential, each step rounded)."""
 
@@ -305,6 +346,9 @@ OPS: OpTable = {
     aten.var.correction: _var_correction,
     aten.var.dim: variance,
     aten.cumsum.default: cumulative(np.add), aten.cumprod.default: cumulative(np.multiply),
+    aten.logcumsumexp.default: logcumsumexp,
+    aten.cummax.default: cumulative_extreme(True), aten.cummin.default: cumulative_extreme(False),
+    aten.var_mean.correction: var_mean,
     aten._softmax.default: softmax,
     aten._log_softmax.default: lambda ctx, x, dim, half=False: softmax(ctx, x, dim, log=True),
     aten.logsumexp.default: logsumexp,

@@ -72,8 +72,35 @@ def topk(ctx: Ctx, x: Any, k: int, dim: int = -1, largest: bool = True, sorted: 
     return _sorted_along(ctx, x, dim, largest, k)
 
 
+def kthvalue(ctx: Ctx, x: Any, k: int, dim: int = -1, keepdim: bool = False
+             ) -> tuple[Any, np.ndarray]:
+    """The k-th smallest entry (1-based) along ``dim`` and its index."""
+    vals, idx = _sorted_along(ctx, x, dim, False, None)
+    nd = vals.ndim if is_float(vals) else np.ndim(vals)
+    if nd == 0:
+        return vals, idx
+    sel = [slice(None)] * nd
+    sel[dim] = slice(k - 1, k) if keepdim else k - 1
+    pick = tuple(sel)
+    v = MPArray(np.asarray(vals.a[pick], dtype=object), ctx.prec, True) if is_float(vals) \
+        else np.asarray(vals[pick])
+    return v, np.asarray(idx[pick])
+
+
+def median_dim(ctx: Ctx, x: Any, dim: int = -1, keepdim: bool = False
+               ) -> tuple[Any, np.ndarray]:
+    """The lower median ((n - 1) // 2-th smallest, as PyTorch) along ``dim``."""
+    n = (x.shape if is_float(x) else np.shape(x))[dim] if np.ndim(
+        x.a if is_float(x) else x) else 1
+    return kthvalue(ctx, x, (n - 1) // 2 + 1, dim, keepdim)
+
+
 OPS: OpTable = {
     aten.sort.default: sort,
     aten.sort.stable: sort_stable,
     aten.topk.default: topk,
+    aten.kthvalue.default: kthvalue,
+    aten.median.dim: median_dim,
+    aten.median.default: lambda ctx, x: median_dim(
+        ctx, x.reshape(-1) if is_float(x) else np.asarray(x).reshape(-1), 0)[0],
 }
