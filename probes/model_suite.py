@@ -40,7 +40,7 @@ from probes.job import build_job
 from probes.run_config import RunConfig, SuiteError
 from probes.store import config_hash
 from probes.tasks import TaskError
-from probes.training import RECIPES
+from probes.training import RECIPES, UNTIL
 
 #: Bump when the meaning of a trained job config changes (3: the suite name is part of it).
 MODEL_CONFIG_VERSION = 3
@@ -48,7 +48,7 @@ MODEL_CONFIG_VERSION = 3
 _RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions"}
 _TRAIN_KEYS = {"recipe", "steps", "batch_size", "lr", "dtype", "step_size", "gamma",
                "second_order_steps", "second_order_batch", "curve_points", "time_limit",
-               "warmup", "clip"}
+               "warmup", "clip", "until", "validation_size", "validation_points"}
 TRAIN_DTYPES = ("float32", "float64", "bfloat16")
 #: Type and range of the numeric ``train`` keys (recipe and dtype are names, checked apart).
 TRAIN_PARAMS: dict[str, Param] = {
@@ -58,6 +58,7 @@ TRAIN_PARAMS: dict[str, Param] = {
     "second_order_batch": count(None), "curve_points": count(None),
     "time_limit": positive(None), "warmup": count(None, lo=0, hi=100_000_000),
     "clip": Param(None, lo=0.0),
+    "validation_size": count(None, lo=0, hi=65_536), "validation_points": count(None),
 }
 #: Type and range of a model entry's evaluation keys.
 ENTRY_PARAMS: dict[str, Param] = {"test_size": count(32, hi=100_000),
@@ -95,6 +96,10 @@ def _check_train(train: dict[str, Any], where: str) -> None:
             train.get("dtype", "float32") not in TRAIN_DTYPES:
         raise SuiteError(f"{where}: training dtype must be one of {', '.join(TRAIN_DTYPES)}, "
                          f"not '{train.get('dtype')}'")
+    if not isinstance(train.get("until", "steps"), str) or \
+            train.get("until", "steps") not in UNTIL:
+        raise SuiteError(f"{where}: train until must be one of {', '.join(UNTIL)}, "
+                         f"not '{train.get('until')}'")
     for key, param in TRAIN_PARAMS.items():
         if key in train:
             try:

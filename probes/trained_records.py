@@ -1,10 +1,12 @@
 """Store records of one trained job: one :class:`RunRecord` per evaluation precision.
 
-Every record of a job carries the job's training curve (``train_log10_loss``, subsampled)
-and, for iterated explicit-gradient runs, its precision's iterate trace
-(``log10_mse`` per iteration). ``result`` holds the decomposition (log10 of the
-approximation and rounding MSE, as ``reports.tables`` reads it), the final training loss,
-parameter count, steps and the training status message.
+Every record of a job carries the job's training curve (``train_log10_loss``, subsampled),
+its held-out validation curve (``val_log10_mse``) and, for iterated explicit-gradient
+runs, its precision's iterate trace (``log10_mse`` per iteration). ``result`` holds the
+decomposition (log10 of the approximation and rounding MSE, as ``reports.tables`` reads
+it), the final training loss, parameter count, steps, the training status message,
+whether the validation curve reached its plateau (``train_converged``; False =
+training-limited) and why training stopped (``train_stop``).
 """
 
 from __future__ import annotations
@@ -28,8 +30,12 @@ def trained_records(run: RunConfig) -> list[RunRecord]:
     tr = outcome.training
     curve = [(s, math.log10(v) if v > 0 else None) for s, v in tr.curve
              if v is not None and math.isfinite(v)]
+    val_curve = [(s, math.log10(v) if v > 0 else None) for s, v in tr.val_curve
+                 if v is not None and math.isfinite(v)]
     train_floor = None
-    logs = [v for _, v in curve if v is not None]
+    # The floor of training is that of the held-out validation curve when there is one (the
+    # training loss of a fixed LM batch can fall below what the model does on new data).
+    logs = [v for _, v in (val_curve or curve) if v is not None]
     if len(logs) >= 4:
         train_floor = detect_floor([10.0 ** v for v in logs], log10_trace=logs)
     records = []
@@ -37,6 +43,8 @@ def trained_records(run: RunConfig) -> list[RunRecord]:
     for out in outcome.per_precision:
         floor = out.floor or train_floor
         series: dict[str, list[Any]] = {"train_log10_loss": curve}
+        if val_curve:
+            series["val_log10_mse"] = val_curve
         if tr.lr_trace:
             series["lr"] = list(tr.lr_trace)
         if out.iterate_trace:
@@ -49,7 +57,10 @@ def trained_records(run: RunConfig) -> list[RunRecord]:
             "train_status": tr.status, "train_message": tr.message,
             "train_steps_done": tr.steps, "train_wall_time": tr.wall_time,
             "final_train_loss": tr.curve[-1][1] if tr.curve else None,
-            "floor_source": "iterates" if out.floor else "training curve",
+            "floor_source": "iterates" if out.floor else
+            ("validation curve" if val_curve else "training curve"),
+            # converged: the held-out curve reached its plateau; False = cut by the budget
+            "train_converged": tr.converged, "train_stop": tr.stop_reason,
         }
         if floor is not None:
             result["floor"] = floor.to_dict()

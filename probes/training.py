@@ -57,10 +57,14 @@ import torch
 from torch import nn
 from torch.func import functional_call, jacfwd, jacrev, vmap
 
+from precision.metrics import detect_floor
+
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 Predict = Callable[[nn.Module, torch.Tensor], torch.Tensor]
 
 RECIPES = ("paper", "adaptive", "constant", "cosine", "high-precision")
+#: When training stops: after ``steps`` (the budget), or at the validation plateau.
+UNTIL = ("steps", "floor")
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "float64": torch.float64,
@@ -91,6 +95,9 @@ class TrainConfig:
     warmup: int = 0               # constant / cosine: steps of linear learning-rate warm-up
     clip: float = 0.0             # gradient-norm clip of the Adam phase, 0 = none
     time_limit: float | None = None  # seconds; stop early (status stays "ok") when exceeded
+    until: str = "steps"          # "steps": all steps; "floor": stop at the validation plateau
+    validation_size: int = 128    # held-out sequences of the validation curve (0 = none)
+    validation_points: int = 100  # at most this many validation measurements
     # --- adaptive scheduler (AdaptiveLR) ---
     window: int = 50              # steps per decision
     lr_up: float = 1.5            # factor when the signal dominates and the loss falls
@@ -115,7 +122,8 @@ class TrainResult:
     """curve: (step, training loss) subsampled, includes the last step; steps: steps done
     (first + second order); status "ok" | "diverged"; lr_trace: (step, lr) where it changed
     (first entry: step 0 and the initial lr; the constant / cosine recipes' rate is
-    :func:`scheduled_rate` and not traced); curve_times: wall seconds of each curve point."""
+    :func:`scheduled_rate` and not traced); curve_times: wall seconds of each curve point;
+    val_curve / converged / stop_reason: see :class:`Validation`."""
 
     curve: list[tuple[int, float]]
     steps: int
@@ -124,6 +132,71 @@ class TrainResult:
     wall_time: float
     lr_trace: list[tuple[int, float]] = field(default_factory=list)
     curve_times: list[float] = field(default_factory=list)  # seconds since start, per point
+    #: (step, MSE on a fixed held-out set) during training, ending at the final model
+    val_curve: list[tuple[int, float]] = field(default_factory=list)
+    #: the validation curve reached its plateau (None: no validation curve)
+    converged: bool | None = None
+    #: why training stopped: "steps" (budget), "floor" (until = "floor"), "time limit",
+    #: "diverged"
+    stop_reason: str = "steps"
+
+
+class Validation:
+    """The validation curve: MSE of the model on a fixed held-out set of sequences.
+
+    The set is drawn once from its own generator (seed + :data:`VALIDATION_SEED_OFFSET`), so
+    the training batches, and so every trained number, are the same with or without it. A
+    measurement is taken every ``every`` steps and at the end. :meth:`plateaued` applies the
+    one floor detector (:func:`precision.metrics.detect_floor`) to the curve: *converged*
+    means the held-out error stopped falling, whatever the training loss does; a run whose
+    curve is still falling at the end was cut by its budget (training-limited).
+    """
+
+    #: Minimum measurements before the curve can be called a plateau (``until = "floor"``).
+    MIN_POINTS = 20
+
+    def __init__(self, model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
+                 total_steps: int) -> None:
+        gen = torch.Generator().manual_seed(cfg.seed + VALIDATION_SEED_OFFSET)
+        self.x, self.y = sample(cfg.validation_size, gen)
+        self.model, self.predict = model, predict
+        self.every = max(1, math.ceil(total_steps / max(cfg.validation_points, 1)))
+        self.until_floor = cfg.until == "floor"
+        self.curve: list[tuple[int, float]] = []
+        self.stop = False
+
+    def measure(self, step: int) -> None:
+        """Record the held-out MSE at ``step`` (in the model's current dtype)."""
+        if self.curve and self.curve[-1][0] == step:
+            return
+        dtype = next((p.dtype for p in self.model.parameters()), torch.float64)
+        was_training = self.model.training
+        self.model.eval()   # no running statistics are touched by the held-out pass
+        with torch.no_grad():
+            mse = float(_mse(self.predict(self.model, self.x.to(dtype)), self.y.to(dtype)))
+        self.model.train(was_training)
+        self.curve.append((step, mse))
+        if self.until_floor and len(self.curve) >= self.MIN_POINTS and self.plateaued():
+            self.stop = True
+
+    def after_step(self, step: int) -> bool:
+        """Measure when due; True when training should stop (``until = "floor"``)."""
+        if step % self.every == 0:
+            self.measure(step)
+        return self.stop
+
+    def plateaued(self) -> bool | None:
+        """Whether the curve reached its floor (None with fewer than 4 finite points)."""
+        logs = [math.log10(v) if v > 0 else -math.inf for _, v in self.curve
+                if math.isfinite(v)]
+        if len(logs) < 4:
+            return None
+        return detect_floor([10.0**v if v > -300 else 0.0 for v in logs],
+                            log10_trace=logs).reached
+
+
+#: Offset of the validation set's seed from the training seed.
+VALIDATION_SEED_OFFSET = 2_000_029  # the test set uses seed + 1_000_003
 
 
 class _Diverged(Exception):
@@ -253,7 +326,8 @@ def scheduled_rate(cfg: TrainConfig, step: int) -> float:
 
 def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                  scheduler: str, dtype: torch.dtype, gen: torch.Generator, curve: _Curve,
-                 lr_trace: list[tuple[int, float]], deadline: float | None) -> int:
+                 lr_trace: list[tuple[int, float]], deadline: float | None,
+                 val: Validation | None = None) -> int:
     """Adam for cfg.steps steps with ``scheduler`` "step" (StepLR), "adaptive" or "fixed"
     (:func:`scheduled_rate`); returns the steps done; raises :class:`_Diverged` on a
     non-finite loss or parameters."""
@@ -294,6 +368,8 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
                               if p.grad is not None])
             if adaptive.observe(grad, lval):
                 lr_trace.append((step, adaptive.lr))
+        if val is not None and val.after_step(step):
+            break
     return done
 
 
@@ -441,7 +517,7 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
 
 def _second_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                   gen: torch.Generator, curve: _Curve, first_steps: int,
-                  deadline: float | None) -> int:
+                  deadline: float | None, val: Validation | None = None) -> int:
     """Levenberg-Marquardt on fixed float64 batches (see the module docstring); returns the
     LM iterations done."""
     wrapper = _Predictor(model, predict)
@@ -512,6 +588,10 @@ def _second_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Trai
         mu = min(max(mu, 1e-300), 1e300)
         done = it + 1
         curve.add(first_steps + done, 2.0 * f / M)
+        if val is not None and (first_steps + done) % val.every == 0:
+            flat.set(theta)
+            if val.after_step(first_steps + done):
+                break
     flat.set(theta)
     return done
 
@@ -530,6 +610,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
         raise ValueError(f"unknown dtype {cfg.dtype!r}; choose from {', '.join(DTYPES)}")
     if cfg.warmup < 0 or not cfg.clip >= 0:
         raise ValueError(f"warmup and clip must be >= 0, got {cfg.warmup!r} and {cfg.clip!r}")
+    if cfg.until not in UNTIL:
+        raise ValueError(f"unknown until {cfg.until!r}; choose from {', '.join(UNTIL)}")
     dtype = torch.float64 if cfg.recipe == "high-precision" else DTYPES[cfg.dtype]
     start = time.perf_counter()
     deadline = None if cfg.time_limit is None else start + cfg.time_limit
@@ -539,6 +621,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
     status, message, done = "ok", "", 0
     model.to(dtype)
     model.train()
+    val = Validation(model, sample, predict, cfg, max(total, 1)) \
+        if cfg.validation_size > 0 else None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         gen = torch.Generator().manual_seed(cfg.seed)
@@ -546,17 +630,26 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
             scheduler = {"paper": "step", "constant": "fixed", "cosine": "fixed"}.get(
                 cfg.recipe, "adaptive")
             done = _first_order(model, sample, predict, cfg, scheduler, dtype, gen, curve,
-                                lr_trace, deadline)
-            if cfg.recipe == "high-precision":
-                done += _second_order(model, sample, predict, cfg, gen, curve, done, deadline)
+                                lr_trace, deadline, val)
+            if cfg.recipe == "high-precision" and not (val is not None and val.stop):
+                done += _second_order(model, sample, predict, cfg, gen, curve, done, deadline,
+                                      val)
         except _Diverged as exc:
             status, message = "diverged", exc.message
             done = curve.last[0] if curve.last is not None else 0
+    stop = "diverged" if status == "diverged" else "floor" if val is not None and val.stop \
+        else "steps" if done >= total else "time limit"
+    converged = None
+    if val is not None and status == "ok":
+        val.measure(done)   # the curve ends at the final model
+        converged = val.plateaued()
     model.to(torch.float64)
     points, times = curve.finish()
     return TrainResult(curve=points, curve_times=times, steps=done, status=status, message=message,
-                       wall_time=time.perf_counter() - start, lr_trace=lr_trace)
+                       wall_time=time.perf_counter() - start, lr_trace=lr_trace,
+                       val_curve=list(val.curve) if val is not None else [],
+                       converged=converged, stop_reason=stop)
 
 
-__all__ = ["DTYPES", "RECIPES", "AdaptiveLR", "Predict", "Sampler", "TrainConfig",
-           "TrainResult", "scheduled_rate", "train"]
+__all__ = ["DTYPES", "RECIPES", "UNTIL", "AdaptiveLR", "Predict", "Sampler", "TrainConfig",
+           "TrainResult", "Validation", "scheduled_rate", "train"]

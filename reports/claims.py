@@ -133,7 +133,8 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
 
     Every selected run counts, whatever its status: a **diverged** run makes the claim *not
     hold* (the error grew instead of reaching a floor); a **failed** run, a floor that was
-    **not reached** (the trace was still falling when the iterations ran out), or a
+    **not reached** (the trace was still falling when the iterations ran out), a trained run
+    whose validation curve was still falling when its budget ran out (training-limited), or a
     ``relative_to`` run **without a partner** leave the verdict *not measured* unless another
     run already refutes the claim, and the measured column says which and how many.
     """
@@ -157,7 +158,9 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
         ok_runs = [r for r in selected if r.get("status") == "ok"
                    and metric_value(r, metric) is not None]
         unreached = [r for r in ok_runs if metric == "floor_log10" and not floor_reached(r)]
-        chosen = [r for r in ok_runs if r not in unreached]
+        budget_cut = [r for r in ok_runs if r not in unreached and r.get("kind") == "trained"
+                      and (r.get("result") or {}).get("train_converged") is False]
+        chosen = [r for r in ok_runs if r not in unreached and r not in budget_cut]
         notes = []
         if diverged:
             notes.append(_count(diverged, "diverged"))
@@ -166,6 +169,8 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
             notes.append(_count(failed, "failed") + (f" ({reason[0]})" if reason else ""))
         if unreached:
             notes.append(_count(unreached, "still falling (no floor reached)"))
+        if budget_cut:
+            notes.append(_count(budget_cut, "training-limited (validation still falling)"))
         ratios = None
         if "relative_to" in check:
             ratios, missing = _ratios(rows, chosen, check)
@@ -184,7 +189,8 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
         ok, measured = _judge(check, chosen, ratios)
         if diverged:
             ok = False
-        inconclusive = bool(failed or unreached or (ratios is not None and missing))
+        inconclusive = bool(failed or unreached or budget_cut or
+                            (ratios is not None and missing))
         verdict = "does not hold" if not ok else ("not measured" if inconclusive else "holds")
         if notes:
             measured = "; ".join(m for m in (measured, *notes) if m)

@@ -2,8 +2,11 @@
 
 One table per task: one line per model configuration (subject, depth, width, LayerNorm,
 recipe, training dtype, seed), one column per evaluation precision. A cell is the test MSE
-followed by the part of the decomposition that dominates it: ``A`` approximation (the weights
-cannot represent the map better) or ``R`` rounding (the precision's arithmetic is the limit).
+followed by what limits it: ``T`` training (the held-out validation curve was still falling
+when the training budget ran out: the optimizer had not found what the weights can do, so the
+number says nothing about the architecture), else the part of the decomposition that
+dominates: ``A`` approximation (training converged and the weights still miss the map) or
+``R`` rounding (the precision's arithmetic is the limit).
 """
 
 from __future__ import annotations
@@ -31,8 +34,18 @@ def _cell(row: dict[str, Any]) -> str:
     dec = (row.get("result") or {}).get("decomposition") or {}
     a, r = stored_log10(dec.get("approximation")), stored_log10(dec.get("rounding"))
     if a is not None and r is not None:
-        text += " A" if a >= r else " R"
+        text += " " + limit_label((row.get("result") or {}).get("train_converged"), a, r)
     return text
+
+
+def limit_label(converged: bool | None, log10_approximation: float, log10_rounding: float
+                ) -> str:
+    """``R`` when rounding dominates (the arithmetic is the limit whatever the training did),
+    else ``T`` when training did not converge (``converged`` False), else ``A``. Runs
+    stored before validation curves existed (``converged`` None) get A / R."""
+    if log10_rounding > log10_approximation:
+        return "R"
+    return "T" if converged is False else "A"
 
 
 def model_tables(rows: list[dict[str, Any]]) -> str:
@@ -52,7 +65,8 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
         head = ["model", "depth", "width", "LN", "recipe", "train", "steps", "seed", *precs]
         body = [[*lab, *[cells.get((lab, p), "") for p in precs]] for lab in labels]
         widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
-        lines = [f"task {task}: test MSE (A = approximation-limited, R = rounding-limited)"]
+        lines = [f"task {task}: test MSE (T = training-limited: still falling at the end of "
+                 "training; A = approximation-limited; R = rounding-limited)"]
         lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
         lines.append("  ".join("-" * w for w in widths))
         lines += ["  ".join(str(x).ljust(w) for x, w in zip(b, widths, strict=True))

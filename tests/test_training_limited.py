@@ -1,0 +1,85 @@
+"""Trained numbers say whether training converged: the validation curve, ``until = "floor"``,
+and the T / A / R labels of the tables and claims."""
+
+import torch
+from torch import nn
+
+from precision.cli import main
+from probes.store import Store
+from probes.training import TrainConfig, train
+from reports.model_table import limit_label, model_tables
+
+W = torch.tensor([[0.5], [-1.25]], dtype=torch.float64)
+
+
+def _linear_task(batch: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """y = x W for x (batch, 3 tokens, 2): a map a linear layer represents exactly."""
+    x = torch.randn(batch, 3, 2, generator=gen, dtype=torch.float64)
+    return x, x @ W
+
+
+def _fit(**kw: object):
+    torch.manual_seed(0)
+    model = nn.Linear(2, 1, bias=False)
+    cfg = TrainConfig(**{"recipe": "constant", "batch_size": 16, "lr": 3e-2, **kw})
+    return train(model, _linear_task, lambda m, x: m(x), cfg)
+
+
+def test_too_few_steps_is_training_limited():
+    res = _fit(steps=40, lr=1e-3)
+    assert res.status == "ok" and res.stop_reason == "steps"
+    assert res.converged is False                    # the held-out error is still falling
+    assert res.val_curve[-1][0] == 40 and res.val_curve[-1][1] < res.val_curve[0][1]
+
+
+def test_until_floor_stops_at_the_validation_plateau():
+    full = _fit(steps=6000)
+    assert full.converged is True and full.stop_reason == "steps"
+    early = _fit(steps=6000, until="floor", validation_points=300)
+    assert early.stop_reason == "floor" and early.converged is True
+    assert early.steps < 6000
+    assert early.val_curve[-1][1] < 1e-12            # float32 weights: the rounding floor
+
+
+def test_validation_set_does_not_change_training():
+    a, b = _fit(steps=200, validation_size=0), _fit(steps=200)
+    assert a.curve == b.curve and a.val_curve == [] and a.converged is None
+
+
+def test_labels():
+    assert limit_label(False, -3.0, -14.0) == "T"
+    assert limit_label(True, -3.0, -14.0) == "A"
+    assert limit_label(None, -3.0, -14.0) == "A"
+    assert limit_label(False, -16.0, -14.0) == "R"   # rounding dominates whatever training did
+
+
+SUITE = """
+name = "tiny_trained"
+precisions = ["float32", "mp30"]
+[tasks.affine]
+task = "affine"
+dim = 3
+n = 4
+[models.baseconv]
+family = "baseconv"
+tasks = ["affine"]
+depth = 1
+width = 8
+layernorm = false
+train = { recipe = "paper", steps = 30, batch_size = 8 }
+test_size = 8
+"""
+
+
+def test_a_budget_cut_run_is_labelled_t_in_the_table(tmp_path):
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    db = tmp_path / "r.db"
+    assert main(["run", str(suite), "--db", str(db), "--no-progress", "--no-report"]) == 0
+    with Store(db) as store:
+        rows = store.runs()
+        series = store.series(rows[0]["run_id"])
+    assert rows and all(r["result"]["train_converged"] is False for r in rows)
+    assert "val_log10_mse" in series
+    text = model_tables(rows)
+    assert " T " in text + " " and "T = training-limited" in text
