@@ -10,7 +10,10 @@ so all unsupported ops are known at once, before any training starts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import io
+import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,11 +74,26 @@ class Census:
                 f"arbitrary-precision implementation: " + "; ".join(parts))
 
 
+@contextlib.contextmanager
+def _quiet_torch() -> Iterator[None]:
+    """torch.export logs failed guards and prints the failing graph to stderr; the census
+    reports a failure in one line instead."""
+    logger = logging.getLogger("torch")
+    old = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        logger.setLevel(old)
+
+
 def census(module: nn.Module, example: torch.Tensor | tuple[Any, ...]) -> Census:
     """Export ``module`` on ``example`` input(s) and list the ops its graph calls."""
     inputs = example if isinstance(example, tuple) else (example,)
     try:
-        program = MPProgram(module, inputs)
+        with _quiet_torch():
+            program = MPProgram(module, inputs)
     except Exception as exc:  # noqa: BLE001 - any export failure is reported in one line
         first = (str(exc).strip().splitlines() or [""])[0]
         raise CensusError(f"torch.export failed on {type(module).__name__}: "

@@ -108,3 +108,33 @@ def test_probe_stops_before_training_on_unsupported_ops(spec, tmp_path, capsys):
     line = err.strip().splitlines()
     assert len(line) == 1 and all(op in line[0] for op in MISSING)
     assert not db.exists()  # nothing trained, nothing stored
+
+
+BRANCHY = textwrap.dedent('''
+    from torch import nn
+
+
+    class Branchy(nn.Module):
+        def __init__(self, d_in, d_out):
+            super().__init__()
+            self.lin = nn.Linear(d_in, d_out)
+
+        def forward(self, x):
+            if x.sum() > 0:  # data-dependent control flow: torch.export refuses it
+                return self.lin(x)
+            return -self.lin(x)
+
+
+    def branchy(d_in, d_out, depth, width, max_len=64):
+        return Branchy(d_in, d_out)
+''')
+
+
+def test_precision_ops_unexportable_module_is_one_line(tmp_path, capsys):
+    path = tmp_path / "branchy_model.py"
+    path.write_text(BRANCHY)
+    rc = main(["ops", f"{path}:branchy", "--tokens", "4"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "torch.export failed on Branchy" in lines[0]
