@@ -65,8 +65,8 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
         head = ["model", "depth", "width", "LN", "recipe", "train", "steps", "seed", *precs]
         body = [[*lab, *[cells.get((lab, p), "") for p in precs]] for lab in labels]
         widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
-        lines = [f"task {task}: test MSE (T = training-limited: still falling at the end of "
-                 "training; A = approximation-limited; R = rounding-limited)"]
+        lines = [f"task {task}: test MSE (T = training-limited, A = approximation-limited, "
+                 "R = rounding-limited)"]
         lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
         lines.append("  ".join("-" * w for w in widths))
         lines += ["  ".join(str(x).ljust(w) for x, w in zip(b, widths, strict=True))
