@@ -3,8 +3,8 @@
 * :func:`solver_traces` — per problem: log10 MSE per iteration, one panel per iterative
   solver, one line per precision (the layout of 001 Fig. 2 / Fig. 5);
 * :func:`solver_floors` — per problem: floor against precision, one line per solver;
-* :func:`grid_lines` / :func:`grid_heatmap` — log-MSE against depth (one line per
-  subject x precision) and the depth x width heatmap, for model runs (001 Fig. 3 / 8).
+* :func:`grid_lines` / :func:`grid_heatmap` — log-MSE against depth (one panel per subject,
+  one line per width, 001 Fig. 3 / 4) and the depth x width heatmap, for model runs (Fig. 8).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from precision.precisions import parse_precision  # noqa: E402
 from reports.tables import precision_order  # noqa: E402
 
 _META = {"Software": None}
@@ -106,17 +107,95 @@ def solver_floors(problem: str, runs: pd.DataFrame, path: Path) -> Path | None:
                    path, ncol=2)
 
 
+#: Precisions drawn as reference lines at their rounding level u^2 (the MSE of rounding an
+#: output of size 1), when that level lies within this many decades below the data.
+_REFERENCE_PRECISIONS = ("float32", "float64")
+_REFERENCE_SPAN = 4.0
+#: A precision's line is drawn only where it differs from the reference precision's by more
+#: than this many decades (three identical lines would hide each other).
+_PRECISION_DIFF = 0.1
+
+
+def depth_panel(g: pd.DataFrame) -> dict[str, Any]:
+    """What one subject's panel of :func:`grid_lines` draws, from its ok runs ``g``:
+    ``reference`` (the highest precision), ``lines`` {width: median log10 MSE by depth in
+    it}, ``hollow`` {width: depths where a run was training-limited}, and ``differing``
+    {(width, precision): [(depth, value)] where that precision's median differs from the
+    reference's by more than 0.1 decades}."""
+    precs = sorted(g["precision"].unique(), key=precision_order)
+    ref = precs[-1]
+    med = g.groupby(["precision", "width", "depth"])["log10_mse"].median()
+    cut = g.groupby(["precision", "width", "depth"])["converged"].apply(
+        lambda c: bool((c == False).any()))  # noqa: E712 (None = not recorded)
+    lines: dict[Any, pd.Series] = {}
+    hollow: dict[Any, list[Any]] = {}
+    differing: dict[tuple[Any, str], list[tuple[Any, float]]] = {}
+    for w in sorted(g["width"].unique()):
+        if (ref, w) not in med.index.droplevel(2):
+            continue
+        line = med.loc[(ref, w)]
+        lines[w] = line
+        hollow[w] = [d for d in line.index if cut.get((ref, w, d), False)]
+        for p in precs[:-1]:
+            if (p, w) not in med.index.droplevel(2):
+                continue
+            other = med.loc[(p, w)]
+            pts = [(d, float(other[d])) for d in other.index
+                   if d in line.index and abs(other[d] - line[d]) > _PRECISION_DIFF]
+            if pts:
+                differing[(w, p)] = pts
+    return {"reference": ref, "lines": lines, "hollow": hollow, "differing": differing}
+
+
 def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
-    """log10 MSE (median over seeds and widths' best) against depth, per subject x precision."""
+    """001 Fig. 3 / 4 style: one panel per subject (family), x = depth, one line per width
+    (median log10 MSE over seeds) in the highest evaluation precision; other precisions are
+    drawn (dashed) only at depths where they differ from it by more than 0.1 decades; the
+    float32 / float64 rounding levels (u^2) are dotted reference lines. Hollow markers are
+    training-limited runs (the validation curve was still falling: ``T``)."""
     sub = runs[(runs["task"] == task) & (runs["status"] == "ok")]
     if sub.empty:
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for (subject, prec), g in sub.groupby(["subject", "precision"], sort=True):
-        med = g.groupby(["depth", "width"])["log10_mse"].median().groupby("depth").min()
-        ax.plot(med.index, med.values, marker="o", label=f"{subject} {prec}")
-    return _finish(fig, ax, "depth", "log10 MSE (best width, median over seeds)",
-                   f"{task}: MSE against depth", path)
+    subjects = sorted(sub["subject"].unique())
+    cols = min(3, len(subjects))
+    rows = math.ceil(len(subjects) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.4 * rows), squeeze=False)
+    widths = sorted(sub["width"].unique())
+    colors = {w: plt.cm.viridis(0.85 * i / max(1, len(widths) - 1)) for i, w in enumerate(widths)}
+    for ax, subject in zip(axes.flat, subjects, strict=False):
+        g = sub[sub["subject"] == subject]
+        panel = depth_panel(g)
+        for w, line in panel["lines"].items():
+            ax.plot(line.index, line.values, marker="o", color=colors[w], label=f"width {w}",
+                    lw=1.3)
+            hollow = panel["hollow"][w]
+            if hollow:
+                ax.plot(hollow, line.loc[hollow].values, "o", color="white",
+                        markeredgecolor=colors[w], ms=6, zorder=3)
+        for (w, p), pts in panel["differing"].items():
+            xs, ys = zip(*pts, strict=True)
+            ax.plot(xs, ys, ls="--", marker="x", color=colors[w], lw=1.0,
+                    label=f"width {w}, {p}")
+        ref = panel["reference"]
+        lo = float(np.nanmin(g["log10_mse"].astype(float)))
+        for name in _REFERENCE_PRECISIONS:
+            level = 2 * math.log10(parse_precision(name).unit_roundoff)
+            if level >= lo - _REFERENCE_SPAN:
+                ax.axhline(level, ls=":", color="grey", lw=1.0)
+                ax.annotate(f"{name} u²", (0.02, level), xycoords=("axes fraction", "data"),
+                            fontsize=7, color="grey", va="bottom")
+        ax.set_title(subject, fontsize=10)
+        ax.set_xlabel("depth")
+        ax.set_ylabel(f"log10 MSE ({ref}; median over seeds)")
+        ax.set_xticks(sorted(g["depth"].unique()))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(subjects):]:
+        ax.axis("off")
+    fig.suptitle(f"{task}: MSE against depth and width (hollow: training-limited)",
+                 fontsize=11)
+    fig.tight_layout()
+    return _save(fig, path)
 
 
 def grid_heatmap(task: str, subject: str, precision: str, runs: pd.DataFrame, path: Path

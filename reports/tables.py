@@ -114,9 +114,11 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
                      "seed": cfg.get("seed", 0), "train_steps": cfg.get("train_steps"),
                      "status": r["status"], "log10_mse": r["log10_mse"],
                      "approximation": stored_log10(dec.get("approximation")),
-                     "rounding": stored_log10(dec.get("rounding")), "run_id": r["run_id"]})
+                     "rounding": stored_log10(dec.get("rounding")),
+                     "converged": (r.get("result") or {}).get("train_converged"),
+                     "run_id": r["run_id"]})
     cols = ["task", "subject", "precision", "depth", "width", "seed", "train_steps", "status",
-            "log10_mse", "approximation", "rounding", "run_id"]
+            "log10_mse", "approximation", "rounding", "converged", "run_id"]
     df = pd.DataFrame(recs, columns=cols)
     if not df.empty:
         df = df.sort_values(["task", "subject", "precision", "depth", "width", "seed",

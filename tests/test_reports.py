@@ -238,3 +238,25 @@ def test_study_figure_draws_sigma_series_against_sigma_and_tolerates_runs_withou
     assert [ax.get_title() for ax in axes] == ["layer_loss", "sigma_profile"]
     line = axes[1].get_lines()[0]
     assert list(line.get_xdata()) == [0.0, 2.5, 5.0] and axes[1].get_xlabel() == "sigma"
+
+
+def test_depth_panel_draws_precisions_only_where_they_differ_and_marks_training_limited():
+    import pandas as pd
+
+    from reports.plots import depth_panel
+
+    recs = []
+    for depth in (1, 2, 4):
+        for width in (16, 32):
+            for prec in ("float32", "float64", "mp50"):
+                v = -3.0 - depth - width / 16
+                if prec == "float32" and depth == 4 and width == 32:
+                    v = -6.0                      # float32 rounding stops this one
+                recs.append({"precision": prec, "depth": depth, "width": width,
+                             "log10_mse": v, "converged": depth != 1})
+    panel = depth_panel(pd.DataFrame(recs))
+    assert panel["reference"] == "mp50"
+    assert sorted(panel["lines"]) == [16, 32]
+    assert list(panel["lines"][32].values) == [-6.0, -7.0, -9.0]
+    assert panel["differing"] == {(32, "float32"): [(4, -6.0)]}
+    assert panel["hollow"] == {16: [1], 32: [1]}
