@@ -43,12 +43,8 @@ def format_log10(log10: float) -> str:
 
 
 def stored_log10(x: Any) -> float | None:
-    """A log10 value read back from the store: numbers as they are, the JSON strings
-    "-inf" / "inf" as infinities (an exact zero is log10 -inf), anything else None."""
-    return _number(x)
-
-
-def _number(x: Any) -> float | None:
+    """A number read back from the store: numbers as they are, the JSON strings "-inf" /
+    "inf" as infinities (an exact zero is log10 -inf), NaN and anything else None."""
     if x is None:
         return None
     try:
@@ -91,8 +87,8 @@ def floor_cell(runs: Sequence[dict[str, Any]]) -> str:
         return ", ".join(f"{s} {k}/{n}" if n > 1 else s for s, k in sorted(bad.items()))
     logs = []
     for r in ok:
-        v = _number(r.get("floor_log10"))
-        logs.append(v if v is not None else _number(r.get("log10_mse")))
+        v = stored_log10(r.get("floor_log10"))
+        logs.append(v if v is not None else stored_log10(r.get("log10_mse")))
     logs = [v for v in logs if v is not None]
     if not logs:
         return "-"
@@ -102,7 +98,7 @@ def floor_cell(runs: Sequence[dict[str, Any]]) -> str:
         text += f" ±{(max(finite) - min(finite)) / 2:.1f}"
     falling = sum(not r["reached"] for r in ok)
     iterative = any((r.get("steps") or 0) > 1 for r in ok)
-    steps = [int(i) for r in ok if r["reached"] and (i := _number(r.get("floor_index")))
+    steps = [int(i) for r in ok if r["reached"] and (i := stored_log10(r.get("floor_index")))
              is not None]
     if iterative and steps:
         text += f" @{int(_median(steps))}"
