@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from precision.backends import backend_for
 from precision.backends.graph_interpreter import MPProgram
 from precision.backends.torch_backend import cast_module, round_to_dtype
 from precision.metrics import ErrorSummary, decompose
@@ -49,19 +50,19 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     if isinstance(x, np.ndarray):
         if p.is_mp:
             example = torch.zeros(x.shape, dtype=next(iter(model.parameters())).dtype)
-            return p.backend.to_exact(mp_program(model, example)(x, precision=p))
-        x = p.backend.asarray(x)  # rounded into the dtype
+            return backend_for(p).to_exact(mp_program(model, example)(x, precision=p))
+        x = backend_for(p).asarray(x)  # rounded into the dtype
     if p.is_mp:
         example = x.to(next(iter(model.parameters()), x).dtype) if x.is_floating_point() else x
         out = mp_program(model, example)(x, precision=p)
-        return p.backend.to_exact(out)
+        return backend_for(p).to_exact(out)
     dtype = p.torch_dtype
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
         clone = cast_module(copy.deepcopy(model), dtype)
     with torch.no_grad():
         out = clone(round_to_dtype(x, dtype) if x.is_floating_point() else x)
-    return p.backend.to_exact(out)
+    return backend_for(p).to_exact(out)
 
 
 class _MethodAsForward(torch.nn.Module):

@@ -3,9 +3,8 @@
 ``census(module, example)`` exports the module exactly as the mp evaluation does
 (``torch.export`` + ``run_decompositions()``) and lists every op with its number of uses,
 whether the arbitrary-precision interpreter implements it, and the module paths using it.
-``census_for_factory(spec, ...)`` builds the module from a user factory
-(``MODULE:FACTORY`` or ``path/to/file.py:FACTORY``) first. Nothing is trained or evaluated,
-so all unsupported ops are known at once, before any training starts.
+Nothing is trained or evaluated, so all unsupported ops are known at once, before any
+training starts (``probes.census`` applies it to a user factory and to a trained suite).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,51 +108,3 @@ def census(module: nn.Module, example: torch.Tensor | tuple[Any, ...]) -> Census
         if where not in use.modules:
             use.modules.append(where)
     return Census(list(uses.values()))
-
-
-def census_for_factory(spec: str | Callable[..., nn.Module], d_in: int = 20, d_out: int = 20,
-                       depth: int = 2, width: int = 64, tokens: int = 40, batch: int = 2
-                       ) -> Census:
-    """Build the module from a factory (as ``precision probe`` does, float64) and take its
-    census on a (batch, tokens, d_in) input."""
-    from probes.factory import build_from_factory
-
-    model = build_from_factory(spec, d_in, d_out, depth, width, tokens)
-    model.eval()
-    return census(model, torch.zeros(batch, tokens, d_in, dtype=torch.float64))
-
-
-def suite_mp_problem(suite: Any) -> str | None:
-    """For a trained suite: None if every model that is evaluated in an mpN precision uses
-    only supported ops, else one line naming all unsupported ops (of all its models).
-
-    Each distinct (family, options, task shape, depth, width) is built and exported once,
-    before anything is trained."""
-    from probes.job import build_job
-    from probes.suite import expand
-
-    missing: dict[str, str] = {}
-    seen: set[str] = set()
-    for run in expand(suite):
-        cfg = run.config
-        if cfg.get("kind") != "trained" or not any(
-                str(p).startswith("mp") for p in cfg.get("precisions", [])):
-            continue
-        key = repr((cfg["family"], cfg.get("model_options"), cfg.get("task"),
-                    cfg.get("task_options"), cfg["depth"], cfg["width"]))
-        if key in seen:
-            continue
-        seen.add(key)
-        task, model = build_job(cfg)
-        model.eval()
-        try:
-            c = census(model, torch.zeros(2, task.n_tokens, task.d_in, dtype=torch.float64))
-        except CensusError as exc:
-            return f"{cfg['family']}: {exc}"
-        for u in c.missing:
-            missing.setdefault(u.op, u.modules[0] if u.modules else "<root>")
-    if not missing:
-        return None
-    parts = [f"{op} (in {where})" for op, where in missing.items()]
-    return (f"{len(parts)} op{'s' if len(parts) != 1 else ''} without an arbitrary-precision "
-            f"implementation (mpN is among the suite's precisions): " + "; ".join(parts))

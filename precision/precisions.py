@@ -1,19 +1,16 @@
 """The precision value type: ``float16``, ``bfloat16``, ``float32``, ``float64`` and ``mpN``.
 
-A :class:`Precision` knows its unit roundoff, which backend computes in it, and how to cast
-data into it. ``parse_precision("mp50")`` is the single way to turn user text into one; an
-unknown spelling raises :class:`PrecisionError` listing the valid forms.
+A :class:`Precision` knows its unit roundoff, its bits, its torch dtype and which backend
+computes in it (``precision.backends.backend_for(p)`` gives that backend).
+``parse_precision("mp50")`` is the single way to turn user text into one; an unknown spelling
+raises :class:`PrecisionError` listing the valid forms.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from precision.backends.base import Backend
+from typing import Any
 
 #: Significand bits (including the implicit bit) of the PyTorch float formats.
 FLOAT_BITS: dict[str, int] = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
@@ -79,17 +76,6 @@ class Precision:
         import torch
 
         return getattr(torch, self.name)
-
-    @cached_property
-    def backend(self) -> Backend:
-        """The array namespace that computes in this precision (see ``precision.backends``)."""
-        from precision.backends import backend_for
-
-        return backend_for(self)
-
-    def cast(self, data: Any) -> Any:
-        """Round ``data`` (numpy array, nested lists, scalar) into this precision's array."""
-        return self.backend.asarray(data)
 
     def __str__(self) -> str:
         return self.name

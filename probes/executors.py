@@ -26,7 +26,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from probes.run_config import RunConfig
-from probes.store import RunRecord
+from results.store import RunRecord
 
 #: A local pool broken by dying workers is rebuilt at most this many times per sweep.
 MAX_POOL_RESTARTS = 3

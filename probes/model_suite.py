@@ -38,9 +38,9 @@ from precision.precisions import PrecisionError, parse_precision
 from probes.factory import FactoryError, is_factory_spec
 from probes.job import build_job
 from probes.run_config import RunConfig, SuiteError
-from probes.store import config_hash
 from probes.tasks import TaskError
 from probes.training import RECIPES, UNTIL
+from results.store import config_hash
 
 #: Bump when the meaning of a trained job config changes (3: the suite name is part of it).
 MODEL_CONFIG_VERSION = 3

@@ -18,10 +18,10 @@ from precision.constructions.registry import run_construction
 from precision.provenance import provenance
 from precision.solvers.registry import run_solver
 from probes.executors import EXECUTORS, ExecutorError, run_dask, run_local_pool, run_serial
-from probes.store import RunRecord, Store
 from probes.study_suite import study_record
 from probes.suite import RunConfig, Suite, expand
 from probes.trained_records import trained_records
+from results.store import RunRecord, Store
 
 #: Traces longer than this are stored subsampled (first points dense, then every k-th + last).
 MAX_SERIES_POINTS = 2000

@@ -27,8 +27,8 @@ from typing import Any
 
 from precision.precisions import PrecisionError, parse_precision
 from probes.run_config import RunConfig, SuiteError
-from probes.store import RunRecord, config_hash
 from probes.studies import StudyError, StudyOutcome, get_study
+from results.store import RunRecord, config_hash
 
 #: Bump when the meaning of a study run config changes (2: the suite name is part of it).
 STUDY_CONFIG_VERSION = 2

@@ -42,8 +42,8 @@ from precision.precisions import PrecisionError, parse_precision
 from precision.solvers.registry import SolverError, get_solver, make_problem, resolve_params
 from probes.model_suite import expand_models
 from probes.run_config import RunConfig, SuiteError
-from probes.store import config_hash
 from probes.study_suite import expand_studies
+from results.store import config_hash
 
 #: Bump when the meaning of a run config changes (so old results are not reused).
 #: 2: the suite name is part of every run's config (and so of its id).

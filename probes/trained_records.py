@@ -19,8 +19,8 @@ from typing import Any
 from precision.metrics import detect_floor
 from probes.model_suite import record_id
 from probes.run_config import RunConfig
-from probes.store import RunRecord
 from probes.trained_run import finite_or_none, run_trained
+from results.store import RunRecord
 
 
 def trained_records(run: RunConfig) -> list[RunRecord]:

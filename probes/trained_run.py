@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from precision.backends import backend_for
 from precision.backends.graph_interpreter import UnsupportedOpError
 from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import round_to_dtype
@@ -33,10 +34,10 @@ from precision.metrics import Floor, decompose, detect_floor, error_summary
 from precision.precisions import parse_precision
 from precision.truth import least_squares_truth, truth_bits
 from probes.job import build_job
-from probes.store import config_hash
 from probes.tasks import Task, gradient_query_row
 from probes.training import TrainConfig, TrainResult, train
 from probes.weights import save_weights, weights_dir
+from results.store import config_hash
 
 #: The high precision the decomposition's f_mp is computed in.
 REFERENCE_PRECISION = "mp100"
@@ -79,7 +80,7 @@ def _rounded_inputs(x: torch.Tensor, p: Any) -> torch.Tensor:
         return round_to_dtype(x, p.torch_dtype).to(torch.float64)
     if p.bits >= 53:
         return x
-    rounded = p.backend.to_exact(p.backend.asarray(x.numpy()))
+    rounded = backend_for(p).to_exact(backend_for(p).asarray(x.numpy()))
     return torch.tensor([float(v) for v in rounded.reshape(-1)],
                         dtype=torch.float64).reshape(x.shape)
 
@@ -137,7 +138,7 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: s
     float64 and applied in ``precision``.
     """
     p = parse_precision(precision)
-    xb = p.backend
+    xb = backend_for(p)
     n, d = task.options["n"], task.options["dim"]
     ctx = exact_array(_rounded_inputs(x[:, :n], p).numpy())          # context rows, rounded
     Xr = x[:, :n, :d].numpy()

@@ -16,7 +16,6 @@ from typing import Any
 import pandas as pd
 
 from precision.provenance import provenance_line
-from probes.store import Store
 from reports import plots
 from reports.claims import check_claims
 from reports.render import (
@@ -28,6 +27,7 @@ from reports.render import (
 )
 from reports.study_table import latest_runs, study_pivots, study_series_figure
 from reports.tables import Pivot, grid_pivots, grid_runs, solver_pivots, solver_runs
+from results.store import Store
 
 
 class ReportError(ValueError):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import torch
 
-from precision.cli import main
+from precision_cli.main import main
 
 # The models under test are small: one thread per process is faster than two (which spin
 # against each other and against any other load on a 2-core machine: 30 ms vs 1.7 s per

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import one_seed_solvers_suite, solver_store
 
-from precision.cli import main
+from precision_cli.main import main
 from probes.runner import _subsample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_cli(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "precision", *args], cwd=cwd, capture_output=True, text=True,
+        [sys.executable, "-m", "precision_cli", *args], cwd=cwd, capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600,
     )
 
@@ -163,7 +163,7 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
     suite = one_seed_solvers_suite(tmp_path)
     args = ["run", str(suite), "--db", str(db), "--solvers", "gd,pgd", "--no-progress"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "precision", *args], cwd=tmp_path,
+        [sys.executable, "-m", "precision_cli", *args], cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

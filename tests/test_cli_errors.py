@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import probes.runner
-import probes.store
-from precision.cli import build_parser, main
+import results.store
+from precision_cli.main import build_parser, main
 from probes.suite import Suite, expand, load_suite
 
 TINY = """
@@ -181,7 +181,7 @@ def _read_only_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
         target = target.split("?")[0] + "?mode=ro"
         return real(target, *args, uri=True, **kwargs)
 
-    monkeypatch.setattr(probes.store.sqlite3, "connect", connect)
+    monkeypatch.setattr(results.store.sqlite3, "connect", connect)
 
 
 def test_a_read_only_store_fails_before_computing(tiny_store, tmp_path, monkeypatch, capsys,

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
+from precision.backends import backend_for
 from precision.constructions import logistic_newton as ln
 from precision.evaluate import evaluate
 from precision.metrics import error_summary
-from precision.precisions import parse_precision
 from precision.problems import logistic_regression
 from precision.solvers.linalg import cholesky_solve
 from precision.solvers.newton_logistic import logistic_grad_hess, newton_logistic
@@ -28,7 +28,7 @@ A, Y, MU = PROB.X, PROB.y, PROB.mu
 
 def ref_step(precision: str, x0: np.ndarray) -> np.ndarray:
     """One damped Newton step from x0 (the loop body of newton_logistic) as exact values."""
-    xp = parse_precision(precision).backend
+    xp = backend_for(precision)
     x = xp.asarray(x0)
     grad, H = logistic_grad_hess(xp, xp.asarray(A), xp.asarray(Y), x, MU)
     step = cholesky_solve(xp, H, grad)
@@ -37,7 +37,7 @@ def ref_step(precision: str, x0: np.ndarray) -> np.ndarray:
 
 
 def first_iterate() -> np.ndarray:
-    xp = parse_precision("float64").backend
+    xp = backend_for("float64")
     return xp.to_numpy(newton_logistic(xp, xp.asarray(A), xp.asarray(Y), mu=MU, iters=1,
                                        damped=True)[1])
 

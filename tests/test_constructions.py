@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from precision.backends import backend_for
 from precision.constructions import baseconv_primitives as prim
 from precision.constructions.lsa_gd import preconditioned_gd, tokens
 from precision.evaluate import evaluate
@@ -82,7 +83,7 @@ def test_lsa_runs_gd_layer_by_layer():
     prob = gaussian_least_squares(4, 12, seed=3)
     eta = 0.5
     x = tokens(prob.X, prob.y, prob.X_query[0])
-    xp = parse_precision("mp50").backend
+    xp = backend_for("mp50")
     iterates = gd(xp, xp.asarray(prob.X), xp.asarray(prob.y), step=eta, iters=6)
     q = xp.asarray(prob.X_query[0])
     for layers in range(1, 7):
@@ -114,7 +115,7 @@ def test_linear_attention_runs_newton_schulz():
     alpha = 2.0 ** -int(np.ceil(np.log2(float(np.sum(A * A)))))
     X0 = alpha * A.T
     x = lsa_newton.tokens(X0, A)
-    xp = parse_precision("mp50").backend
+    xp = backend_for("mp50")
     ref = newton_schulz(xp, xp.asarray(A), iters=steps, alpha=alpha)
     old = flint.ctx.prec
     flint.ctx.prec = 800
@@ -181,9 +182,9 @@ def test_least_squares_in_3_plus_t_layers_equals_ols(mu):
 
 
 def test_construction_runs_per_layer_and_suite_stores_them(tmp_path):
-    from precision.cli import main
     from precision.constructions.registry import run_construction
-    from probes.store import Store
+    from precision_cli.main import main
+    from results.store import Store
 
     res = run_construction("lsa_newton_schulz", "mp50", {"kind": "spd", "dim": 3,
                                                          "kappa": 10.0}, {"steps": 15})
@@ -222,7 +223,7 @@ def test_symmetric_newton_schulz_one_layer_per_step():
     A = spd_matrix(d, 10.0, seed=2)
     alpha = 2.0 ** -int(np.ceil(np.log2(float(np.sum(A * A)))))
     x = lsa_newton.symmetric_tokens(alpha * A, A)
-    xp = parse_precision("mp50").backend
+    xp = backend_for("mp50")
     ref = newton_schulz(xp, xp.asarray(A), iters=steps, alpha=alpha)
     model = lsa_newton.newton_schulz_symmetric(d, steps)
     assert model.depth == steps  # one layer per step, half of Lemma 4.1's general case
@@ -270,7 +271,7 @@ def test_causal_baseconv_runs_gradient_descent():
     prob = gaussian_least_squares(d, n, seed=11)
     eta = 0.5
     x = baseconv_gd.tokens(prob.X, prob.y, prob.X_query[0])
-    xp = parse_precision("mp50").backend
+    xp = backend_for("mp50")
     iterates = gd(xp, xp.asarray(prob.X), xp.asarray(prob.y), step=eta, iters=steps)
     q = xp.asarray(prob.X_query[0])
     for k in (1, 3, 5):
@@ -348,7 +349,7 @@ def test_noncausal_baseconv_runs_gd_layer_by_layer(prec):
     assert model.cfg.width == bg.width_noncausal(d) == 5 * d + 3 and len(model.layers) == 10
     lay = bg._layout_noncausal(d)
     x = bg.tokens_noncausal(prob.X, prob.y, prob.X_query[0])
-    xp = parse_precision(prec).backend
+    xp = backend_for(prec)
     X, y = xp.asarray(prob.X), xp.asarray(prob.y)
     iterates = gd(xp, X, y, step=eta, iters=steps)
     states = evaluate(_StepStates(model), x, prec)[0]   # (layers, n + 1, width)
@@ -436,10 +437,10 @@ def test_primitive_problems_are_seeded_and_checked():
 
 
 def test_primitive_constructions_in_the_suite(tmp_path):
-    from precision.cli import main
     from precision.constructions.registry import run_construction
     from precision.solvers.registry import SolverError
-    from probes.store import Store
+    from precision_cli.main import main
+    from results.store import Store
 
     db = tmp_path / "p.db"
     names = ["baseconv_read", "baseconv_affine", "baseconv_multiply"]
@@ -510,7 +511,7 @@ def test_gd_plus_plus_reference_gd_phase_is_gd_on_preconditioned_features():
     from precision.solvers.gd import gd_plus_plus
 
     prob = gaussian_least_squares(3, 9, seed=2)
-    xp = parse_precision("float64").backend
+    xp = backend_for("float64")
     X, y, q = (xp.asarray(a) for a in (prob.X, prob.y, prob.X_query[0]))
     g, eta = 0.01, 0.02
     preds = gd_plus_plus(xp, X, y, q, weights=[(-g, 0.0), (0.0, -eta), (0.0, -eta)])

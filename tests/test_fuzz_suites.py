@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 import probes.runner
-from precision.cli import main
+from precision_cli.main import main
 from probes.executors import failed_records
 from probes.suite import shipped_suites
 

@@ -1,4 +1,4 @@
-"""Every module of the three packages imports: an undeclared dependency (or a module that
+"""Every module of the five packages imports: an undeclared dependency (or a module that
 only imports with an optional extra installed at top level) fails here, at collection of a
 fresh environment, not in a user's run."""
 
@@ -8,17 +8,19 @@ import pkgutil
 import pytest
 
 import precision
+import precision_cli
 import probes
 import reports
+import results
 
 
 def _modules() -> list[str]:
     names = []
-    for package in (precision, probes, reports):
+    for package in (precision, results, probes, reports, precision_cli):
         names.append(package.__name__)
         names += [m.name for m in pkgutil.walk_packages(package.__path__,
                                                          prefix=f"{package.__name__}.")]
-    # ``python -m precision`` runs the command when imported; it is checked by the CLI tests
+    # ``python -m precision_cli`` runs the command when imported; the CLI tests check it
     return sorted(n for n in names if not n.endswith(".__main__"))
 
 
@@ -26,7 +28,7 @@ MODULES = _modules()
 
 
 def test_the_walk_finds_the_packages():
-    assert {"precision.cli", "probes.store", "probes.suite", "reports.build",
+    assert {"precision_cli.main", "results.store", "probes.suite", "reports.build",
             "precision.params", "probes.studies.newton"} <= set(MODULES)
 
 

@@ -32,11 +32,11 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
+from precision.backends import backend_for
 from precision.backends.graph_interpreter import OPS, MPProgram
 from precision.backends.interpreter.complex import MPComplex
 from precision.backends.interpreter.core import Ctx
 from precision.backends.mp_backend import MPArray
-from precision.precisions import parse_precision
 
 try:  # PyTorch's OpInfo database; its test utilities import the ``expecttest`` package
     from torch.testing._internal.common_methods_invocations import op_db
@@ -437,7 +437,7 @@ def run_direct(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], check: st
     ref = op(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
     outs = {}
     for digits in (50, 100):
-        ctx = Ctx(parse_precision(f"mp{digits}").backend)  # type: ignore[arg-type]
+        ctx = Ctx(backend_for(f"mp{digits}"))  # type: ignore[arg-type]
         outs[digits] = OPS[op](ctx, *[_to_mp(ctx, a) for a in args],
                                **{k: _to_mp(ctx, v) for k, v in kwargs.items()})
     refs = pytree.tree_leaves(ref)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import solver_store
 
-from precision.cli import main
+from precision_cli.main import main
 from probes.model_suite import record_id
 from probes.suite import SuiteError, load_suite
 

@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from precision.backends.graph_interpreter import MPProgram, UnsupportedOpError
-from precision.cli import main
-from precision.op_census import census, census_for_factory
+from precision.op_census import census
+from precision_cli.main import main
+from probes.census import census_for_factory
 
 THREE_MISSING = textwrap.dedent('''
     import torch

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from precision.cli import main
+from precision_cli.main import main
 from probes.api import FloorAssertionError, assert_floor_below, probe
-from probes.store import Store
+from results.store import Store
 
 HERE = Path(__file__).resolve()
 

@@ -2,9 +2,9 @@
 
 import torch
 
-from precision.cli import main
 from precision.provenance import provenance, provenance_line
-from probes.store import Store
+from precision_cli.main import main
+from results.store import Store
 
 SUITE = """
 name = "tiny"

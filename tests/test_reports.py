@@ -9,11 +9,11 @@ import tempfile
 import pytest
 from conftest import solver_store
 
-from precision.cli import main
-from probes.store import RunRecord, Store
+from precision_cli.main import main
 from reports.build import ReportError, build_report
 from reports.claims import check_claims, load_claims
 from reports.tables import format_mse  # log10 in, text out
+from results.store import RunRecord, Store
 
 
 @pytest.fixture(scope="module")

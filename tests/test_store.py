@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from probes.store import RunRecord, Store, StoreError, config_hash
+from results.store import RunRecord, Store, StoreError, config_hash
 
 
 def record(run_id: str, n: int = 5, suite: str = "s") -> RunRecord:
@@ -111,7 +111,7 @@ def test_check_writable_catches_damage_and_read_only(tmp_path, monkeypatch):
     with Store(fresh) as s:
         s.write_run(record("a"))
     real = sqlite3.connect
-    monkeypatch.setattr("probes.store.sqlite3.connect",
+    monkeypatch.setattr("results.store.sqlite3.connect",
                         lambda target, *a, uri=False, **k: real(
                             (target if uri else fresh.absolute().as_uri()).split("?")[0]
                             + "?mode=ro", *a, uri=True, **k))

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from precision.cli import main
 from precision.evaluate import evaluate_method
 from precision.models.memformer import Memformer
 from precision.precisions import parse_precision
-from probes.store import Store
+from precision_cli.main import main
 from probes.studies import StudyError, get_study
 from probes.studies.memformer import (
     DEFAULTS,
@@ -26,6 +25,7 @@ from probes.studies.memformer import (
 )
 from probes.suite import expand, load_suite
 from reports.claims import metric_value
+from results.store import Store
 
 F64 = parse_precision("float64")
 TINY = {**DEFAULTS, "d": 3, "n": 6, "eigenvalues": [1.0, 0.5, 0.25], "B": 4, "steps": 60}

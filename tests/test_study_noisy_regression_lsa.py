@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from precision.cli import main
 from precision.models.linear_attention import LSA, implicit_linear_model
 from precision.noisy_regression_data import sample_batch
 from precision.precisions import parse_precision
-from probes.store import Store
+from precision_cli.main import main
 from probes.studies import StudyError, get_study
 from probes.studies.noisy_regression_lsa import (
     constrr_loss,
@@ -21,6 +20,7 @@ from probes.studies.noisy_regression_lsa import (
     tokens,
 )
 from probes.suite import expand, load_suite
+from results.store import Store
 
 TINY = {"d": 3, "n": 8, "batch": 64, "eval_size": 400, "lr": 1e-2}  # tiny sizes
 

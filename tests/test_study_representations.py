@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from precision.backends import backend_for
 from precision.models.softmax_icl import SoftmaxICL
 from precision.precisions import parse_precision
 from precision.solvers import population_loss as pl
@@ -42,7 +43,7 @@ W0 = np.random.default_rng(6).standard_normal((4, 6))
 
 
 def test_closed_form_matches_monte_carlo_of_the_model() -> None:
-    xp = parse_precision("float64").backend
+    xp = backend_for("float64")
     a = _setup(xp, PROB)
     S = pl.attention(xp, a["V"], a["T"], xp.asarray(Q0))
     floor = pl.loss_floor(xp, a["Z"], a["Zhat"], PROB.m_tau)
@@ -66,7 +67,7 @@ def test_closed_form_matches_monte_carlo_of_the_model() -> None:
 
 
 def test_model_a_hat_and_forward_agree_with_the_solver() -> None:
-    xp = parse_precision("float64").backend
+    xp = backend_for("float64")
     a = _setup(xp, PROB)
     Ahat = xp.to_numpy(pl.a_hat(xp, pl.attention(xp, a["V"], a["T"], xp.asarray(Q0)),
                                 xp.asarray(W0)))
@@ -85,7 +86,7 @@ def test_ridge_limit_equals_eq64_and_direct_ridge(name: str, tol: float) -> None
     assert m["ridge_forms_diff"] < tol and m["ridge_vs_direct"] < tol
     assert m["loss_forms_rel_diff"] < tol
     # and directly: A^T y = (y, Z^Q^T lambda_hat) with lambda_hat of eq. 65
-    xp = parse_precision(name).backend
+    xp = backend_for(name)
     a = _setup(xp, PROB)
     y = xp.asarray([0.3, -1.2, 0.7])
     pred = pl.ridge_predictions(xp, a["Z"], a["Zhat"], y, PROB.m_tau)
@@ -96,7 +97,7 @@ def test_ridge_limit_equals_eq64_and_direct_ridge(name: str, tol: float) -> None
 
 
 def test_gradient_matches_autograd() -> None:
-    xp = parse_precision("float64").backend
+    xp = backend_for("float64")
     a = _setup(xp, PROB)
     Q = torch.tensor(Q0, requires_grad=True)
     W = torch.tensor(W0, requires_grad=True)

@@ -7,13 +7,14 @@ from pathlib import Path
 import mpmath
 import pytest
 
-from precision.cli import main
+from precision.backends import backend_for
 from precision.precisions import Precision
-from probes.store import Store
+from precision_cli.main import main
 from probes.studies import STUDIES, StudyError, StudyOutcome, register_study
 from probes.suite import SuiteError, expand, load_suite
 from reports.claims import metric_value
 from reports.study_table import study_tables
+from results.store import Store
 
 
 def _check(params: dict) -> None:
@@ -24,7 +25,7 @@ def _check(params: dict) -> None:
 @register_study("test.newton_sqrt2", {"iters": 8, "x0": 1.0}, validate=_check)
 def newton_sqrt2(params: dict, precision: Precision, seed: int) -> StudyOutcome:
     """Heron's iteration for sqrt(2) in the given precision (a real, tiny study)."""
-    xp = precision.backend
+    xp = backend_for(precision)
     two = xp.asarray([2.0])
     x = xp.asarray([params["x0"]])
     truth = mpmath.sqrt(2)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from precision.cli import main
-from probes.store import Store
+from precision_cli.main import main
 from probes.trained_run import run_trained
+from results.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,7 +101,7 @@ def test_killed_trained_sweep_resumes_without_loss_or_duplicates(tmp_path):
     suite = tmp_path / "killme.toml"
     suite.write_text(SUITE)
     db = tmp_path / "results.db"
-    cmd = [sys.executable, "-m", "precision", "run", str(suite), "--db", str(db),
+    cmd = [sys.executable, "-m", "precision_cli", "run", str(suite), "--db", str(db),
            "--no-progress", "--no-report"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,

@@ -4,10 +4,10 @@ and the T / A / R labels of the tables and claims."""
 import torch
 from torch import nn
 
-from precision.cli import main
-from probes.store import Store
+from precision_cli.main import main
 from probes.training import TrainConfig, train
 from reports.model_table import limit_label, model_tables
+from results.store import Store
 
 W = torch.tensor([[0.5], [-1.25]], dtype=torch.float64)
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from precision.backends import backend_for
 from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import round_to_dtype
 from precision.metrics import detect_floor
@@ -92,7 +93,7 @@ def test_ridge_truth_uses_lambda_as_the_precision_rounds_it():
     spec = get_solver("ridge")
     prob = make_problem("least_squares", {"kind": "gaussian", "dim": 3, "n_samples": 8})
     p = parse_precision("float32")
-    xp = p.backend
+    xp = backend_for(p)
     _, w_true, *_ = _inputs_and_truth(spec, xp, prob, {"lam": 0.1}, 512)
     X, y = xp.to_exact(xp.asarray(prob.X)), xp.to_exact(xp.asarray(prob.y))
     lam32 = flint.arb(float(np.float32(0.1)))
@@ -209,7 +210,7 @@ def test_bfloat16_and_float16_casts_round_once():
     bf = round_to_dtype(x, torch.bfloat16)
     assert bf.dtype == torch.bfloat16 and bf[0].item() == 1 + 2**-7   # Tensor.to gives 1.0
     assert round_to_dtype(x, torch.float16)[1].item() == 1 + 2**-10
-    assert parse_precision("bfloat16").backend.asarray(x.numpy())[0].item() == 1 + 2**-7
+    assert backend_for("bfloat16").asarray(x.numpy())[0].item() == 1 + 2**-7
     # Ties go to even, and a carry rolls into the exponent.
     ties = torch.tensor([1 + 2**-8, 1 + 3 * 2**-8, 2 - 2**-9], dtype=torch.float64)
     assert round_to_dtype(ties, torch.bfloat16).tolist() == [1.0, 1 + 2**-6, 2.0]

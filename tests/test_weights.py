@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from precision.cli import main
+from precision_cli.main import main
 from probes.job import build_job
-from probes.store import Store
 from probes.trained_run import TEST_SEED_OFFSET, measure_precision
 from probes.weights import WeightsError, load_trained_model, load_weights, save_weights
+from results.store import Store
 
 SUITE = """
 name = "w"

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+
 from precision.backends.base import Backend
 from precision.precisions import Precision, parse_precision
 
 
 def backend_for(precision: Precision | str) -> Backend:
-    """The backend computing in ``precision`` (``"float32"``, ``"mp50"``, ...)."""
-    p = parse_precision(precision)
+    """The backend computing in ``precision`` (``"float32"``, ``"mp50"``, ...); one instance
+    per precision."""
+    return _backend(parse_precision(precision))
+
+
+@functools.cache
+def _backend(p: Precision) -> Backend:
     if p.is_mp:
         from precision.backends.mp_backend import MPBackend
 

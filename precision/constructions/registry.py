@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from precision.backends import backend_for
 from precision.backends.torch_backend import cast_module, round_to_dtype
 from precision.constructions import (
     baseconv_gd,
@@ -205,7 +206,7 @@ def _layerwise(model: nn.Module, x: torch.Tensor, p: Any,
         window.load(model, layer)
         h, r = run(h)
         if layer >= start and (layer + 1 - start) % every == 0:
-            outs.append(p.backend.to_exact(r)[0])
+            outs.append(backend_for(p).to_exact(r)[0])
     return outs
 
 
@@ -217,7 +218,7 @@ def _pow2_below(x: float) -> float:
 def _trace_lsa_gd(p: Any, prob: Any, layers: int, step: float | None
                   ) -> tuple[list[Any], list[Any], Any]:
     """Per layer: the LSA's query prediction, GD's prediction x_q^T w_l, the OLS truth."""
-    xp = p.backend
+    xp = backend_for(p)
     X, y = xp.asarray(prob.X), xp.asarray(prob.y)
     Xr, yr = xp.to_numpy(X), xp.to_numpy(y)  # the inputs as the model receives them
     n = Xr.shape[0]
@@ -244,7 +245,7 @@ def _query_trace(p: Any, X: Any, y: Any, q: np.ndarray, out: np.ndarray, iterate
                  iters: int) -> tuple[list[Any], list[Any], Any]:
     """Per step t = 1..iters: the model's query prediction out[t-1], the algorithm's
     x_q^T w_t in the same precision, and the certified OLS prediction x_q^T w*."""
-    xp = p.backend
+    xp = backend_for(p)
     models = [out[t - 1:t] for t in range(1, iters + 1)]
     refs = [xp.to_exact(xp.asarray(q) @ iterates[t]).reshape(1) for t in range(1, iters + 1)]
     bits = truth_bits(p)
@@ -255,7 +256,7 @@ def _query_trace(p: Any, X: Any, y: Any, q: np.ndarray, out: np.ndarray, iterate
 def _trace_baseconv_gd(p: Any, prob: Any, iters: int, step: float | None
                        ) -> tuple[list[Any], list[Any], Any]:
     """Per GD layer of the causal BaseConv (001 App. C.2.2): x_q^T w_k vs GD and OLS."""
-    xp = p.backend
+    xp = backend_for(p)
     X, y = xp.asarray(prob.X), xp.asarray(prob.y)
     Xr, yr = xp.to_numpy(X), xp.to_numpy(y)
     n, d = Xr.shape
@@ -319,7 +320,7 @@ def _blockwise_mp(model: nn.Module, x: torch.Tensor, p: Any, k: int, blocks: int
             for dst, src in zip(block.layers, model.layers[lo:lo + k], strict=True):
                 dst.load_state_dict(src.state_dict())
         h, r = prog(h, precision=p)
-        outs.append(p.backend.to_exact(r))
+        outs.append(backend_for(p).to_exact(r))
     return np.stack(outs, axis=1)[0]                        # (blocks,)
 
 
@@ -327,7 +328,7 @@ def _trace_baseconv_gd_noncausal(p: Any, prob: Any, iters: int, step: float | No
                                  ) -> tuple[list[Any], list[Any], Any]:
     """Per GD step (3 layers) of the non-causal BaseConv (001 App. C.2.1): x_q^T w_k vs GD
     run with the same step (:func:`baseconv_gd.exact_step`, so eta/N is an exact weight)."""
-    xp = p.backend
+    xp = backend_for(p)
     X, y = xp.asarray(prob.X), xp.asarray(prob.y)
     Xr, yr = xp.to_numpy(X), xp.to_numpy(y)
     n, d = Xr.shape
@@ -352,7 +353,7 @@ def _trace_primitive(p: Any, prob: Any, op: str) -> tuple[list[Any], list[Any], 
     if prob.op != op:
         raise SolverError(f"construction 'baseconv_{op}' needs a primitive problem of kind "
                           f"'{op}', not '{prob.op}'")
-    xp = p.backend
+    xp = backend_for(p)
     u = xp.asarray(prob.u)
     ue = xp.to_exact(u)                      # exact values of the rounded input
     n, d = ue.shape
@@ -385,7 +386,7 @@ def _trace_primitive(p: Any, prob: Any, op: str) -> tuple[list[Any], list[Any], 
 
 def _trace_lsa_newton(p: Any, A: np.ndarray, steps: int) -> tuple[list[Any], list[Any], Any]:
     """Per Newton step: the transformer's X_t, Newton–Schulz's X_t, and A^{-1}."""
-    xp = p.backend
+    xp = backend_for(p)
     Ap = xp.asarray(A)
     Ar = xp.to_numpy(Ap)
     d = Ar.shape[0]
@@ -410,7 +411,7 @@ def _trace_logistic_newton(p: Any, prob: Any, N: int, k: int, steps: int
     from precision.solvers.newton_logistic import newton_logistic
     from precision.truth import logistic_truth
 
-    xp = p.backend
+    xp = backend_for(p)
     A, y = xp.asarray(prob.X), xp.asarray(prob.y)
     Ar, yr = xp.to_numpy(A), xp.to_numpy(y)  # the inputs as the model receives them
     n, d = Ar.shape
@@ -445,7 +446,7 @@ def _trace_lsa_least_squares(p: Any, prob: Any, steps: int, mu: float
     X_0 = eps R is exact; mu must make the weights mu - 1 and eps mu - 1 exact float64
     numbers (e.g. an integer or a power of two), or mp50 would see float64 rounding.
     """
-    xp = p.backend
+    xp = backend_for(p)
     X, y = xp.asarray(prob.X), xp.asarray(prob.y)
     Xr, yr = xp.to_numpy(X), xp.to_numpy(y)  # the inputs as the model receives them
     n, d = Xr.shape
@@ -485,7 +486,7 @@ def _trace_lsa_newton_symmetric(p: Any, A: np.ndarray, steps: int
     """Per Newton–Schulz step (one linear-attention layer each, symmetric A (d, d); 000
     Lemma 4.1's last sentence): the model's X_t, Newton–Schulz's X_t from X_0 = alpha A in
     the same precision (alpha a power of two <= 1/||A||_F^2), and A^{-1}."""
-    xp = p.backend
+    xp = backend_for(p)
     Ap = xp.asarray(A)
     Ar = xp.to_numpy(Ap)
     d = Ar.shape[0]
@@ -508,7 +509,7 @@ def _trace_lsa_gdpp(p: Any, prob: Any, precondition: int, gd_steps: int
     in float64, :func:`lsa_gdpp.gdpp`): the query read-out -y_q, the same recursion run by
     :func:`precision.solvers.gd.gd_plus_plus` in the same precision with the same weights,
     and the certified OLS prediction x_q^T w* (the limit of Thm 5.1)."""
-    xp = p.backend
+    xp = backend_for(p)
     X, y = xp.asarray(prob.X), xp.asarray(prob.y)
     Xr, yr = xp.to_numpy(X), xp.to_numpy(y)
     d = Xr.shape[1]

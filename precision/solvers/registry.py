@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from precision import problems
+from precision.backends import backend_for
 from precision.backends.mp_backend import exact_array
 from precision.metrics import ErrorSummary, Floor, detect_floor, error_summary
 from precision.params import Param, ParamError, check_params, count, positive
@@ -315,7 +316,7 @@ def run_solver(
     p = parse_precision(precision)
     prm = resolve_params(spec, params)
     prob = make_problem(spec.task, problem)
-    xp = p.backend
+    xp = backend_for(p)
     bits = truth_bits(p)
     result = SolverResult(solver=name, precision=p.name, status="ok", params=prm)
     t0 = time.perf_counter()

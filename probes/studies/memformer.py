@@ -50,6 +50,7 @@ import flint
 import numpy as np
 import torch
 
+from precision.backends import backend_for
 from precision.evaluate import evaluate_method
 from precision.models.memformer import Memformer
 from precision.precisions import Precision
@@ -257,7 +258,7 @@ def model_losses(model: Memformer, tokens: torch.Tensor, target: torch.Tensor,
 
 def _solver_traces(params: dict[str, Any], precision: Precision, X: np.ndarray, y: np.ndarray,
                    P: np.ndarray) -> dict[str, list[Any]]:
-    xp = precision.backend
+    xp = backend_for(precision)
     Xp, yp, L = xp.asarray(X), xp.asarray(y), params["depth"]
     return {
         "cg": conjugate_gradient(xp, Xp, yp, iters=L),
@@ -276,7 +277,7 @@ def baseline_losses(params: dict[str, Any], tokens: torch.Tensor, target: torch.
     preconditioned GD (P = Sigma^-1) run per instance in ``precision`` for L iterations."""
     d = params["d"]
     _, _, P = covariance(params, seed)
-    xp = precision.backend
+    xp = backend_for(precision)
     out: dict[str, np.ndarray] = {}
     for i in range(tokens.shape[0]):
         e = tokens[i].numpy()

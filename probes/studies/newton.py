@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from precision.backends import backend_for
 from precision.constructions.registry import get_construction
 from precision.evaluate import evaluate, evaluate_method
 from precision.metrics import detect_floor, error_summary
@@ -124,7 +125,7 @@ def _iterated_matrix(p: Precision, prob: Any, target: str) -> tuple[Any, np.ndar
     """(M in p, singular values of the rounded M in float64, alpha): Newton–Schulz runs on M
     from X_0 = alpha M^T, as the constructions do (inverse: M = A; least squares: M = R =
     A^T A, X_0 = eps R)."""
-    xp = p.backend
+    xp = backend_for(p)
     if target == "inverse":
         M = xp.asarray(prob)
     else:
@@ -138,7 +139,7 @@ def _order_p_trace(p: Precision, prob: Any, target: str, M: Any, alpha: float, s
                    order: int, truth: Any) -> list[float]:
     """log10 MSE against ``truth`` of order-p Newton–Schulz (eq. 3.4) steps 1..steps, as the
     matrix inverse (inverse) or the query prediction a^T X_t A^T y (least squares)."""
-    xp = p.backend
+    xp = backend_for(p)
     its = newton_schulz(xp, M, iters=steps, order=order, alpha=alpha)
     if target == "least_squares":
         X, y, q = xp.asarray(prob.X), xp.asarray(prob.y), xp.asarray(prob.X_query[0])
@@ -307,7 +308,7 @@ def _reference_traces(p: Precision, tokens: np.ndarray, ref_steps: int
     the power of two <= 1/||R||_F^2, Thm 4.2's init; prediction a^T X_t A^T y) and of GD
     with the optimal fixed step 2 / (l_min + l_max) of A^T A / n, all run in p, steps
     0..ref_steps. Returns truth (P,) and {name: (P, ref_steps + 1)} of exact values."""
-    xp = p.backend
+    xp = backend_for(p)
     bits = truth_bits(p)
     truths, traces = [], {"newton2": [], "newton3": [], "gd": []}
     for e in tokens:

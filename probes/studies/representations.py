@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from precision.backends import backend_for
 from precision.metrics import detect_floor, max_abs_error
 from precision.models.softmax_icl import SoftmaxICL
 from precision.precisions import Precision, parse_precision
@@ -117,7 +118,7 @@ def _high(precision: Precision) -> Any:
 
 def _truth_A(precision: Precision, arrs: dict[str, Any], m_tau: float) -> np.ndarray:
     """A (eq. 31) from the exact rounded inputs, computed at 4x the working bits (arb)."""
-    xp, hi = precision.backend, _high(precision)
+    xp, hi = backend_for(precision), _high(precision)
     Zhat = hi.asarray(xp.to_exact(arrs["Zhat"]))
     N = arrs["Z"].shape[1]
     return hi.to_exact(pl.ridge_limit(hi, Zhat[:, :N], Zhat, m_tau))
@@ -130,7 +131,7 @@ def ridge_prediction_error(precision: Precision, prob: pl.RepresentationProblem,
     max_k |y_hat_k - y_hat*_k|: the model's prediction y_hat = A_hat^T y (eq. 6, computed in
     the run's precision) against the ridge predictor y_hat* = (y, Z^Q^T lambda_hat),
     lambda_hat = (m tau I + Z Z^T)^-1 Z y (eq. 15, 65; computed at 4x the working bits)."""
-    xp, hi = precision.backend, _high(precision)
+    xp, hi = backend_for(precision), _high(precision)
     rng = np.random.default_rng([seed, 4])
     N = prob.n_prompt
     Zhat = hi.asarray(xp.to_exact(arrs["Zhat"]))
@@ -223,7 +224,7 @@ def _run_gd(params: dict[str, Any], precision: Precision, seed: int) -> dict[str
     """GD from (Q0, w = 0) in ``precision``; traces of max|A_hat - A| (vs truth) and gap."""
     prob, Q0 = _instance(params, seed)
     diag = init_diagnostics(prob, Q0, params["gamma"], params["step"], params["step_rule"])
-    xp = precision.backend
+    xp = backend_for(precision)
     arrs = _arrays(xp, prob)
     trace = pl.population_gd(
         xp, arrs["V"], arrs["T"], arrs["M"], arrs["A"], xp.asarray(Q0),
@@ -399,7 +400,7 @@ def limit_weights(prob: pl.RepresentationProblem, Q: np.ndarray) -> np.ndarray |
 def _mc_metrics(params: dict[str, Any], prob: pl.RepresentationProblem, Q0: np.ndarray,
                 W_rand: np.ndarray, seed: int) -> dict[str, float | None]:
     """Closed form (float64) vs Monte Carlo at a random theta and at the limit theta*."""
-    xp = parse_precision("float64").backend
+    xp = backend_for("float64")
     arrs = _arrays(xp, prob)
     S = pl.attention(xp, arrs["V"], arrs["T"], xp.asarray(Q0))
     floor = pl.loss_floor(xp, arrs["Z"], arrs["Zhat"], prob.m_tau)
@@ -430,7 +431,7 @@ def closed_form(params: dict[str, Any], precision: Precision, seed: int) -> Stud
     prob, Q0 = _instance(params, seed)
     W_rand = params["w_scale"] * np.random.default_rng([seed, 2]).standard_normal(
         (params["heads"], prob.K))
-    xp = precision.backend
+    xp = backend_for(precision)
     arrs = _arrays(xp, prob)
     N = prob.n_prompt
     A64 = pl.ridge_limit_woodbury(xp, arrs["Z"], arrs["Zhat"], prob.m_tau)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from precision.backends import backend_for
 from precision.backends.interpreter import OPS
 from precision.backends.interpreter.complex import MPComplex
 from precision.backends.interpreter.core import Ctx, UnsupportedOpError
@@ -95,7 +96,7 @@ class MPProgram:
         p = parse_precision(precision)
         if not p.is_mp:
             raise ValueError(f"MPProgram evaluates mpN precisions, not {p.name}")
-        ctx = Ctx(p.backend)  # type: ignore[arg-type]
+        ctx = Ctx(backend_for(p))  # type: ignore[arg-type]
         state = self._state()
         env: dict[str, Any] = {}
         user = iter(inputs)

@@ -18,8 +18,8 @@ from pathlib import Path
 from precision.precisions import VALID_FORMS, PrecisionError, parse_precision
 from precision.solvers.registry import SOLVERS, SolverError
 from probes.executors import ExecutorError
-from probes.store import Store, StoreError
 from probes.suite import Suite, SuiteError, load_suite, shipped_suites
+from results.store import Store, StoreError
 
 EXIT_USAGE = 2
 DEFAULT_DB = "results.db"
@@ -61,7 +61,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
     base = load_suite(args.suite, profile=args.profile, precisions=_csv(args.precisions))
     suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks))
-    from precision.op_census import CensusError, suite_mp_problem
+    from precision.op_census import CensusError
+    from probes.census import suite_mp_problem
 
     try:  # an op mpN cannot run is a one-line error before any training
         problem = suite_mp_problem(suite)
@@ -74,7 +75,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 def _cmd_ops(args: argparse.Namespace) -> int:
     """Census of the ops of FACTORY's exported graph; exit 2 if mpN lacks any."""
-    from precision.op_census import CensusError, census_for_factory
+    from precision.op_census import CensusError
+    from probes.census import census_for_factory
     from probes.factory import FactoryError
 
     try:
@@ -388,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             message = f"precision: error: {message}"
         print(message, file=sys.stderr)
         return EXIT_USAGE
-    except sqlite3.Error as exc:  # a store error outside probes.store's guarded methods
+    except sqlite3.Error as exc:  # a store error outside results.store's guarded methods
         print(f"precision: error: results store: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
     except ExecutorError as exc:

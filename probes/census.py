@@ -1,0 +1,62 @@
+"""The op census applied to what a suite trains: a user factory, every model of a suite.
+
+``census_for_factory(spec, ...)`` builds the module from a user factory (``MODULE:FACTORY``
+or ``path/to/file.py:FACTORY``) and takes its census; ``suite_mp_problem(suite)`` names, in
+one line, every op that a trained suite's mpN evaluations would lack, before anything trains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from precision.op_census import Census, CensusError, census
+from probes.factory import build_from_factory
+from probes.job import build_job
+from probes.suite import expand
+
+
+def census_for_factory(spec: str | Callable[..., nn.Module], d_in: int = 20, d_out: int = 20,
+                       depth: int = 2, width: int = 64, tokens: int = 40, batch: int = 2
+                       ) -> Census:
+    """Build the module from a factory (as ``precision probe`` does, float64) and take its
+    census on a (batch, tokens, d_in) input."""
+    model = build_from_factory(spec, d_in, d_out, depth, width, tokens)
+    model.eval()
+    return census(model, torch.zeros(batch, tokens, d_in, dtype=torch.float64))
+
+
+def suite_mp_problem(suite: Any) -> str | None:
+    """For a trained suite: None if every model that is evaluated in an mpN precision uses
+    only supported ops, else one line naming all unsupported ops (of all its models).
+
+    Each distinct (family, options, task shape, depth, width) is built and exported once,
+    before anything is trained."""
+    missing: dict[str, str] = {}
+    seen: set[str] = set()
+    for run in expand(suite):
+        cfg = run.config
+        if cfg.get("kind") != "trained" or not any(
+                str(p).startswith("mp") for p in cfg.get("precisions", [])):
+            continue
+        key = repr((cfg["family"], cfg.get("model_options"), cfg.get("task"),
+                    cfg.get("task_options"), cfg["depth"], cfg["width"]))
+        if key in seen:
+            continue
+        seen.add(key)
+        task, model = build_job(cfg)
+        model.eval()
+        try:
+            c = census(model, torch.zeros(2, task.n_tokens, task.d_in, dtype=torch.float64))
+        except CensusError as exc:
+            return f"{cfg['family']}: {exc}"
+        for u in c.missing:
+            missing.setdefault(u.op, u.modules[0] if u.modules else "<root>")
+    if not missing:
+        return None
+    parts = [f"{op} (in {where})" for op, where in missing.items()]
+    return (f"{len(parts)} op{'s' if len(parts) != 1 else ''} without an arbitrary-precision "
+            f"implementation (mpN is among the suite's precisions): " + "; ".join(parts))
