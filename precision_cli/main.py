@@ -57,7 +57,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from probes.model_suite import suite_for_factory
+    from probes.suite import suite_for_factory
 
     base = load_suite(args.suite, profile=args.profile, precisions=_csv(args.precisions))
     suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks))

@@ -20,6 +20,7 @@ from typing import Any
 from torch import nn
 
 from precision.precisions import parse_precision
+from probes.job import Job
 from probes.trained_run import PrecisionOutcome, run_trained
 
 #: A small default budget (seconds to a minute on 2 CPU cores for a small module).
@@ -41,13 +42,11 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
     ``MODULE:FACTORY`` spec. Returns {precision: PrecisionOutcome} (``total`` is the test MSE,
     ``log10_approximation`` / ``log10_rounding`` its decomposition, ``status``).
     """
-    config = {
-        "family": factory, "task": task, "task_options": dict(task_options or {}),
-        "model_options": dict(model_options or {}), "depth": depth, "width": width,
-        "seed": seed, "train": {**DEFAULT_TRAIN, **(train or {})}, "test_size": test_size,
-        "iterate": 0, "precisions": [parse_precision(p).name for p in precisions],
-    }
-    outcome = run_trained(config)
+    job = Job(family=factory, task=task, depth=depth, width=width,
+              train={**DEFAULT_TRAIN, **(train or {})}, seed=seed,
+              task_options=dict(task_options or {}), model_options=dict(model_options or {}),
+              test_size=test_size)
+    outcome = run_trained(job, [parse_precision(p) for p in precisions])
     return {o.precision: o for o in outcome.per_precision}
 
 

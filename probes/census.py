@@ -15,7 +15,7 @@ from torch import nn
 
 from precision.op_census import Census, CensusError, census
 from probes.factory import build_from_factory
-from probes.job import build_job
+from probes.job import Job
 from probes.suite import expand
 
 
@@ -38,21 +38,20 @@ def suite_mp_problem(suite: Any) -> str | None:
     missing: dict[str, str] = {}
     seen: set[str] = set()
     for run in expand(suite):
-        cfg = run.config
-        if cfg.get("kind") != "trained" or not any(
-                str(p).startswith("mp") for p in cfg.get("precisions", [])):
+        if run.kind != "trained" or not any(p.is_mp for p in run.precisions):
             continue
-        key = repr((cfg["family"], cfg.get("model_options"), cfg.get("task"),
-                    cfg.get("task_options"), cfg["depth"], cfg["width"]))
+        job = Job.from_config(run.config)
+        key = repr((job.family, job.model_options, job.task, job.task_options, job.depth,
+                    job.width))
         if key in seen:
             continue
         seen.add(key)
-        task, model = build_job(cfg)
+        task, model = job.build()
         model.eval()
         try:
             c = census(model, torch.zeros(2, task.n_tokens, task.d_in, dtype=torch.float64))
         except CensusError as exc:
-            return f"{cfg['family']}: {exc}"
+            return f"{job.family}: {exc}"
         for u in c.missing:
             missing.setdefault(u.op, u.modules[0] if u.modules else "<root>")
     if not missing:

@@ -1,7 +1,9 @@
 """Where a sweep's runs are computed: in the driver, a local process pool, or Dask.
 
-Every executor yields ``(run, records)`` as runs finish; only the driver
-(:func:`probes.runner.run_suite`) writes the store, one transaction per run, so a worker never
+Every executor receives the runs and the function that computes one run into its records
+(``compute``, a module-level function so that it pickles by name), and yields
+``(run, records)`` as runs finish; only the driver (:func:`probes.runner.run_suite`) writes
+the store, one transaction per run, so a worker never
 touches SQLite. What happens when a worker dies:
 
 * ``local`` (``--jobs N``, a ``ProcessPoolExecutor``): a killed worker breaks the pool; the
@@ -20,13 +22,17 @@ independent runs needs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from probes.run_config import RunConfig
+from probes.kinds import kind_of
+from probes.run import Run
 from results.store import RunRecord
+
+#: Computes one run into its store records (``probes.runner.compute_records``).
+Compute = Callable[[Run], list[RunRecord]]
 
 #: A local pool broken by dying workers is rebuilt at most this many times per sweep.
 MAX_POOL_RESTARTS = 3
@@ -57,60 +63,38 @@ class ExecutorError(RuntimeError):
     """An executor that cannot start or keep going (one line for the CLI)."""
 
 
-def compute_in_worker(run: RunConfig) -> list[RunRecord]:
+def compute_in_worker(compute: Compute, run: Run) -> list[RunRecord]:
     """What a worker process runs: one run's records, torch pinned to one thread (workers
     are the parallelism; two intra-op threads per worker thrash a small machine)."""
     import torch
 
-    from probes.runner import compute_records
-
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
-    return compute_records(run)
+    return compute(run)
 
 
-def failed_records(run: RunConfig, message: str) -> list[RunRecord]:
+def failed_records(run: Run, message: str) -> list[RunRecord]:
     """Store records saying ``run`` could not be computed (one per record id)."""
-    precs = run.config.get("precisions") or [run.precision]
-    if len(precs) != len(run.ids):
-        precs = [run.precision] * len(run.ids)
-    return [RunRecord(run_id=rid, suite=run.suite, kind=run.config["kind"], subject=run.solver,
-                      task=run.problem_label, precision=p, status="failed", error=message,
-                      config={**run.config, "precision": p}, result={})
-            for rid, p in zip(run.ids, precs, strict=True)]
+    return [RunRecord(run_id=rid, suite=run.suite, kind=run.kind, subject=run.subject,
+                      task=run.label, precision=p.name, status="failed", error=message,
+                      config={**run.config, "precision": p.name}, result={})
+            for rid, p in zip(run.ids, run.precisions, strict=True)]
 
 
-def cost_estimate(run: RunConfig) -> float:
-    """Rough relative cost of a run, for longest-first scheduling on parallel executors (a
-    long job submitted last would leave the other workers idle at the end)."""
-    cfg = run.config
-    if cfg.get("kind") == "trained":
-        tr = cfg.get("train") or {}
-        work = tr.get("steps", 0) * tr.get("batch_size", 1) * cfg.get("depth", 1)
-        work *= cfg.get("width", 1) / 32
-        lm = tr.get("second_order_steps", 0) if tr.get("recipe") == "high-precision" else 0
-        return work + lm * 2e5 + 1e5 * len(cfg.get("precisions", []))
-    if cfg.get("kind") == "study":
-        return 1e5
-    iters = (cfg.get("params") or {}).get("iters")
-    return float(iters) if isinstance(iters, int | float) else 100.0
+def longest_first(todo: list[Run]) -> list[Run]:
+    """``todo`` sorted by decreasing cost (each kind's ``cost``; stable: ties keep suite
+    order): a long job submitted last would leave the other workers idle at the end."""
+    return sorted(todo, key=lambda run: kind_of(run).cost(run), reverse=True)
 
 
-def longest_first(todo: list[RunConfig]) -> list[RunConfig]:
-    """``todo`` sorted by decreasing :func:`cost_estimate` (stable: ties keep suite order)."""
-    return sorted(todo, key=cost_estimate, reverse=True)
-
-
-def run_serial(todo: list[RunConfig]) -> Iterator[tuple[RunConfig, list[RunRecord]]]:
+def run_serial(todo: list[Run], compute: Compute) -> Iterator[tuple[Run, list[RunRecord]]]:
     """Compute in the driver process, in order."""
-    from probes.runner import compute_records
-
     for run in todo:
-        yield run, compute_records(run)
+        yield run, compute(run)
 
 
-def run_local_pool(todo: list[RunConfig], jobs: int
-                   ) -> Iterator[tuple[RunConfig, list[RunRecord]]]:
+def run_local_pool(todo: list[Run], compute: Compute, jobs: int
+                   ) -> Iterator[tuple[Run, list[RunRecord]]]:
     """Compute in ``jobs`` local worker processes; resubmit the unfinished runs when a dead
     worker breaks the pool."""
     pending = longest_first(todo)
@@ -118,7 +102,7 @@ def run_local_pool(todo: list[RunConfig], jobs: int
     while pending:
         broken = False
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(compute_in_worker, run): run for run in pending}
+            futures = {pool.submit(compute_in_worker, compute, run): run for run in pending}
             while futures:
                 done, _ = wait(futures, return_when=FIRST_COMPLETED)
                 for fut in done:
@@ -139,8 +123,8 @@ def run_local_pool(todo: list[RunConfig], jobs: int
                                     f"{len(pending)} runs left for the next 'precision run'")
 
 
-def run_dask(todo: list[RunConfig], jobs: int, address: str | None = None
-             ) -> Iterator[tuple[RunConfig, list[RunRecord]]]:
+def run_dask(todo: list[Run], compute: Compute, jobs: int, address: str | None = None
+             ) -> Iterator[tuple[Run, list[RunRecord]]]:
     """Compute on a Dask cluster: a LocalCluster of ``jobs`` single-threaded worker processes,
     or the scheduler at ``address``."""
     try:
@@ -166,7 +150,7 @@ def run_dask(todo: list[RunConfig], jobs: int, address: str | None = None
             raise ExecutorError(f"cannot start or reach the Dask cluster"
                                 f"{' at ' + address if address else ''}: {exc}") from None
         try:
-            futures = {client.submit(compute_in_worker, run, key=f"run-{run.run_id}",
+            futures = {client.submit(compute_in_worker, compute, run, key=f"run-{run.run_id}",
                                      pure=False): run for run in longest_first(todo)}
             for fut in as_completed(list(futures)):
                 run = futures[fut]

@@ -1,7 +1,10 @@
-"""A trained job's task instance and freshly initialised model, from its config (seeded)."""
+"""A trained job (:class:`Job`: what is trained, on which task, how, with which seed) and its
+task instance and freshly initialised model (seeded)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -27,19 +30,66 @@ def model_options(family: str, options: dict[str, Any], task: Task) -> dict[str,
     return opts
 
 
-def build_job(config: dict[str, Any]) -> tuple[Task, nn.Module]:
-    """The task instance and the freshly initialised model of a job config (seeded)."""
-    opts = dict(config.get("model_options", {}))
-    task_opts = dict(config.get("task_options", {}))
-    if config["task"] == "read":
-        task_opts.setdefault("causal", bool(opts.get("causal", True)))
-    task = make_task(config["task"], seed=config["seed"], **task_opts)
-    with torch.random.fork_rng():
-        torch.manual_seed(config["seed"])
-        if is_factory_spec(config["family"]):
-            return task, build_from_factory(config["family"], task.d_in, task.d_out,
-                                            config["depth"], config["width"], task.n_tokens,
-                                            **opts)
-        model = build_model(config["family"], task.d_in, task.d_out, config["depth"],
-                            config["width"], **model_options(config["family"], opts, task))
-    return task, model.double()
+@dataclass(frozen=True)
+class Job:
+    """One trained job: a model (``family``: a built-in name, a ``MODULE:FACTORY`` spec or a
+    factory callable; its ``model_options``; ``depth`` x ``width``) trained on a task
+    (``task`` with ``task_options``) by a recipe (``train``: the
+    :class:`~probes.training.TrainConfig` fields) from ``seed``, then measured on ``test_size``
+    seeded test sequences (``iterate``: iterations of the explicit-gradient model, 0 = none).
+    ``label`` and ``problem_label`` are the suite's model entry and task labels, ``suite`` its
+    name (they name the job's records; a job outside a suite leaves them empty)."""
+
+    family: str | Callable[..., nn.Module]
+    task: str
+    depth: int
+    width: int
+    train: dict[str, Any]
+    seed: int = 0
+    task_options: dict[str, Any] = field(default_factory=dict)
+    model_options: dict[str, Any] = field(default_factory=dict)
+    test_size: int = 32
+    iterate: int = 0
+    label: str = ""
+    problem_label: str = ""
+    suite: str = ""
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Job:
+        """The job of a stored job config (as :meth:`config` writes it)."""
+        return cls(family=config["family"], task=config["task"], depth=config["depth"],
+                   width=config["width"], train=dict(config["train"]), seed=config["seed"],
+                   task_options=dict(config.get("task_options", {})),
+                   model_options=dict(config.get("model_options", {})),
+                   test_size=config.get("test_size", 32), iterate=config.get("iterate", 0),
+                   label=config.get("solver", ""), problem_label=config.get("problem_label", ""),
+                   suite=config.get("suite", ""))
+
+    def config(self, version: int) -> dict[str, Any]:
+        """The job as plain JSON data, with the trained kind's config ``version``: hashed into
+        the job's id, stored with its records and in its weights file."""
+        return {"version": version, "kind": "trained", "solver": self.label,
+                "family": self.family, "task": self.task, "problem_label": self.problem_label,
+                "task_options": self.task_options, "model_options": self.model_options,
+                "depth": self.depth, "width": self.width,
+                **({"layernorm": self.model_options["layernorm"]}
+                   if "layernorm" in self.model_options else {}),
+                "train": self.train, "train_steps": self.train["steps"], "seed": self.seed,
+                "suite": self.suite, "test_size": self.test_size, "iterate": self.iterate}
+
+    def build(self) -> tuple[Task, nn.Module]:
+        """The task instance and the freshly initialised float64 model (seeded)."""
+        opts = dict(self.model_options)
+        task_opts = dict(self.task_options)
+        if self.task == "read":
+            task_opts.setdefault("causal", bool(opts.get("causal", True)))
+        task = make_task(self.task, seed=self.seed, **task_opts)
+        with torch.random.fork_rng():
+            torch.manual_seed(self.seed)
+            if is_factory_spec(self.family):
+                return task, build_from_factory(self.family, task.d_in, task.d_out, self.depth,
+                                                self.width, task.n_tokens, **opts)
+            assert isinstance(self.family, str)
+            model = build_model(self.family, task.d_in, task.d_out, self.depth, self.width,
+                                **model_options(self.family, opts, task))
+        return task, model.double()

@@ -22,9 +22,11 @@ A solver suite (``probes/suites/solvers.toml`` is the shipped example)::
     [profiles.quick]           # optional: a budget profile overriding top-level keys
     precisions = ["float32", "mp30"]
 
-Every (solver, problem, precision, seed) becomes one run; its resolved config is hashed into
-the run id, so re-running a suite skips what the store already holds. Validation happens here,
-before anything touches the store: any problem is one :class:`SuiteError` line.
+The run kinds (``probes.kinds``) expand the suite's tables: every (solver, problem, precision,
+seed) becomes one run, every model grid point x task x seed one trained job, every study grid
+point x seed x precision one study run. A run's resolved config is hashed into its id, so
+re-running a suite skips what the store already holds. Validation happens here, before
+anything touches the store: any problem is one :class:`SuiteError` line.
 """
 
 from __future__ import annotations
@@ -37,27 +39,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from precision.constructions.registry import get_construction
 from precision.precisions import PrecisionError, parse_precision
-from precision.solvers.registry import SolverError, get_solver, make_problem, resolve_params
-from probes.model_suite import expand_models
-from probes.run_config import RunConfig, SuiteError
-from probes.study_suite import expand_studies
-from results.store import config_hash
-
-#: Bump when the meaning of a run config changes (so old results are not reused).
-#: 2: the suite name is part of every run's config (and so of its id).
-CONFIG_VERSION = 2
+from probes.kinds import SuiteData, expand_all, trained
+from probes.kinds.subject import SUBJECT_TABLES
+from probes.run import Run, SuiteError
 
 #: A suite name: it names the suite's rows in the store and its report folder.
 SUITE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 _TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers",
              "constructions", "profiles", "tasks", "models", "studies"}
-#: Subject tables of a suite and the run kind each produces.
-_SUBJECT_TABLES = {"solvers": "solver", "constructions": "construction"}
-_PROBLEM_META = {"task"}
-_SOLVER_KEYS = {"problems", "params", "precisions"}
 
 
 @dataclass(frozen=True)
@@ -207,7 +198,7 @@ def _apply_overrides(
     """``--solvers`` keeps only those subjects (solvers or constructions); ``--precisions``
     replaces every precision list."""
     data = dict(data)
-    tables = {t: data[t] for t in (*_SUBJECT_TABLES, "models", "studies")
+    tables = {t: data[t] for t in (*SUBJECT_TABLES, "models", "studies")
               if isinstance(data.get(t), dict)}
     if solvers:
         known = sorted(name for table in tables.values() for name in table)
@@ -239,28 +230,21 @@ def _list_of(value: Any, what: str, where: str, kind: type) -> list[Any]:
     return value
 
 
-def expand(suite: Suite) -> list[RunConfig]:
+def expand(suite: Suite) -> list[Run]:
     """All runs of ``suite`` in a deterministic order; raises :class:`SuiteError` if invalid."""
     data, where = suite.data, suite.path
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise SuiteError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-    precisions = _list_of(data.get("precisions"), "precisions", where, str)
+    names = _list_of(data.get("precisions"), "precisions", where, str)
     seeds = _list_of(data.get("seeds", [0]), "seeds", where, int)
     if not all(0 <= s < 2**32 for s in seeds):
         raise SuiteError(f"{where}: seeds must be integers in [0, 2^32), got {seeds}")
     try:
-        for p in precisions:
-            parse_precision(p)
+        precisions = tuple(parse_precision(p) for p in names)
     except PrecisionError as exc:
         raise SuiteError(f"{where}: {exc}") from None
-    runs: list[RunConfig] = []
-    if "models" in data or "tasks" in data:
-        runs += expand_models(suite.name, data, precisions, seeds, where)
-    if "studies" in data:
-        runs += expand_studies(suite.name, data, precisions, seeds, where)
-    if any(k in data for k in ("problems", *_SUBJECT_TABLES)) or not runs:
-        runs += _expand_subjects(suite, precisions, seeds)
+    runs = expand_all(SuiteData(suite.name, where, data, precisions, tuple(seeds)))
     seen: set[str] = set()
     unique = []
     for r in runs:
@@ -270,76 +254,32 @@ def expand(suite: Suite) -> list[RunConfig]:
     return unique
 
 
-def _expand_subjects(suite: Suite, precisions: list[str], seeds: list[int]) -> list[RunConfig]:
-    """Runs of the [solvers.*] and [constructions.*] tables over [problems.*]."""
-    data, where = suite.data, suite.path
-    problems = data.get("problems")
-    if not isinstance(problems, dict) or not problems:
-        raise SuiteError(f"{where}: needs at least one [problems.<label>] table")
-    subjects = []
-    for table, kind in _SUBJECT_TABLES.items():
-        entries = data.get(table, {})
-        if not isinstance(entries, dict):
-            raise SuiteError(f"{where}: '{table}' must be a table")
-        subjects += [(kind, name, entry) for name, entry in entries.items()]
-    if not subjects:
-        raise SuiteError(f"{where}: needs at least one [solvers.<name>] or "
-                         "[constructions.<name>] table")
-    runs: list[RunConfig] = []
-    for kind, solver_name, entry in subjects:
-        if not isinstance(entry, dict):
-            raise SuiteError(f"{where}: [{kind}s.{solver_name}] must be a table")
-        bad = set(entry) - _SOLVER_KEYS
-        if bad:
-            raise SuiteError(f"{where}: [{kind}s.{solver_name}] unknown key(s) {sorted(bad)}")
-        try:
-            spec = get_solver(solver_name) if kind == "solver" else \
-                get_construction(solver_name)
-            params = resolve_params(spec, entry.get("params", {}))
-        except SolverError as exc:
-            raise SuiteError(f"{where}: {exc}") from None
-        at = f"{where} [{kind}s.{solver_name}]"
-        labels = _list_of(entry.get("problems"), "problems", at, str)
-        precs = _list_of(entry.get("precisions", precisions), "precisions", at, str)
-        for label in labels:
-            if label not in problems:
-                raise SuiteError(
-                    f"{where}: solver '{solver_name}' names unknown problem '{label}' "
-                    f"(defined: {', '.join(sorted(problems))})"
-                )
-            if not isinstance(problems[label], dict):
-                raise SuiteError(f"{where}: [problems.{label}] must be a table")
-            prob = dict(problems[label])
-            task = prob.pop("task", None)
-            if task != spec.task:
-                raise SuiteError(
-                    f"{where}: solver '{solver_name}' solves '{spec.task}' problems but "
-                    f"problem '{label}' has task '{task}'"
-                )
-            for seed in seeds:
-                prob_seeded = {**prob, "seed": seed}
-                try:
-                    make_problem(task, prob_seeded)
-                except SolverError as exc:
-                    raise SuiteError(f"{where}: problem '{label}': {exc}") from None
-                for prec_text in precs:
-                    try:
-                        prec = parse_precision(prec_text).name
-                    except PrecisionError as exc:
-                        raise SuiteError(f"{where}: {exc}") from None
-                    config = {
-                        "version": CONFIG_VERSION,
-                        "suite": suite.name,
-                        "kind": kind,
-                        "solver": solver_name,
-                        "task": task,
-                        "problem_label": label,
-                        "problem": prob_seeded,
-                        "params": params,
-                        "precision": prec,
-                    }
-                    runs.append(RunConfig(
-                        run_id=config_hash(config), suite=suite.name, solver=solver_name,
-                        problem_label=label, precision=prec, config=config,
-                    ))
-    return runs
+def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None) -> Suite:
+    """The suite ``base`` with its models replaced by the user's ``factory``.
+
+    The factory gets the grid (depth, width), training, test size and iterations of the
+    suite's *first* model entry (not its family-specific options: heads, layernorm, ...) and
+    runs every task of the suite's model entries (or only ``tasks``). Its label is the
+    factory's name, so its rows sit beside the built-in families in the store and report.
+    """
+    data = dict(base.data)
+    models = data.get("models")
+    if not isinstance(models, dict) or not models:
+        raise SuiteError(f"suite {base.name} has no [models.*] to probe a factory with")
+    first = next(iter(models.values()))
+    entry = {k: v for k, v in first.items() if k in trained.ENTRY_KEYS}
+    names = [t for e in models.values() for t in e.get("tasks", [])]
+    all_tasks = list(dict.fromkeys(names))
+    if tasks:
+        unknown = [t for t in tasks if t not in data.get("tasks", {})]
+        if unknown:
+            raise SuiteError(f"suite {base.name} has no task {', '.join(unknown)} "
+                             f"(its tasks: {', '.join(sorted(data.get('tasks', {})))})")
+        all_tasks = [t for t in all_tasks if t in tasks] or list(tasks)
+    entry.update(family=factory, tasks=all_tasks)
+    data["models"] = {factory.rpartition(":")[2]: entry}
+    for key in ("problems", "solvers", "constructions", "studies"):
+        data.pop(key, None)
+    suite = Suite(name=base.name, description=base.description, path=base.path, data=data)
+    expand(suite)
+    return suite

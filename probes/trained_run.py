@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,9 +32,9 @@ from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import round_to_dtype
 from precision.evaluate import evaluate
 from precision.metrics import Floor, decompose, detect_floor, error_summary
-from precision.precisions import parse_precision
+from precision.precisions import Precision, parse_precision
 from precision.truth import least_squares_truth, truth_bits
-from probes.job import build_job
+from probes.job import Job
 from probes.tasks import Task, gradient_query_row
 from probes.training import TrainConfig, TrainResult, train
 from probes.weights import save_weights, weights_dir
@@ -92,12 +93,8 @@ def log10_or_none(x: float | None) -> float | None:
     return None if x is None or math.isnan(x) or x == math.inf else x
 
 
-def finite_or_none(x: float | None) -> float | None:
-    """``x`` when it is a finite number, else None (what the store and reports expect)."""
-    return x if x is not None and math.isfinite(x) else None
-
-
-def measure_precision(model: nn.Module, task: Task, x: torch.Tensor, precision: str,
+def measure_precision(model: nn.Module, task: Task, x: torch.Tensor,
+                      precision: Precision | str,
                       ref_cache: dict[bytes, np.ndarray | None]) -> PrecisionOutcome:
     """Test MSE of ``model`` in ``precision`` and its decomposition (module docstring); a
     module the mp interpreter cannot run gets the total error without the decomposition."""
@@ -120,14 +117,14 @@ def measure_precision(model: nn.Module, task: Task, x: torch.Tensor, precision: 
         total = parts["total"]
         approx, rounding = parts["approximation"].log10_mse, parts["rounding"].log10_mse
     if not math.isfinite(total.mse):
-        return PrecisionOutcome(precision, "diverged", f"model output not finite in {p.name}")
+        return PrecisionOutcome(p.name, "diverged", f"model output not finite in {p.name}")
     return PrecisionOutcome(
-        precision, "ok", None, total=total.mse, log10_total=total.log10_mse,
+        p.name, "ok", None, total=total.mse, log10_total=total.log10_mse,
         log10_approximation=log10_or_none(approx), log10_rounding=log10_or_none(rounding),
         digits=total.digits)
 
 
-def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: str,
+def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: Precision | str,
                      iters: int) -> list[float]:
     """001 Sec. 5.1.2 inference: w_{t+1} = w_t - eta Delta_t with the model's gradient
     Delta_t, all arithmetic in ``precision``; log10 MSE of w_t against OLS per iteration.
@@ -164,54 +161,52 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: s
     return trace
 
 
-def run_trained(config: dict[str, Any]) -> TrainedOutcome:
-    """Train the job of ``config`` and measure it in each of ``config["precisions"]``.
-
-    config keys: family, task, task_options, model_options, depth, width, seed, train (the
-    :class:`~probes.training.TrainConfig` fields), test_size, iterate, precisions.
-    """
+def run_trained(job: Job, precisions: Sequence[Precision | str], *,
+                save_as: dict[str, Any] | None = None) -> TrainedOutcome:
+    """Train ``job`` and measure it in each of ``precisions``. When the sweep saves weights
+    (``--save-weights``), a job of a suite (``save_as``: its config) writes them to
+    ``<hash of save_as>.safetensors`` with ``save_as`` as the file's metadata."""
     t0 = time.perf_counter()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small models: 1 thread beats 2 (see docs/architecture.md)
     try:
-        return _run_trained(config, t0)
+        return _run_trained(job, [parse_precision(p) for p in precisions], save_as, t0)
     finally:
         torch.set_num_threads(threads)
 
 
-def _run_trained(config: dict[str, Any], t0: float) -> TrainedOutcome:
-    task, model = build_job(config)
-    tcfg = TrainConfig(**{**config["train"], "seed": config["seed"]})
+def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] | None,
+                 t0: float) -> TrainedOutcome:
+    task, model = job.build()
+    tcfg = TrainConfig(**{**job.train, "seed": job.seed})
     result = train(model, task.sample, lambda m, x: task.select(m(x)), tcfg)
     folder = weights_dir()
-    if folder is not None and result.status == "ok":
-        job = {k: v for k, v in config.items() if k != "precisions"}
-        save_weights(model, folder / f"{config_hash(job)}.safetensors", job)
+    if folder is not None and save_as is not None and result.status == "ok":
+        save_weights(model, folder / f"{config_hash(save_as)}.safetensors", save_as)
     model = model.double().eval()
     outcomes = []
     if result.status != "ok":
-        outcomes = [PrecisionOutcome(p, result.status, result.message)
-                    for p in config["precisions"]]
+        outcomes = [PrecisionOutcome(p.name, result.status, result.message)
+                    for p in precisions]
     else:
-        gen = torch.Generator().manual_seed(config["seed"] + TEST_SEED_OFFSET)
-        x_test, _ = task.sample(config["test_size"], gen)
+        gen = torch.Generator().manual_seed(job.seed + TEST_SEED_OFFSET)
+        x_test, _ = task.sample(job.test_size, gen)
         refs: dict[bytes, np.ndarray | None] = {}
-        for prec in config["precisions"]:
+        for p in precisions:
             try:
-                out = measure_precision(model, task, x_test, prec, refs)
+                out = measure_precision(model, task, x_test, p, refs)
             except Exception as exc:  # noqa: BLE001 - e.g. a user module's op with no mp
                 first = (str(exc).splitlines() or [""])[0]   # implementation: a status
-                out = PrecisionOutcome(prec, "failed", f"{type(exc).__name__}: {first}")
-            if out.status == "ok" and config.get("iterate", 0) and \
-                    task.name == "explicit_gradient":
-                n_iter = min(config["test_size"], 8)
-                out.iterate_trace = iterate_gradient(model, task, x_test[:n_iter], prec,
-                                                     config["iterate"])
+                out = PrecisionOutcome(p.name, "failed", f"{type(exc).__name__}: {first}")
+            if out.status == "ok" and job.iterate and task.name == "explicit_gradient":
+                n_iter = min(job.test_size, 8)
+                out.iterate_trace = iterate_gradient(model, task, x_test[:n_iter], p,
+                                                     job.iterate)
                 out.floor = detect_floor([10.0 ** min(v, 300.0) for v in out.iterate_trace],
                                          log10_trace=out.iterate_trace)
                 if out.floor.kind == "diverged" or not math.isfinite(out.iterate_trace[-1]):
                     out.status, out.error = "diverged", (
-                        f"iterating the trained gradient diverges in {prec} "
+                        f"iterating the trained gradient diverges in {p.name} "
                         f"(log10 MSE {out.iterate_trace[-1]:.1f} after "
                         f"{len(out.iterate_trace)} iterations)")
             outcomes.append(out)

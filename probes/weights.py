@@ -74,10 +74,10 @@ def load_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, A
 def load_trained_model(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
     """The trained model of a weights file (rebuilt from its job config, weights loaded,
     eval mode, the file's dtype) and that job config."""
-    from probes.job import build_job
+    from probes.job import Job
 
     tensors, job = load_weights(path)
-    _, model = build_job(job)
+    _, model = Job.from_config(job).build()
     dtypes = {t.dtype for t in tensors.values() if t.is_floating_point()}
     if len(dtypes) == 1:
         model = model.to(dtypes.pop())

@@ -14,7 +14,7 @@ import pytest
 from conftest import one_seed_solvers_suite, solver_store
 
 from precision_cli.main import main
-from probes.runner import _subsample
+from probes.run import subsample as _subsample
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import solver_store
 
 from precision_cli.main import main
-from probes.model_suite import record_id
+from probes.kinds.trained import record_id
 from probes.suite import SuiteError, load_suite
 
 HEAD = """

@@ -164,7 +164,7 @@ def test_quick_profile_expands() -> None:
     runs = expand(load_suite("memformer", profile="quick"))
     by_entry: dict[str, int] = {}
     for r in runs:
-        by_entry[r.solver] = by_entry.get(r.solver, 0) + 1
+        by_entry[r.subject] = by_entry.get(r.subject, 0) + 1
     assert by_entry == {"training_batches": 12, "fresh": 20, "heads": 6, "precision": 12}
     assert len(expand(load_suite("memformer"))) == 5 * (40 + 10 + 10 + 6)
 

@@ -159,7 +159,7 @@ def test_shipped_suite_expands() -> None:
     runs = expand(load_suite("newton", profile="quick"))
     studies = {r.config["study"] for r in runs}
     assert studies == {"newton.kappa_sweep", "newton.trained_lsa", "newton.logistic"}
-    assert {r.precision for r in runs} == {"float32", "float64", "mp50"}
+    assert {r.precision.name for r in runs} == {"float32", "float64", "mp50"}
     full = expand(load_suite("newton"))
     assert len(full) > len(runs)
 

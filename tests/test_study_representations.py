@@ -199,6 +199,6 @@ def test_theorem_steps_need_rank_condition() -> None:
 
 def test_suite_quick_profile_expands() -> None:
     runs = expand(load_suite("representations", profile="quick"))
-    labels = sorted((r.solver, r.problem_label, r.precision) for r in runs)
+    labels = sorted((r.subject, r.label, r.precision.name) for r in runs)
     assert len(runs) == 11
     assert ("heads", "heads=1", "float64") in labels and ("gd", "gd", "mp50") in labels

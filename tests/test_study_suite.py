@@ -47,7 +47,7 @@ def test_study_grid_expands_and_runs(tmp_path: Path, capsys: pytest.CaptureFixtu
     path = _suite(tmp_path, '[studies.heron]\nstudy = "test.newton_sqrt2"\niters = [2, 8]\n')
     runs = expand(load_suite(str(path)))
     assert len(runs) == 6
-    assert sorted({r.problem_label for r in runs}) == ["iters=2", "iters=8"]
+    assert sorted({r.label for r in runs}) == ["iters=2", "iters=8"]
     db = tmp_path / "r.db"
     assert main(["run", str(path), "--db", str(db), "--no-progress", "--no-report"]) == 0
     out = capsys.readouterr().out

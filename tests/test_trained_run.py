@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from precision_cli.main import main
-from probes.trained_run import run_trained
+from probes.job import Job
+from probes.trained_run import run_trained as _run_trained
 from results.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +29,10 @@ def job(**over):
            "test_size": 4, "iterate": 0, "precisions": ["float32", "float64", "mp50"]}
     cfg.update(over)
     return cfg
+
+
+def run_trained(cfg):
+    return _run_trained(Job.from_config(cfg), cfg["precisions"])
 
 
 @pytest.fixture(scope="module")

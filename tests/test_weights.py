@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from precision_cli.main import main
-from probes.job import build_job
+from probes.job import Job
 from probes.trained_run import TEST_SEED_OFFSET, measure_precision
 from probes.weights import WeightsError, load_trained_model, load_weights, save_weights
 from results.store import Store
@@ -47,7 +47,7 @@ def test_saved_weights_reproduce_the_stored_numbers(tmp_path: Path) -> None:
         model, job = load_trained_model(path)
         for p in model.parameters():            # float32 training: float32 values
             assert torch.equal(p, p.float().double())
-        task, _ = build_job(job)
+        task, _ = Job.from_config(job).build()
         gen = torch.Generator().manual_seed(job["seed"] + TEST_SEED_OFFSET)
         x_test, _ = task.sample(job["test_size"], gen)
         out = measure_precision(model.double(), task, x_test, "float64", {})
@@ -87,7 +87,7 @@ def test_foreign_or_mismatched_files(tmp_path: Path) -> None:
         load_weights(tmp_path / "missing.safetensors")
     job = {"family": "baseconv", "task": "multiply", "task_options": {"dim": 4, "n": 4},
            "model_options": {"layernorm": False}, "depth": 1, "width": 4, "seed": 0}
-    _, model = build_job(job)
+    _, model = Job.from_config(job).build()
     path = save_weights(model, tmp_path / "m.safetensors", {**job, "width": 8})
     with pytest.raises(WeightsError, match="does not fit the model"):
         load_trained_model(path)

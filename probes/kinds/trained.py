@@ -1,4 +1,4 @@
-"""Trained-model suites: ``[tasks.*]`` and ``[models.*]`` tables expanded into training jobs.
+"""Trained runs: ``[tasks.*]`` and ``[models.*]`` tables expanded into training jobs.
 
 ::
 
@@ -22,30 +22,40 @@
     iterate = 0                  # explicit_gradient: iterations of w <- w - eta model(...)
 
 Every combination of grid values (model options and ``train`` values alike) x task x seed is
-one *job*: trained once, measured in every evaluation precision. Each (job, precision) is one
-store record whose id is the hash of the job config plus the precision, so adding a precision
-later re-trains (deterministically) and writes only the missing records.
+one *job* (:class:`~probes.job.Job`): trained once, measured in every evaluation precision.
+Each (job, precision) is one store record whose id is the hash of the job config plus the
+precision, so adding a precision later re-trains (deterministically) and writes only the
+missing records. Every record carries the job's training curve (``train_log10_loss``), its
+held-out validation curve (``val_log10_mse``) and, for iterated explicit-gradient runs, its
+precision's iterate trace (``log10_mse``); ``result`` holds the decomposition (log10 of the
+approximation and rounding MSE), whether the validation curve reached its plateau
+(``train_converged``; False = training-limited) and why training stopped (``train_stop``).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
+from precision.metrics import detect_floor
 from precision.models import MODELS
 from precision.params import Param, ParamError, count, positive
-from precision.precisions import PrecisionError, parse_precision
 from probes.factory import FactoryError, is_factory_spec
-from probes.job import build_job
-from probes.run_config import RunConfig, SuiteError
+from probes.job import Job
+from probes.kinds.base import RunKind, SuiteData, entry_precisions
+from probes.run import Run, SuiteError, make_record, new_run
 from probes.tasks import TaskError
+from probes.trained_run import run_trained
 from probes.training import RECIPES, UNTIL
-from results.store import config_hash
+from results.store import RunRecord, config_hash
 
-#: Bump when the meaning of a trained job config changes (3: the suite name is part of it).
-MODEL_CONFIG_VERSION = 3
+#: 3: the suite name is part of every job's config (and so of its id).
+VERSION = 3
 
 _RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions"}
+#: The keys of a model entry that are not family-specific (what a user factory is given).
+ENTRY_KEYS = _RESERVED | {"depth", "width"}
 _TRAIN_KEYS = {"recipe", "steps", "batch_size", "lr", "dtype", "step_size", "gamma",
                "second_order_steps", "second_order_batch", "curve_points", "time_limit",
                "warmup", "clip", "until", "validation_size", "validation_points"}
@@ -108,16 +118,16 @@ def _check_train(train: dict[str, Any], where: str) -> None:
                 raise SuiteError(f"{where}: train {exc}") from None
 
 
-def expand_models(suite_name: str, data: dict[str, Any], precisions: list[str],
-                  seeds: list[int], where: str) -> list[RunConfig]:
+def expand(suite: SuiteData) -> list[Run]:
     """Jobs of the suite's [models.*] tables, validated (one :class:`SuiteError` line)."""
+    data, where = suite.data, suite.where
     tasks = data.get("tasks")
     models = data.get("models")
     if not isinstance(tasks, dict) or not tasks:
         raise SuiteError(f"{where}: a suite with [models.*] needs at least one [tasks.<label>]")
     if not isinstance(models, dict) or not models:
         raise SuiteError(f"{where}: a suite with [tasks.*] needs at least one [models.<name>]")
-    runs: list[RunConfig] = []
+    runs: list[Run] = []
     for label, entry in models.items():
         at = f"{where} [models.{label}]"
         if not isinstance(entry, dict):
@@ -133,13 +143,7 @@ def expand_models(suite_name: str, data: dict[str, Any], precisions: list[str],
         train = entry.get("train")
         if not isinstance(train, dict):
             raise SuiteError(f"{at}: needs a 'train' table (recipe, steps, batch_size, ...)")
-        precs = entry.get("precisions", precisions)
-        if not isinstance(precs, list) or not precs or not all(isinstance(p, str) for p in precs):
-            raise SuiteError(f"{at}: 'precisions' must be a non-empty list of precision names")
-        try:
-            precs = [parse_precision(p).name for p in precs]
-        except PrecisionError as exc:
-            raise SuiteError(f"{at}: {exc}") from None
+        precisions = entry_precisions(entry, suite, at)
         entry_params = {}
         for key, param in ENTRY_PARAMS.items():
             try:
@@ -174,24 +178,17 @@ def expand_models(suite_name: str, data: dict[str, Any], precisions: list[str],
                 for tcombo in itertools.product(*tvals):
                     tr = dict(zip(tkeys, tcombo, strict=True))
                     _check_train(tr, at)
-                    for seed in seeds:
-                        job = {
-                            "version": MODEL_CONFIG_VERSION, "kind": "trained",
-                            "solver": label, "family": family, "task": task_name,
-                            "problem_label": tl, "task_options": topts,
-                            "model_options": opts, "depth": depth, "width": width,
-                            **({"layernorm": opts["layernorm"]} if "layernorm" in opts
-                               else {}),
-                            "train": tr,
-                            "train_steps": tr["steps"], "seed": seed,
-                            "suite": suite_name, **entry_params,
-                        }
+                    for seed in suite.seeds:
+                        job = Job(family=family, task=task_name, depth=depth, width=width,
+                                  train=tr, seed=seed, task_options=topts, model_options=opts,
+                                  label=label, problem_label=tl, suite=suite.name,
+                                  **entry_params)
                         _validate_job(job, at)
-                        runs.append(RunConfig(
-                            run_id=config_hash(job), suite=suite_name, solver=label,
-                            problem_label=tl, precision=",".join(precs),
-                            config={**job, "precisions": precs},
-                            record_ids=tuple(record_id(job, p) for p in precs)))
+                        config = job.config(VERSION)
+                        runs.append(new_run(
+                            "trained", label, tl, precisions,
+                            {**config, "precisions": [p.name for p in precisions]},
+                            record_ids=tuple(record_id(config, p.name) for p in precisions)))
     return runs
 
 
@@ -217,55 +214,82 @@ def _check_model_size(depth: Any, width: Any, where: str) -> None:
                          f"{MAX_DEPTH_WIDTH2})")
 
 
-def _validate_job(job: dict[str, Any], where: str) -> None:
+def _validate_job(job: Job, where: str) -> None:
     """Impossible shapes, bad options and broken factories fail here, before anything is
     trained or stored."""
-
     try:
-        task, _model = build_job({**job, "seed": job["seed"]})
+        task, _model = job.build()
     except (TaskError, FactoryError) as exc:
         raise SuiteError(f"{where}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 -- any option the family rejects is a user error
         message = " ".join(str(exc).split()) or type(exc).__name__
-        raise SuiteError(f"{where}: cannot build model '{job['family']}' "
-                         f"(depth {job['depth']}, width {job['width']}): {message}") from None
-    tokens = task.n_tokens * max(task.d_in, job["width"])
-    for key in ("batch_size", "test_size"):
-        n = job["train"][key] if key == "batch_size" else job[key]
+        raise SuiteError(f"{where}: cannot build model '{job.family}' "
+                         f"(depth {job.depth}, width {job.width}): {message}") from None
+    tokens = task.n_tokens * max(task.d_in, job.width)
+    for key, n in (("batch_size", job.train["batch_size"]), ("test_size", job.test_size)):
         if n * tokens > MAX_BATCH_ELEMENTS:
             raise SuiteError(f"{where}: {key} {n} x {task.n_tokens} tokens x "
-                             f"{max(task.d_in, job['width'])} channels = {n * tokens:.3g} "
+                             f"{max(task.d_in, job.width)} channels = {n * tokens:.3g} "
                              f"entries is too large (at most {MAX_BATCH_ELEMENTS:.3g})")
 
 
-def suite_for_factory(base: Any, factory: str, tasks: list[str] | None = None) -> Any:
-    """The suite ``base`` with its models replaced by the user's ``factory``.
+def compute(run: Run) -> list[RunRecord]:
+    """Train and measure the job of ``run``; one record per evaluation precision."""
+    job = {k: v for k, v in run.config.items() if k != "precisions"}
+    outcome = run_trained(Job.from_config(job), run.precisions, save_as=job)
+    tr = outcome.training
+    curve = [(s, math.log10(v) if v > 0 else None) for s, v in tr.curve
+             if v is not None and math.isfinite(v)]
+    val_curve = [(s, math.log10(v) if v > 0 else None) for s, v in tr.val_curve
+                 if v is not None and math.isfinite(v)]
+    train_floor = None
+    # The floor of training is that of the held-out validation curve when there is one (the
+    # training loss of a fixed LM batch can fall below what the model does on new data).
+    logs = [v for _, v in (val_curve or curve) if v is not None]
+    if len(logs) >= 4:
+        train_floor = detect_floor([10.0 ** v for v in logs], log10_trace=logs)
+    records = []
+    for p, out in zip(run.precisions, outcome.per_precision, strict=True):
+        floor = out.floor or train_floor
+        series: dict[str, list[Any]] = {"train_log10_loss": curve}
+        if val_curve:
+            series["val_log10_mse"] = val_curve
+        if tr.lr_trace:
+            series["lr"] = list(tr.lr_trace)
+        if out.iterate_trace:
+            series["log10_mse"] = list(enumerate(out.iterate_trace, start=1))
+        result: dict[str, Any] = {
+            "problem_label": run.label, "task": outcome.task,
+            "decomposition": {"approximation": out.log10_approximation,
+                              "rounding": out.log10_rounding},
+            "digits": out.digits, "n_params": outcome.n_params,
+            "train_status": tr.status, "train_message": tr.message,
+            "train_steps_done": tr.steps, "train_wall_time": tr.wall_time,
+            "final_train_loss": tr.curve[-1][1] if tr.curve else None,
+            "floor_source": "iterates" if out.floor else
+            ("validation curve" if val_curve else "training curve"),
+            # converged: the held-out curve reached its plateau; False = cut by the budget
+            "train_converged": tr.converged, "train_stop": tr.stop_reason,
+        }
+        if floor is not None:
+            result["floor"] = floor.to_dict()
+        records.append(make_record(
+            run, record_id=record_id(job, p.name), precision=p, status=out.status,
+            error=out.error, mse=out.total, log10_mse=out.log10_total, floor=floor,
+            steps=tr.steps, wall_time=outcome.wall_time,
+            config={**job, "precision": p.name}, result=result, series=series))
+    return records
 
-    The factory gets the grid (depth, width), training, test size and iterations of the
-    suite's *first* model entry (not its family-specific options: heads, layernorm, ...) and
-    runs every task of the suite's model entries (or only ``tasks``). Its label is the
-    factory's name, so its rows sit beside the built-in families in the store and report.
-    """
-    from probes.suite import Suite, expand
 
-    data = dict(base.data)
-    models = data.get("models")
-    if not isinstance(models, dict) or not models:
-        raise SuiteError(f"suite {base.name} has no [models.*] to probe a factory with")
-    first = next(iter(models.values()))
-    entry = {k: v for k, v in first.items() if k in _RESERVED | {"depth", "width"}}
-    names = [t for e in models.values() for t in e.get("tasks", [])]
-    all_tasks = list(dict.fromkeys(names))
-    if tasks:
-        unknown = [t for t in tasks if t not in data.get("tasks", {})]
-        if unknown:
-            raise SuiteError(f"suite {base.name} has no task {', '.join(unknown)} "
-                             f"(its tasks: {', '.join(sorted(data.get('tasks', {})))})")
-        all_tasks = [t for t in all_tasks if t in tasks] or list(tasks)
-    entry.update(family=factory, tasks=all_tasks)
-    data["models"] = {factory.rpartition(":")[2]: entry}
-    for key in ("problems", "solvers", "constructions", "studies"):
-        data.pop(key, None)
-    suite = Suite(name=base.name, description=base.description, path=base.path, data=data)
-    expand(suite)
-    return suite
+def cost(run: Run) -> float:
+    """Adam work (steps x batch x depth x width / 32), Levenberg-Marquardt iterations and one
+    evaluation per precision."""
+    cfg = run.config
+    tr = cfg["train"]
+    work = tr["steps"] * tr["batch_size"] * cfg["depth"] * (cfg["width"] / 32)
+    lm = tr.get("second_order_steps", 0) if tr["recipe"] == "high-precision" else 0
+    return work + lm * 2e5 + 1e5 * len(run.precisions)
+
+
+KIND = RunKind(names=("trained",), tables=("tasks", "models"), version=VERSION,
+               expand=expand, compute=compute, cost=cost)

@@ -1,4 +1,4 @@
-"""Study suites: ``[studies.*]`` tables expanded into runs, and a study run's store record.
+"""Study runs: ``[studies.*]`` tables of a suite, each run one call of a registered study.
 
 ::
 
@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import socket
 import time
 from typing import Any
 
-from precision.precisions import PrecisionError, parse_precision
-from probes.run_config import RunConfig, SuiteError
+from probes.kinds.base import RunKind, SuiteData, entry_precisions
+from probes.run import Run, SuiteError, finite_or_none, make_record, new_run
 from probes.studies import StudyError, StudyOutcome, get_study
-from results.store import RunRecord, config_hash
+from results.store import RunRecord
 
-#: Bump when the meaning of a study run config changes (2: the suite name is part of it).
-STUDY_CONFIG_VERSION = 2
+#: 2: the suite name is part of every run's config (and so of its id).
+VERSION = 2
 
 _RESERVED = {"study", "precisions"}
 
@@ -44,28 +42,21 @@ def _label(value: Any) -> str:
     return str(value)
 
 
-def expand_studies(suite_name: str, data: dict[str, Any], precisions: list[str],
-                   seeds: list[int], where: str) -> list[RunConfig]:
+def expand(suite: SuiteData) -> list[Run]:
     """Runs of the ``[studies.*]`` tables of a suite (validated; SuiteError otherwise)."""
-    entries = data.get("studies", {})
+    entries = suite.data.get("studies", {})
     if not isinstance(entries, dict):
-        raise SuiteError(f"{where}: 'studies' must be a table")
-    runs: list[RunConfig] = []
+        raise SuiteError(f"{suite.where}: 'studies' must be a table")
+    runs: list[Run] = []
     for entry_name, entry in entries.items():
-        at = f"{where} [studies.{entry_name}]"
+        at = f"{suite.where} [studies.{entry_name}]"
         if not isinstance(entry, dict) or "study" not in entry:
             raise SuiteError(f"{at}: needs study = \"<registered study>\"")
         try:
             spec = get_study(str(entry["study"]))
         except StudyError as exc:
             raise SuiteError(f"{at}: {exc}") from None
-        precs = entry.get("precisions", precisions)
-        if not isinstance(precs, list) or not precs:
-            raise SuiteError(f"{at}: 'precisions' must be a non-empty list")
-        try:
-            precs = [parse_precision(p).name for p in precs]
-        except (PrecisionError, TypeError) as exc:
-            raise SuiteError(f"{at}: {exc}") from None
+        precisions = entry_precisions(entry, suite, at)
         given = {k: v for k, v in entry.items() if k not in _RESERVED}
         keys = sorted(given)
         axes = [given[k] if isinstance(given[k], list) else [given[k]] for k in keys]
@@ -84,41 +75,27 @@ def expand_studies(suite_name: str, data: dict[str, Any], precisions: list[str],
             except StudyError as exc:
                 raise SuiteError(f"{at}: {exc}") from None
             label = ",".join(f"{k}={_label(chosen[k])}" for k in varying) or entry_name
-            for seed in seeds:
-                for prec in precs:
-                    config = {"version": STUDY_CONFIG_VERSION, "kind": "study",
-                              "suite": suite_name, "study": spec.name,
-                              "study_version": spec.version,
-                              "entry": entry_name, "params": params,
-                              "seed": seed, "precision": prec}
-                    runs.append(RunConfig(
-                        run_id=config_hash(config), suite=suite_name, solver=entry_name,
-                        problem_label=label, precision=prec, config=config))
+            for seed in suite.seeds:
+                for p in precisions:
+                    config = {"version": VERSION, "kind": "study", "suite": suite.name,
+                              "study": spec.name, "study_version": spec.version,
+                              "entry": entry_name, "params": params, "seed": seed,
+                              "precision": p.name}
+                    runs.append(new_run("study", entry_name, label, [p], config))
     return runs
 
 
-def _finite(x: Any) -> float | None:
-    if x is None:
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def study_record(run: RunConfig) -> RunRecord:
-    """Run one study and package its outcome as a store record.
+def compute(run: Run) -> list[RunRecord]:
+    """Run one study and store its outcome: its metrics, its primary metric as the MSE.
 
     An exception inside the study is the run's ``failed`` status with the message, not a
     crash of the sweep; non-finite metrics are stored as null.
     """
     cfg = run.config
     spec = get_study(cfg["study"])
-    prec = parse_precision(cfg["precision"])
     start = time.perf_counter()
     try:
-        out = spec.fn(dict(cfg["params"]), prec, int(cfg["seed"]))
+        out = spec.fn(dict(cfg["params"]), run.precision, int(cfg["seed"]))
     except Exception as exc:  # noqa: BLE001 -- any failure is this run's status, not the sweep's
         out = StudyOutcome(metrics={}, status="failed", error=f"{type(exc).__name__}: {exc}")
     wall = time.perf_counter() - start
@@ -126,16 +103,20 @@ def study_record(run: RunConfig) -> RunRecord:
     series: dict[str, list[Any]] = {}
     for name, values in out.series.items():
         pts = [v if isinstance(v, tuple | list) else (i, v) for i, v in enumerate(values)]
-        series[name] = [(int(s), _finite(v)) for s, v in pts]
-    result = {"problem_label": run.problem_label, "primary": out.primary,
-              "metrics": {k: _finite(v) for k, v in out.metrics.items()},
+        series[name] = [(int(s), finite_or_none(v)) for s, v in pts]
+    result = {"problem_label": run.label, "primary": out.primary,
+              "metrics": {k: finite_or_none(v) for k, v in out.metrics.items()},
               "columns": list(out.metrics), **out.info}  # the study's metric order
-    steps = max((len(v) for v in series.values()), default=0)
-    return RunRecord(
-        run_id=run.run_id, suite=run.suite, kind="study", subject=run.solver,
-        task=run.problem_label, precision=run.precision, status=out.status, error=out.error,
-        mse=mse, log10_mse=(math.log10(mse) if mse and mse > 0 else
-                            (-math.inf if mse == 0 else None)),
-        floor_log10=None, floor_index=None, rate=None, conv_order=None, steps=steps,
-        wall_time=wall, worker=f"{socket.gethostname()}:{os.getpid()}", config=cfg,
-        result=result, series=series)
+    log10_mse = math.log10(mse) if mse and mse > 0 else (-math.inf if mse == 0 else None)
+    return [make_record(run, status=out.status, error=out.error, mse=mse, log10_mse=log10_mse,
+                        steps=max((len(v) for v in series.values()), default=0),
+                        wall_time=wall, result=result, series=series)]
+
+
+def cost(run: Run) -> float:
+    """A study's cost is not known in advance: every study weighs the same."""
+    return 1e5
+
+
+KIND = RunKind(names=("study",), tables=("studies",), version=VERSION, expand=expand,
+               compute=compute, cost=cost)

@@ -1,0 +1,112 @@
+"""One run of a suite (:class:`Run`), its one exception (:class:`SuiteError`), and the one
+builder of its store records (:func:`make_record`).
+
+Every run kind (``probes.kinds``) expands suite tables into :class:`Run` values and computes a
+run into records with :func:`make_record`, so the store's columns mean the same for every
+kind: ``mse`` / ``log10_mse`` the run's final error, ``floor_*`` its detected floor,
+``steps`` the length of its trace.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from precision.metrics import Floor
+from precision.precisions import Precision
+from results.store import RunRecord, config_hash
+
+#: Traces longer than this are stored subsampled (first points dense, then every k-th + last).
+MAX_SERIES_POINTS = 2000
+
+
+class SuiteError(ValueError):
+    """A suite that cannot be found, parsed or run (one line, for the CLI)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a suite: everything needed to compute it, and its id.
+
+    ``config`` is the resolved config whose hash is ``run_id`` (plain JSON data, stored with
+    the run). ``precisions`` are parsed once, when the suite is expanded: one for a solver,
+    construction or study run; every evaluation precision of a trained job, which writes one
+    record per precision (``record_ids``, in the same order).
+    """
+
+    run_id: str
+    suite: str
+    kind: str
+    subject: str
+    label: str
+    precisions: tuple[Precision, ...]
+    config: dict[str, Any] = field(hash=False)
+    record_ids: tuple[str, ...] = ()
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The store ids this run writes."""
+        return self.record_ids or (self.run_id,)
+
+    @property
+    def precision(self) -> Precision:
+        """The precision of a one-precision run (solver, construction, study)."""
+        return self.precisions[0]
+
+
+def new_run(kind: str, subject: str, label: str, precisions: list[Precision],
+            config: dict[str, Any], record_ids: tuple[str, ...] = ()) -> Run:
+    """A :class:`Run` whose id is the hash of ``config`` (which holds the suite's name)."""
+    return Run(run_id=config_hash(config), suite=config["suite"], kind=kind, subject=subject,
+               label=label, precisions=tuple(precisions), config=config,
+               record_ids=record_ids)
+
+
+def finite_or_none(x: Any) -> float | None:
+    """``x`` as a float when it is a finite number, else None (what the store's REAL columns
+    and the reports expect for "no value")."""
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def subsample(values: list[Any]) -> list[tuple[int, Any]]:
+    """``(step, value)`` pairs of a trace, at most :data:`MAX_SERIES_POINTS` of them (every
+    k-th point and the last)."""
+    n = len(values)
+    if n <= MAX_SERIES_POINTS:
+        return list(enumerate(values))
+    stride = math.ceil(n / MAX_SERIES_POINTS)
+    idx = sorted(set(range(0, n, stride)) | {n - 1})
+    return [(i, values[i]) for i in idx]
+
+
+def make_record(run: Run, *, status: str, error: str | None = None,
+                precision: Precision | None = None, record_id: str | None = None,
+                mse: float | None = None, log10_mse: float | None = None,
+                floor: Floor | None = None, steps: int | None = None,
+                wall_time: float | None = None, config: dict[str, Any] | None = None,
+                result: dict[str, Any] | None = None,
+                series: dict[str, list[Any]] | None = None) -> RunRecord:
+    """The store record of ``run`` (or of one of its precisions, for a trained job).
+
+    A floor level of -inf (an exact zero: no error at all) is stored as such, NaN as null;
+    the worker is this host and process.
+    """
+    level = floor.log10_level if floor else None
+    return RunRecord(
+        run_id=record_id or run.run_id, suite=run.suite, kind=run.kind, subject=run.subject,
+        task=run.label, precision=(precision or run.precision).name, status=status,
+        error=error, mse=mse, log10_mse=log10_mse,
+        floor_log10=None if level is None or math.isnan(level) else level,
+        floor_index=floor.index if floor else None, rate=floor.rate if floor else None,
+        conv_order=floor.order if floor else None, steps=steps, wall_time=wall_time,
+        worker=f"{socket.gethostname()}:{os.getpid()}", config=config or run.config,
+        result=result or {}, series=series or {})
