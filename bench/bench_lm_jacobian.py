@@ -24,7 +24,7 @@ from torch.func import functional_call
 
 from precision.models import build_model
 from precision.models.linear_attention import LSA
-from probes.training import _batch_jacobian, _Flat, _Predictor, _sample_jacobian
+from probes.levenberg_marquardt import _batch_jacobian, _Flat, _Predictor, _sample_jacobian
 
 
 def _best(fn: Callable[[], torch.Tensor], repeat: int) -> tuple[float, torch.Tensor]:

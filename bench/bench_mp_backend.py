@@ -16,6 +16,7 @@ import time
 import mpmath
 import numpy as np
 
+from precision.backends import backend_for
 from precision.precisions import parse_precision
 
 DIGITS = 50
@@ -33,7 +34,7 @@ def best_of(fn, repeat: int = 3) -> tuple[float, object]:
 def main() -> None:
     rng = np.random.default_rng(0)
     mpmath.mp.dps = DIGITS
-    xp = parse_precision(f"mp{DIGITS}").backend
+    xp = backend_for(parse_precision(f"mp{DIGITS}"))
     to_mpf = np.frompyfunc(mpmath.mpf, 1, 1)
 
     a, b, c = (rng.standard_normal((64, 64)) for _ in range(3))

@@ -13,13 +13,14 @@ training curves alike.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import flint
 import numpy as np
+
+from precision.backends.mp_backend import workprec
 
 __all__ = [
     "ZERO_LOG10_CAP",
@@ -63,19 +64,6 @@ class ErrorSummary:
     digits: float
 
 
-@contextmanager
-def working_precision(prec_bits: int) -> Iterator[None]:
-    """Set ``flint.ctx.prec`` for the block, restoring the caller's value afterwards."""
-    if prec_bits < 2:
-        raise ValueError(f"prec_bits must be >= 2, got {prec_bits}")
-    old = flint.ctx.prec
-    flint.ctx.prec = prec_bits
-    try:
-        yield
-    finally:
-        flint.ctx.prec = old
-
-
 def _flat_arb(a: Any, name: str) -> tuple[tuple[int, ...], list[flint.arb]]:
     """Shape of ``a`` and its entries as arb midpoints (floats and ints converted exactly)."""
     arr = np.asarray(a, dtype=object)
@@ -117,7 +105,7 @@ def _non_finite(values: Sequence[flint.arb]) -> float | None:
 
 
 def _summarize(est: Sequence[flint.arb], ref: Sequence[flint.arb]) -> ErrorSummary:
-    """One pass over the entry differences (call inside :func:`working_precision`)."""
+    """One pass over the entry differences (call inside :class:`workprec`)."""
     n = len(est)
     if n == 0:
         raise ValueError("error metrics of an empty array")
@@ -162,7 +150,7 @@ def _pair(estimate: Any, truth: Any) -> tuple[list[flint.arb], list[flint.arb]]:
 
 def error_summary(estimate: Any, truth: Any, *, prec_bits: int = 1024) -> ErrorSummary:
     """All metrics of ``estimate`` against ``truth`` (same shape, any ndim) in one pass."""
-    with working_precision(prec_bits):
+    with workprec(prec_bits):
         return _summarize(*_pair(estimate, truth))
 
 
@@ -206,7 +194,7 @@ def decompose(
     shape_y, y = _flat_arb(truth, "truth")
     if not shape_p == shape_mp == shape_y:
         raise ValueError(f"shape mismatch: {shape_p}, {shape_mp}, {shape_y}")
-    with working_precision(prec_bits):
+    with workprec(prec_bits):
         return {
             "total": _summarize(f_p, y),
             "approximation": _summarize(f_mp, y),
@@ -300,7 +288,10 @@ def _pow10(log_value: float) -> float:
         return math.nan
     if log_value < -400:  # below the smallest float64 subnormal
         return 0.0
-    return 10.0**log_value
+    try:
+        return 10.0**log_value
+    except OverflowError:
+        return math.inf
 
 
 def _slope(values: np.ndarray) -> float:
@@ -412,6 +403,7 @@ def detect_floor(
     log10_trace: Sequence[float] | None = None,
     tol_decades: float = 0.5,
     tail_fraction: float = 0.2,
+    window: int | None = None,
 ) -> Floor:
     """Plateau level, the step where it starts, and the convergence kind, rate and order.
 
@@ -437,12 +429,27 @@ def detect_floor(
        the trace decelerates (see :func:`_decelerating`: slower than any geometric
        sequence) or, on a segment of >= 12 points, order < 0.8; else "linear" with ``rate`` =
        10**slope of the segment's line (short noisy segments default to "linear").
+
+    ``window``: the trace ran ``window`` steps past the step its floor was predicted at (000's
+    kappa sweep, past eq. 3.3's count), so the floor is judged against that prediction
+    instead of steps 1-5: level = median of the last ``window`` values, band = max(level +
+    2 tol, their highest + tol) (one query's error jitters by ~3 decades a step), ``index``
+    as in 3., ``reached`` iff it lies before the window and the level is finite; NaN counts
+    as +inf, exact zeros as -1e6 (no -inf), and kind is "none".
     """
     tol = float(tol_decades)
     logs = _trace_logs(trace, log10_trace)
     n = len(logs)
     if n == 0:
         return Floor(math.nan, math.nan, 0, False, "none", None, None)
+    x = np.maximum(np.nan_to_num(np.asarray(logs, dtype=np.float64), nan=np.inf), ZERO_LOG10_CAP)
+    if window is not None:
+        tail = x[-max(1, min(window, n)):]
+        level = float(np.median(tail))
+        above = np.nonzero(x > max(level + 2 * tol, float(np.max(tail)) + tol))[0]
+        index = int(above[-1]) + 1 if len(above) else 0
+        reached = bool(np.isfinite(level)) and index <= n - len(tail)
+        return Floor(_pow10(level), level, index, reached, "none", None, None)
 
     bad = next((k for k, v in enumerate(logs) if math.isnan(v) or v == math.inf), None)
     if bad is None and logs[-1] > logs[0] + _DIVERGE_DECADES:
@@ -452,7 +459,6 @@ def detect_floor(
     if bad is not None:
         return Floor(math.nan, math.nan, bad, False, "diverged", None, None)
 
-    x = np.maximum(np.asarray(logs, dtype=np.float64), ZERO_LOG10_CAP)
     tail_n = min(n, max(3, math.ceil(tail_fraction * n)))
     tail = x[-tail_n:]
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import flint
 import numpy as np
 
-from precision.metrics import working_precision
+from precision.backends.mp_backend import workprec
 from precision.precisions import Precision
 
 
@@ -70,20 +70,18 @@ def certified(
     (:func:`_tight`); :class:`TruthError` past ``max_bits`` (an exactly singular system never
     certifies: its solve fails at every precision)."""
     start = bits
-    with working_precision(bits):
-        while True:
-            flint.ctx.prec = bits
+    while True:
+        with workprec(bits):
             try:
                 result = compute()
             except ZeroDivisionError:
                 result = None
             if result is not None and _tight(result, bits):
                 return result
-            if bits >= max_bits:
-                raise TruthError(
-                    f"truth could not be certified at {start}..{bits} bits "
-                    "(singular or numerically singular problem)")
-            bits *= 2
+        if bits >= max_bits:
+            raise TruthError(f"truth could not be certified at {start}..{bits} bits "
+                             "(singular or numerically singular problem)")
+        bits *= 2
 
 
 def least_squares_truth(X: np.ndarray, y: np.ndarray, bits: int,
@@ -118,12 +116,8 @@ def inverse_truth(A: np.ndarray, bits: int) -> np.ndarray:
 
 def matvec(A: np.ndarray, x: np.ndarray, bits: int) -> np.ndarray:
     """A @ x for exact object arrays, at ``bits`` (used for predictions on query points)."""
-    old = flint.ctx.prec
-    try:
-        flint.ctx.prec = bits
+    with workprec(bits):
         prod = to_arb_mat(A) * to_arb_mat(x)
-    finally:
-        flint.ctx.prec = old
     return from_arb_mat(prod, (A.shape[0],))
 
 
@@ -154,9 +148,8 @@ def logistic_truth(A: np.ndarray, y: np.ndarray, mu: float | flint.arb, bits: in
     """
     n, d = A.shape
     start = bits
-    with working_precision(bits):
-        while True:
-            flint.ctx.prec = bits
+    while True:
+        with workprec(bits):
             mu_b = flint.arb(mu)
             Am = to_arb_mat(A)
             yv = [flint.arb(v) for v in y]
@@ -190,7 +183,6 @@ def logistic_truth(A: np.ndarray, y: np.ndarray, mu: float | flint.arb, bits: in
             scale = max(abs(w[k, 0].mid()) for k in range(d))
             if bound.upper() <= scale * tol:
                 return from_arb_mat(w, (d,))
-            if bits >= max_bits:
-                raise TruthError(f"logistic truth could not be certified at {start}..{bits} "
-                                 "bits")
-            bits *= 2
+        if bits >= max_bits:
+            raise TruthError(f"logistic truth could not be certified at {start}..{bits} bits")
+        bits *= 2

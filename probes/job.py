@@ -44,7 +44,7 @@ class Job:
     task: str
     depth: int
     width: int
-    train: dict[str, Any]
+    train: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     task_options: dict[str, Any] = field(default_factory=dict)
     model_options: dict[str, Any] = field(default_factory=dict)
@@ -58,7 +58,8 @@ class Job:
     def from_config(cls, config: dict[str, Any]) -> Job:
         """The job of a stored job config (as :meth:`config` writes it)."""
         return cls(family=config["family"], task=config["task"], depth=config["depth"],
-                   width=config["width"], train=dict(config["train"]), seed=config["seed"],
+                   width=config["width"], train=dict(config.get("train", {})),
+                   seed=config.get("seed", 0),
                    task_options=dict(config.get("task_options", {})),
                    model_options=dict(config.get("model_options", {})),
                    test_size=config.get("test_size", 32), iterate=config.get("iterate", 0),
@@ -74,7 +75,7 @@ class Job:
                 "depth": self.depth, "width": self.width,
                 **({"layernorm": self.model_options["layernorm"]}
                    if "layernorm" in self.model_options else {}),
-                "train": self.train, "train_steps": self.train["steps"], "seed": self.seed,
+                "train": self.train, "train_steps": self.train.get("steps"), "seed": self.seed,
                 "suite": self.suite, "test_size": self.test_size, "iterate": self.iterate}
 
     def build(self) -> tuple[Task, nn.Module]:

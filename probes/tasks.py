@@ -34,8 +34,7 @@ import flint
 import numpy as np
 import torch
 
-from precision.backends.mp_backend import exact_array
-from precision.metrics import working_precision
+from precision.backends.mp_backend import exact_array, workprec
 from precision.truth import least_squares_truth
 
 
@@ -130,7 +129,7 @@ class Task:
         """Exact target (object array of arb, shaped like ``target``) of exact inputs ``x``
         (object array (batch, n_tokens, d_in) of the values the model received)."""
         o, name = self.options, self.name
-        with working_precision(bits):
+        with workprec(bits):
             if name == "affine":
                 h = exact_array(self.params["h"])
                 return np.array([[[_dot(row, h)] for row in seq] for seq in x], dtype=object)
@@ -142,18 +141,18 @@ class Task:
             if name == "ls_parallel":
                 X, y = seq[0:2 * n:2], seq[1:2 * n:2, 0]
                 w = least_squares_truth(X, y, bits)
-                with working_precision(bits):
+                with workprec(bits):
                     out.append(list(y) + [_dot(seq[-1], w)])
                 continue
             X, y = seq[:n, :d], seq[:n, d]
             if name == "ls_fixed_n":
-                with working_precision(bits):
+                with workprec(bits):
                     out.append([_dot(seq[n, :d], least_squares_truth(X, y, bits))])
             elif name == "ls_feature":
                 out.append(list(least_squares_truth(X, y, bits)))
             else:
                 w0 = seq[n, :d]
-                with working_precision(bits):
+                with workprec(bits):
                     resid = [_dot(X[i], w0) - y[i] for i in range(n)]
                     out.append([sum((resid[i] * X[i, c] for i in range(n)), flint.arb(0)) / n
                                 for c in range(d)])

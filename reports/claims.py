@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from reports.floor_cells import floor_reached
+from reports.floor_cells import floor_reached, format_log10
 
 SELECT_KEYS = ("suite", "subject", "task", "precision")
 
@@ -51,7 +51,7 @@ def load_claims() -> list[dict[str, Any]]:
 
 def _format_metric(metric: str, value: float) -> str:
     if metric in ("floor_log10", "log10_mse"):
-        return "MSE 0" if value == -math.inf else f"MSE {10.0**value:.1e}"
+        return f"MSE {format_log10(value)}"
     if metric == "conv_order":
         return f"order {value:.2f}"
     if metric == "rate":

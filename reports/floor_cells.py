@@ -33,8 +33,11 @@ def format_mse(value: float | None) -> str:
     return f"{value:.1e}"
 
 
-def format_log10(log10: float) -> str:
-    """An MSE given by its log10 (which may lie below float64's range)."""
+def format_log10(log10: float | None) -> str:
+    """An MSE given by its log10, which may lie below float64's range (``1e-400``); ``-``
+    when missing."""
+    if log10 is None or math.isnan(log10):
+        return "-"
     if log10 == -math.inf:
         return "0"
     if log10 < -300:

@@ -15,7 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from reports.floor_cells import format_mse, stored_log10
-from reports.solver_table import _precision_key
+from reports.text_table import precision_order, text_table
 
 
 def _label(row: dict[str, Any]) -> tuple[str, ...]:
@@ -57,19 +57,13 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
     blocks = []
     for task in sorted(by_task):
         group = by_task[task]
-        precs = sorted({r["precision"] for r in group}, key=_precision_key)
+        precs = sorted({r["precision"] for r in group}, key=precision_order)
         cells = {(_label(r), r["precision"]): _cell(r)
                  for r in sorted(group, key=lambda r: (r["created_at"], r["run_id"]))}
         labels = sorted({_label(r) for r in group},
                         key=lambda t: (t[0], *(int(x) if x.isdigit() else 0 for x in t[1:3]), t))
         head = ["model", "depth", "width", "LN", "recipe", "train", "steps", "seed", *precs]
         body = [[*lab, *[cells.get((lab, p), "") for p in precs]] for lab in labels]
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
-        lines = [f"task {task}: test MSE (T = training-limited, A = approximation-limited, "
-                 "R = rounding-limited)"]
-        lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
-        lines.append("  ".join("-" * w for w in widths))
-        lines += ["  ".join(str(x).ljust(w) for x, w in zip(b, widths, strict=True))
-                  for b in body]
-        blocks.append("\n".join(lines))
+        blocks.append(text_table(f"task {task}: test MSE (T = training-limited, A = "
+                                 "approximation-limited, R = rounding-limited)", head, body))
     return "\n\n".join(blocks)

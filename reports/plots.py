@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from precision.precisions import parse_precision  # noqa: E402
-from reports.tables import precision_order  # noqa: E402
+from reports.text_table import precision_order  # noqa: E402
 
 _META = {"Software": None}
 

@@ -28,16 +28,17 @@ class Section:
     figures: list[tuple[str, Path]] = field(default_factory=list)  # (caption, png path)
 
 
-def _md_cell(v: object) -> str:
-    return str(v).replace("|", "\\|")
+def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[object]]]:
+    """The header and the rows of a table, the index as their first column."""
+    return ([str(c) for c in [frame.index.name or "", *frame.columns]],
+            [[idx, *row.tolist()] for idx, row in frame.iterrows()])
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (index as the first column)."""
-    head = [frame.index.name or "", *[str(c) for c in frame.columns]]
+    head, rows = _cells(frame)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for idx, row in frame.iterrows():
-        lines.append("| " + " | ".join(_md_cell(v) for v in [idx, *row.tolist()]) + " |")
+    lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -85,17 +86,16 @@ window.addEventListener('load', function () {
 
 def html_table(t: Pivot) -> str:
     cls = {"holds": "holds", "does not hold": "fails", "not measured": "nm"}
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in
-                   [t.frame.index.name or "", *t.frame.columns])
+    head, rows = _cells(t.frame)
+    ths = "".join(f"<th>{html.escape(c)}</th>" for c in head)
     body = []
-    for idx, row in t.frame.iterrows():
-        cells = [idx, *row.tolist()]
+    for cells in rows:
         tds = "".join(
             f'<td class="{cls[str(v)]}">{html.escape(str(v))}</td>' if str(v) in cls
             else f"<td>{html.escape(str(v))}</td>" for v in cells)
         body.append(f"<tr>{tds}</tr>")
     kind = ' class="text"' if t.key == "claims" else ""
-    return (f"<table{kind}><caption>{html.escape(t.title)}</caption><thead><tr>{head}</tr></thead>"
+    return (f"<table{kind}><caption>{html.escape(t.title)}</caption><thead><tr>{ths}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>")
 
 
@@ -129,13 +129,11 @@ def latex_table(t: Pivot) -> str:
         cols = "p{2.1cm}p{3.6cm}p{2.8cm}p{1.8cm}p{1.4cm}p{3.4cm}"
     else:
         cols = "l" + "r" * len(t.frame.columns)
-    head = " & ".join(str(c).translate(_TEX) for c in [t.frame.index.name or "",
-                                                        *t.frame.columns])
+    head, rows = _cells(t.frame)
     lines = [r"\begin{table}[ht]", r"\centering", r"\small",
              rf"\caption{{{t.title.translate(_TEX)}}}", rf"\begin{{tabular}}{{{cols}}}",
-             r"\toprule", head + r" \\", r"\midrule"]
-    for idx, row in t.frame.iterrows():
-        lines.append(" & ".join(str(v).translate(_TEX) for v in [idx, *row.tolist()]) + r" \\")
+             r"\toprule", " & ".join(c.translate(_TEX) for c in head) + r" \\", r"\midrule"]
+    lines += [" & ".join(str(v).translate(_TEX) for v in row) + r" \\" for row in rows]
     lines += [r"\bottomrule", r"\end{tabular}", rf"\label{{tab:{t.key}}}", r"\end{table}", ""]
     return "\n".join(lines)
 

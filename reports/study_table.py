@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from reports.tables import Pivot, precision_order
+from reports.tables import Pivot
+from reports.text_table import precision_order, text_table
 
 #: At most this many metric columns per text table (the primary metric, then the others in
 #: the order the study lists them); the report's tables and CSV carry every metric.
@@ -119,14 +120,7 @@ def study_tables(rows: list[dict[str, Any]]) -> str:
     blocks = []
     for pivot in study_pivots(rows, MAX_COLUMNS):
         frame = pivot.frame.reset_index()
-        head = [str(c) for c in frame.columns]
-        body = [[str(x) for x in row] for row in frame.itertuples(index=False)]
-        widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
-        lines = [pivot.title,
-                 "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
-                 "  ".join("-" * w for w in widths)]
-        lines += ["  ".join(x.ljust(w) for x, w in zip(b, widths, strict=True)) for b in body]
-        blocks.append("\n".join(lines))
+        blocks.append(text_table(pivot.title, frame.columns, frame.values.tolist()))
     return "\n\n".join(blocks)
 
 

@@ -9,32 +9,21 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from precision.precisions import parse_precision
 from reports.floor_cells import floor_cell, floor_reached, format_log10, run_seed, stored_log10
+from reports.text_table import precision_order
+from results.frames import runs_frame
 
 SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "floor_log10",
                   "floor_index", "reached", "rate", "conv_order", "mse", "log10_mse", "steps",
                   "run_id", "created_at"]
-
-
-def precision_order(name: str) -> tuple[int, int]:
-    """Sort key: float formats by bits, then mpN by digits."""
-    p = parse_precision(name)
-    return (1 if p.is_mp else 0, p.bits)
-
-
-def format_mse(log10: float | None) -> str:
-    """An MSE from its log10 (works below the float range: 1e-400); ``-`` when missing."""
-    if log10 is None or (isinstance(log10, float) and math.isnan(log10)):
-        return "-"
-    return format_log10(log10)
+GRID_COLUMNS = ["task", "subject", "precision", "depth", "width", "seed", "train_steps",
+                "status", "log10_mse", "approximation", "rounding", "converged", "run_id"]
 
 
 def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -43,16 +32,10 @@ def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     When a suite was re-run with other parameters, the store holds several runs for one
     (problem, solver, precision, seed); the newest is kept (older ones stay in the store).
     """
-    recs = [{
-        "suite": r["suite"], "problem": r["task"], "solver": r["subject"],
-        "precision": r["precision"], "seed": run_seed(r),
-        "status": r["status"], "floor_log10": r["floor_log10"], "floor_index": r["floor_index"],
-        "reached": floor_reached(r),
-        "rate": r["rate"], "conv_order": r["conv_order"], "mse": r["mse"],
-        "log10_mse": r["log10_mse"], "steps": r["steps"], "run_id": r["run_id"],
-        "created_at": r["created_at"],
-    } for r in rows if r.get("kind") in ("solver", "construction")]
-    df = pd.DataFrame(recs, columns=SOLVER_COLUMNS)
+    chosen = [r for r in rows if r.get("kind") in ("solver", "construction")]
+    df = runs_frame(chosen).rename(columns={"task": "problem", "subject": "solver"}).assign(
+        seed=[run_seed(r) for r in chosen], reached=[floor_reached(r) for r in chosen]
+    )[SOLVER_COLUMNS]
     if df.empty:
         return df
     df = df.sort_values(["created_at", "run_id"]).drop_duplicates(
@@ -93,33 +76,34 @@ def solver_pivots(runs: pd.DataFrame) -> list[Pivot]:
     return out
 
 
+def _model_label(row: dict[str, Any]) -> str:
+    """Subject, LayerNorm (+LN / -LN), recipe and training dtype where not the default."""
+    cfg = row["config"]
+    label = row["subject"] + ("" if cfg.get("layernorm") is None else
+                              (" +LN" if cfg["layernorm"] else " -LN"))
+    train = cfg.get("train") or {}
+    if train.get("recipe", "paper") != "paper":
+        label += f" {train['recipe']}"
+    if train.get("dtype", "float32") != "float32":
+        label += f" (trained in {train['dtype']})"
+    return label
+
+
 def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Runs with ``depth`` and ``width`` in their config (models), one per row."""
-    recs = []
-    for r in rows:
-        cfg = r.get("config") or {}
-        if r.get("kind") in ("solver", "construction") or "depth" not in cfg \
-                or "width" not in cfg:
-            continue
-        dec = (r.get("result") or {}).get("decomposition") or {}
-        label = r["subject"] + ("" if cfg.get("layernorm") is None else
-                                (" +LN" if cfg["layernorm"] else " -LN"))
-        train = cfg.get("train") or {}
-        if train.get("recipe", "paper") != "paper":
-            label += f" {train['recipe']}"
-        if train.get("dtype", "float32") != "float32":
-            label += f" (trained in {train['dtype']})"
-        recs.append({"task": r["task"], "subject": label, "precision": r["precision"],
-                     "depth": int(cfg["depth"]), "width": int(cfg["width"]),
-                     "seed": cfg.get("seed", 0), "train_steps": cfg.get("train_steps"),
-                     "status": r["status"], "log10_mse": r["log10_mse"],
-                     "approximation": stored_log10(dec.get("approximation")),
-                     "rounding": stored_log10(dec.get("rounding")),
-                     "converged": (r.get("result") or {}).get("train_converged"),
-                     "run_id": r["run_id"]})
-    cols = ["task", "subject", "precision", "depth", "width", "seed", "train_steps", "status",
-            "log10_mse", "approximation", "rounding", "converged", "run_id"]
-    df = pd.DataFrame(recs, columns=cols)
+    """Runs with ``depth`` and ``width`` in their config (models), one per row, columns
+    :data:`GRID_COLUMNS`."""
+    models = [r for r in rows if r.get("kind") not in ("solver", "construction")
+              and {"depth", "width"} <= (r.get("config") or {}).keys()]
+    cfgs = [r["config"] for r in models]
+    outcomes = [r.get("result") or {} for r in models]
+    decs = [res.get("decomposition") or {} for res in outcomes]
+    df = runs_frame(models).assign(
+        subject=[_model_label(r) for r in models], depth=[int(c["depth"]) for c in cfgs],
+        width=[int(c["width"]) for c in cfgs], seed=[c.get("seed", 0) for c in cfgs],
+        train_steps=[c.get("train_steps") for c in cfgs],
+        approximation=[stored_log10(d.get("approximation")) for d in decs],
+        rounding=[stored_log10(d.get("rounding")) for d in decs],
+        converged=[res.get("train_converged") for res in outcomes])[GRID_COLUMNS]
     if not df.empty:
         df = df.sort_values(["task", "subject", "precision", "depth", "width", "seed",
                              "run_id"]).reset_index(drop=True)
@@ -154,9 +138,9 @@ def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
                     if not vals:
                         row.append("")
                         continue
-                    text = format_mse(float(np.median(vals)))
+                    text = format_log10(float(np.median(vals)))
                     if len(vals) > 1:
-                        text += f" [{format_mse(vals[0])}, {format_mse(vals[-1])}]"
+                        text += f" [{format_log10(vals[0])}, {format_log10(vals[-1])}]"
                     row.append(text)
                 body.append(row)
             frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),

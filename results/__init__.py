@@ -1,5 +1,10 @@
 """The results store: every computed run and its traces, in one SQLite file.
 
 The lowest layer above the numerics: ``probes`` writes it, ``reports`` and notebooks read it
-(without importing ``probes``).
+(without importing ``probes``): ``results.runs(path, ...)`` and ``results.series(path,
+run_id)`` give pandas DataFrames (:mod:`results.frames`).
 """
+
+from results.frames import runs, runs_frame, series
+
+__all__ = ["runs", "runs_frame", "series"]

@@ -8,7 +8,8 @@ no-op, so re-runs and racing processes never duplicate a row. Several processes 
 store: writers wait for each other (``busy_timeout``) instead of failing.
 
 Opening never modifies a file that is not already a store: a text file or another
-program's SQLite database is refused with a one-line :class:`StoreError`.
+program's SQLite database is refused with a one-line :class:`StoreError`. A store opened with
+``read_only=True`` refuses every write (``PRAGMA query_only``).
 """
 
 from __future__ import annotations
@@ -224,11 +225,14 @@ class Store:
 
     ``Store(path)`` opens the store, creating the file and its tables if needed;
     ``Store(path, create=False)`` only opens an existing store (it never creates or
-    initialises a file). Use as a context manager or call :meth:`close`.
+    initialises a file); ``Store(path, read_only=True)`` also refuses every write (reading
+    leaves the file as it was). Use as a context manager or call :meth:`close`.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
+                 read_only: bool = False) -> None:
         self.path = Path(path)
+        create = create and not read_only
         if not create and not self.path.exists():
             raise StoreError(f"no results store at {self.path}")
         try:
@@ -242,6 +246,8 @@ class Store:
             raise StoreError(f"cannot open results store {self.path}: {_one_line(exc)}") from None
         self._con = con
         try:
+            if read_only:  # before anything else: not even a pragma may write
+                con.execute("PRAGMA query_only = ON")
             self._open(create)
         except sqlite3.Error as exc:
             con.close()
@@ -273,6 +279,8 @@ class Store:
                 f"{self.path} has schema version {version}, newer than this toolkit's "
                 f"{SCHEMA_VERSION}; upgrade precision"
             )
+        if con.execute("PRAGMA query_only").fetchone()[0]:
+            return  # read-only: the journal mode is the file's (WAL, set when created)
         con.execute("PRAGMA journal_mode = WAL")
         con.execute("PRAGMA synchronous = FULL")
         con.execute("PRAGMA foreign_keys = ON")
@@ -465,18 +473,26 @@ class Store:
         if bad:
             raise StoreError(f"unknown run column(s): {', '.join(bad)} "
                              f"(columns: {', '.join(RUN_COLUMNS)})")
+        clauses, args = [], []
+        for k, v in filters.items():
+            if isinstance(v, list | tuple | set | frozenset):  # any of these values
+                clauses.append(f"{k} IN ({', '.join('?' * len(v))})")
+                args += list(v)
+            else:  # IS: equality that also matches None against NULL
+                clauses.append(f"{k} IS ?")
+                args.append(v)
         sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs"
-        if filters:  # IS: equality that also matches None against NULL
-            sql += " WHERE " + " AND ".join(f"{k} IS ?" for k in filters)
-        sql += f" ORDER BY {_ORDER}"
-        return self._con.execute(sql, tuple(filters.values())).fetchall()
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        return self._con.execute(f"{sql} ORDER BY {_ORDER}", args).fetchall()
 
     @_guarded
     def runs(self, suite: str | None = None, **filters: Any) -> list[dict[str, Any]]:
         """Stored runs as dicts, ordered by suite, kind, task, subject, precision, run_id.
 
-        ``filters`` are equalities on ``runs`` columns (``status="ok"``, ``error=None``);
-        an unknown column raises :class:`StoreError`. ``config_json`` / ``result_json`` are
+        ``filters`` are equalities on ``runs`` columns (``status="ok"``, ``error=None``; a
+        list, tuple or set matches any of its values); an unknown column raises
+        :class:`StoreError`. ``config_json`` / ``result_json`` are
         returned parsed, as ``config`` / ``result``.
         """
         out = []

@@ -108,3 +108,30 @@ def test_mp_negation_and_abs_keep_full_precision():
     a = xp.asarray([0.3]) + 1e-20
     assert float((-a + a)[0]) == 0.0
     assert float((abs(-a) - xp.asarray([0.3]))[0]) == pytest.approx(1e-20, rel=1e-12)
+
+
+def test_workprec_nests_restores_on_error_and_decorates():
+    from precision.backends.mp_backend import workprec
+
+    old = flint.ctx.prec
+    with workprec(200):
+        assert flint.ctx.prec == 200
+        with workprec(300):
+            assert flint.ctx.prec == 300
+        assert flint.ctx.prec == 200
+    assert flint.ctx.prec == old
+    with pytest.raises(ZeroDivisionError), workprec(400):
+        raise ZeroDivisionError
+    assert flint.ctx.prec == old
+    with pytest.raises(ValueError):  # flint's own check: prec >= 2
+        with workprec(1):
+            pass
+    assert flint.ctx.prec == old
+
+    @workprec(128)
+    def depth(n: int) -> list[int]:  # recursion: each call restores its caller's precision
+        inner = depth(n - 1) if n else []
+        return [flint.ctx.prec, *inner]
+
+    assert depth(3) == [128] * 4 and flint.ctx.prec == old
+    assert depth.__name__ == "depth"

@@ -527,7 +527,7 @@ def test_gd_plus_plus_reference_gd_phase_is_gd_on_preconditioned_features():
 @pytest.mark.parametrize("prec", ["float32", "mp50"])
 def test_layerwise_evaluation_equals_whole_model(prec):
     """One layer exported and re-loaded per layer gives the whole model's numbers exactly."""
-    from precision.constructions.registry import _layerwise
+    from precision.constructions.layers import layerwise as _layerwise
     from precision.models.linear_attention import LinearTransformer
 
     torch.manual_seed(0)

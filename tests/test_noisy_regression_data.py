@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from precision.noisy_regression_data import (
+from probes.studies.noisy_regression_data import (
     NoiseSpecError,
     noise_label,
     parse_noise,

@@ -12,7 +12,7 @@ from conftest import solver_store
 from precision_cli.main import main
 from reports.build import ReportError, build_report
 from reports.claims import check_claims, load_claims
-from reports.tables import format_mse  # log10 in, text out
+from reports.floor_cells import format_log10  # log10 in, text out
 from results.store import RunRecord, Store
 
 
@@ -49,7 +49,7 @@ def test_report_numbers_equal_the_store(store_path, tmp_path):
     md = rep.markdown.read_text()
     qr = next(r for r in stored.values() if r["subject"] == "ols_qr"
               and r["task"] == "ls_kappa1e6" and r["precision"] == "float32")
-    assert f"| ols_qr | {format_mse(qr['floor_log10'])} |" in md
+    assert f"| ols_qr | {format_log10(qr['floor_log10'])} |" in md
 
 
 def test_every_claim_is_listed_and_checked(store_path, tmp_path):
@@ -109,10 +109,20 @@ def test_empty_store_and_unknown_suite(tmp_path, store_path, capsys):
     assert rc == 2 and "no runs of suite nope" in err and "\n" not in err.strip()
 
 
-def test_format_mse_below_float_range():
-    assert format_mse(-400.0) == "1e-400"
-    assert format_mse(-math.inf) == "0"
-    assert format_mse(-14.0) == "1.0e-14"
+def test_format_log10_below_float_range():
+    assert format_log10(-400.0) == "1e-400"
+    assert format_log10(-math.inf) == "0"
+    assert format_log10(-14.0) == "1.0e-14"
+    assert format_log10(None) == format_log10(math.nan) == "-"
+
+
+def test_text_table_pads_every_cell_and_orders_precisions():
+    from reports.text_table import precision_order, text_table
+
+    precs = sorted(["mp50", "float64", "mp30", "bfloat16", "float32"], key=precision_order)
+    assert precs == ["bfloat16", "float32", "float64", "mp30", "mp50"]
+    assert text_table("T", ["a", "bb"], [["xyz", 1], ["", None]]) == (
+        "T\na    bb  \n---  ----\nxyz  1   \n     None")
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from precision.models.linear_attention import LSA, implicit_linear_model
-from precision.noisy_regression_data import sample_batch
 from precision.precisions import parse_precision
 from precision_cli.main import main
 from probes.studies import StudyError, get_study
+from probes.studies.noisy_regression_data import sample_batch
 from probes.studies.noisy_regression_lsa import (
     constrr_loss,
     oracle_mse,

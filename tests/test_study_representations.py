@@ -9,8 +9,8 @@ import torch
 from precision.backends import backend_for
 from precision.models.softmax_icl import SoftmaxICL
 from precision.precisions import parse_precision
-from precision.solvers import population_loss as pl
 from probes.studies import StudyError, get_study
+from probes.studies import population_loss as pl
 from probes.studies.representations import (
     cone_gap,
     limit_weights,

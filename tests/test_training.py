@@ -196,7 +196,7 @@ def test_sample_jacobian_equals_batch_jacobian() -> None:
     BaseConv with LayerNorm and a softmax Transformer, multi-entry targets (batch, n, 2)."""
     from torch.func import functional_call
 
-    from probes.training import _batch_jacobian, _Flat, _Predictor, _sample_jacobian
+    from probes.levenberg_marquardt import _batch_jacobian, _Flat, _Predictor, _sample_jacobian
 
     torch.manual_seed(0)
     models = [build_model("baseconv", 4, 2, depth=2, width=8, max_len=8, layernorm=True),

@@ -1,4 +1,5 @@
-"""Arbitrary-precision evaluation of any exportable PyTorch module (DESIGN principle 1).
+"""Arbitrary-precision evaluation of any exportable PyTorch module (one definition of a model
+runs in every precision).
 
 The module is exported with ``torch.export`` and decomposed to core ATen ops; the package
 :mod:`precision.backends.interpreter` interprets that graph with

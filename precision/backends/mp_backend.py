@@ -13,6 +13,7 @@ element in Python.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -26,8 +27,11 @@ from precision.precisions import Precision
 _mid = np.frompyfunc(flint.arb.mid, 1, 1)
 
 
-class _Prec:
-    """Set ``flint.ctx.prec`` for a block and restore it afterwards."""
+class workprec:
+    """``flint.ctx.prec = bits`` for a block (``with workprec(256):``) or a function
+    (``@workprec(256)``), the caller's precision restored after it, also on an exception
+    (mpmath's ``workprec``). Nests; one instance per ``with`` (a decorated function enters a
+    fresh one per call). Cheap: it wraps every array operation of this backend."""
 
     __slots__ = ("bits", "old")
 
@@ -41,6 +45,14 @@ class _Prec:
 
     def __exit__(self, *exc: object) -> None:
         flint.ctx.prec = self.old
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def at_bits(*args: Any, **kwargs: Any) -> Any:
+            with workprec(self.bits):
+                return fn(*args, **kwargs)
+
+        return at_bits
 
 
 def _round_value(x: Any) -> flint.arb:
@@ -99,7 +111,7 @@ class MPArray:
         conversions call this first so they see exact midpoints.
         """
         if not self.clean:
-            with _Prec(self.prec):
+            with workprec(self.prec):
                 self.a = np.asarray(_mid(self.a), dtype=object) if self.a.ndim else np.array(
                     self.a[()].mid(), dtype=object)
             self.clean = True
@@ -148,7 +160,7 @@ class MPArray:
         """An operand as an object array / arb at this precision."""
         if isinstance(other, MPArray):
             return other.a[()] if other.a.ndim == 0 else other.a
-        with _Prec(self.prec):
+        with workprec(self.prec):
             if isinstance(other, np.ndarray):
                 return _round_array(other.astype(object)) if other.ndim else _round_value(
                     other.item()
@@ -193,7 +205,7 @@ class MPArray:
             if isinstance(other, MPArray):
                 other.stripped()
         b = self._coerce(other)
-        with _Prec(self.prec):
+        with workprec(self.prec):
             res = op(b, self.a) if reflected else op(self.a, b)
             if not exact_mid:
                 res = _mid(res) if isinstance(res, np.ndarray) else res.mid()
@@ -234,14 +246,14 @@ class MPArray:
 
     def __neg__(self) -> MPArray:
         # python-flint rounds even unary minus to ctx.prec, so it needs our precision too.
-        with _Prec(self.prec):
+        with workprec(self.prec):
             return MPArray(np.asarray(-self.a, dtype=object), self.prec, self.clean)
 
     def __pos__(self) -> MPArray:
         return self
 
     def __abs__(self) -> MPArray:
-        with _Prec(self.prec):
+        with workprec(self.prec):
             return MPArray(np.asarray(np.abs(self.a), dtype=object), self.prec, self.clean)
 
     def _cmp(self, o: Any, op: Callable[[Any, Any], Any]) -> Any:
@@ -277,7 +289,7 @@ class MPArray:
         mat = flint.arb_mat(m, n, self.a.reshape(-1).tolist())
         if self.clean:
             return mat
-        with _Prec(self.prec):
+        with workprec(self.prec):
             return mat.mid()  # radii dropped in C
 
     def __matmul__(self, other: Any) -> MPArray:
@@ -293,7 +305,7 @@ class MPArray:
 
 
 def _from_arb_mat(mat: flint.arb_mat, shape: tuple[int, ...], prec: int) -> np.ndarray:
-    with _Prec(prec):
+    with workprec(prec):
         entries = mat.mid().entries()
     # np.fromiter is ~5x faster than assigning a list into an object array.
     return np.fromiter(entries, dtype=object, count=len(entries)).reshape(shape)
@@ -314,7 +326,7 @@ def matmul(x: MPArray, y: MPArray) -> MPArray:
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matmul: shapes {x.shape} and {y.shape} do not align")
     if a.ndim == 2 and b.ndim == 2:
-        with _Prec(prec):
+        with workprec(prec):
             prod = a.as_arb_mat() * b.as_arb_mat()
         out = _from_arb_mat(prod, (a.shape[0], b.shape[1]), prec)
     else:
@@ -324,7 +336,7 @@ def matmul(x: MPArray, y: MPArray) -> MPArray:
         m, k = a.shape[-2:]
         n = b.shape[-1]
         flat = []
-        with _Prec(prec):
+        with workprec(prec):
             for i in range(aa.shape[0]):
                 ma = flint.arb_mat(m, k, aa[i].reshape(-1).tolist())
                 mb = flint.arb_mat(k, n, bb[i].reshape(-1).tolist())
@@ -349,7 +361,7 @@ def elementwise(method: Callable[[Any], Any]) -> Callable[[MPArray], MPArray]:
 
     def apply(x: MPArray) -> MPArray:
         x.stripped()
-        with _Prec(x.prec):
+        with workprec(x.prec):
             res = ufunc(x.a)
         if not isinstance(res, np.ndarray):
             res = np.array(res, dtype=object)
@@ -381,7 +393,7 @@ class MPBackend(Backend):
             src = np.asarray(data)
             if src.dtype != object:
                 src = src.astype(np.float64)
-        with _Prec(self.prec):
+        with workprec(self.prec):
             if src.ndim == 0:
                 res = np.array(_round_value(src.item() if src.dtype != object else src[()]),
                                dtype=object)
@@ -423,7 +435,7 @@ class MPBackend(Backend):
         if src.shape[0 if axis is None else axis] == 0:
             shape = () if axis is None else tuple(np.delete(a.shape, axis))
             return self.zeros(shape)
-        with _Prec(a.prec):
+        with workprec(a.prec):
             res = np.add.reduce(src, axis=0 if axis is None else axis)
         return MPArray(np.asarray(res, dtype=object), a.prec)
 

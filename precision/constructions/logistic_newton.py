@@ -108,6 +108,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from precision.backends.mp_backend import workprec
 from precision.constructions.layout import blocks
 from precision.models.linear_attention import LinearTransformer
 
@@ -148,21 +149,17 @@ def default_alpha(n: int, mu: float) -> float:
 
 
 # --- the ReLU gadget ---------------------------------------------------------------------
+@workprec(_GADGET_BITS)
 def pl_gadget(fn: Callable[[Any], Any], knots: list[float]) -> tuple[float, list[float]]:
     """(f(t_0), [c_0, ..., c_N]) of the ReLU form of the piecewise-linear interpolant of
     ``fn`` (arb -> arb) at ``knots`` t_0 < ... < t_N: L(x) = f(t_0) + sum_j c_j ReLU(x - t_j),
     constant outside [t_0, t_N]. Computed at 256 bits, each number rounded once to float64."""
-    old = flint.ctx.prec
-    try:
-        flint.ctx.prec = _GADGET_BITS
-        t = [flint.arb(v) for v in knots]
-        f = [fn(v) for v in t]
-        slopes = [(f[j + 1] - f[j]) / (t[j + 1] - t[j]) for j in range(len(t) - 1)]
-        coefs = [slopes[0]] + [slopes[j] - slopes[j - 1] for j in range(1, len(slopes))]
-        coefs.append(-slopes[-1])
-        return float(f[0].mid()), [float(c.mid()) for c in coefs]
-    finally:
-        flint.ctx.prec = old
+    t = [flint.arb(v) for v in knots]
+    f = [fn(v) for v in t]
+    slopes = [(f[j + 1] - f[j]) / (t[j + 1] - t[j]) for j in range(len(t) - 1)]
+    coefs = [slopes[0]] + [slopes[j] - slopes[j - 1] for j in range(1, len(slopes))]
+    coefs.append(-slopes[-1])
+    return float(f[0].mid()), [float(c.mid()) for c in coefs]
 
 
 def pl_eval(x: np.ndarray, const: float, coefs: list[float], knots: list[float]) -> np.ndarray:

@@ -20,8 +20,9 @@ from precision import problems
 from precision.backends import backend_for
 from precision.backends.mp_backend import exact_array
 from precision.metrics import ErrorSummary, Floor, detect_floor, error_summary
-from precision.params import Param, ParamError, check_params, count, positive
+from precision.params import Param, count, positive
 from precision.precisions import Precision, parse_precision
+from precision.registry import Declared, Registry
 from precision.solvers.cg import conjugate_gradient
 from precision.solvers.gd import gd, preconditioned_gd
 from precision.solvers.momentum import heavy_ball, nesterov
@@ -43,9 +44,12 @@ class SolverError(ValueError):
 
 
 @dataclass(frozen=True)
-class SolverSpec:
+class SolverSpec(Declared):
     """A reference solver: its task family, its parameters (default, type and range of each,
     :class:`~precision.params.Param`), one line of description."""
+
+    kind = "solver"
+    error = SolverError
 
     name: str
     task: str  # "least_squares" | "inverse" | "logistic" ("primitive": constructions only)
@@ -54,34 +58,22 @@ class SolverSpec:
     description: str
     iterative: bool = True
 
-    @property
-    def defaults(self) -> dict[str, Any]:
-        """Default value of every parameter."""
-        return {k: p.default for k, p in self.params.items()}
-
 
 def _spectrum(H: np.ndarray) -> tuple[float, float]:
     ev = np.linalg.eigvalsh((H + H.T) / 2)
     return float(ev[0]), float(ev[-1])
 
 
-def _ls_step(xp: Any, X: Any, params: dict[str, Any]) -> dict[str, Any]:
-    """Resolve symbolic step sizes ("optimal", "1/L") from the spectrum of H = X^T X / N."""
+def _ls_spectrum(xp: Any, X: Any) -> tuple[float, float]:
+    """Smallest and largest eigenvalue of H = X^T X / N (the symbolic step sizes' source)."""
     Xf = xp.to_numpy(X)
-    lo, hi = _spectrum(Xf.T @ Xf / Xf.shape[0])
-    out = dict(params)
-    step = out.get("step")
-    if step == "optimal":
-        out["step"] = 2.0 / (lo + hi)
-    elif step == "1/L":
-        out["step"] = 1.0 / hi
-    out["_lambda"] = (lo, hi)
-    return out
+    return _spectrum(Xf.T @ Xf / Xf.shape[0])
 
 
 def _run_gd(xp: Any, X: Any, y: Any, step: Any = "optimal", iters: int = 200) -> list[Any]:
-    p = _ls_step(xp, X, {"step": step})
-    return gd(xp, X, y, step=p["step"], iters=iters)
+    lo, hi = _ls_spectrum(xp, X)
+    step = 2.0 / (lo + hi) if step == "optimal" else 1.0 / hi if step == "1/L" else step
+    return gd(xp, X, y, step=step, iters=iters)
 
 
 def _run_pgd(xp: Any, X: Any, y: Any, step: Any = "optimal", iters: int = 200) -> list[Any]:
@@ -100,7 +92,7 @@ def _run_pgd(xp: Any, X: Any, y: Any, step: Any = "optimal", iters: int = 200) -
 def _run_heavy_ball(
     xp: Any, X: Any, y: Any, step: Any = "optimal", beta: Any = "optimal", iters: int = 200
 ) -> list[Any]:
-    lo, hi = _ls_step(xp, X, {})["_lambda"]
+    lo, hi = _ls_spectrum(xp, X)
     if step == "optimal":  # Polyak's tuning for quadratics
         step = 4.0 / (math.sqrt(hi) + math.sqrt(lo)) ** 2
     if beta == "optimal":
@@ -112,7 +104,7 @@ def _run_heavy_ball(
 def _run_nesterov(
     xp: Any, X: Any, y: Any, step: Any = "optimal", beta: Any = "optimal", iters: int = 200
 ) -> list[Any]:
-    lo, hi = _ls_step(xp, X, {})["_lambda"]
+    lo, hi = _ls_spectrum(xp, X)
     if step == "optimal":
         step = 1.0 / hi
     if beta == "optimal":
@@ -130,9 +122,8 @@ _MOMENTUM_STEP = positive("optimal", "optimal")
 _BETA = Param("optimal", lo=0.0, lt=1.0, words=("optimal",))
 _ALPHA = positive(None, optional=True)
 
-SOLVERS: dict[str, SolverSpec] = {
-    s.name: s
-    for s in [
+SOLVERS: Registry[SolverSpec] = Registry(
+    SolverSpec, [
         SolverSpec("ols_normal", "least_squares", lambda xp, X, y: ols_normal(xp, X, y), {},
                    "OLS by the normal equations and Cholesky", iterative=False),
         SolverSpec("ols_qr", "least_squares", lambda xp, X, y: ols_qr(xp, X, y), {},
@@ -171,17 +162,7 @@ SOLVERS: dict[str, SolverSpec] = {
                    lambda xp, A, y, mu, iters=20: newton_logistic(xp, A, y, mu=mu, iters=iters,
                                                                   damped=True),
                    {"iters": count(20)}, "damped Newton, eta = 1/(1+lambda) (000 eq. 3.6)"),
-    ]
-}
-
-#: Problem generators per task family (their names as used in suite files).
-TASK_PROBLEMS: dict[str, tuple[str, ...]] = {
-    "least_squares": tuple(problems.PROBLEMS),
-    "inverse": ("spd",),
-    "logistic": ("logistic",),
-    "primitive": problems.PRIMITIVE_OPS,
-}
-
+    ])
 
 @dataclass
 class SolverResult:
@@ -207,31 +188,27 @@ class SolverResult:
     def final(self) -> ErrorSummary | None:
         return self.steps[-1] if self.steps else None
 
-
-def lookup(table: dict[str, Any], name: str, what: str) -> Any:
-    """``table[name]``, or a :class:`SolverError` naming ``what`` and listing the valid names."""
-    try:
-        return table[name]
-    except KeyError:
-        raise SolverError(
-            f"unknown {what} '{name}'; choose from: {', '.join(sorted(table))}"
-        ) from None
+    def finish(self, t0: float, status: str | None = None, error: str | None = None
+               ) -> SolverResult:
+        """Set ``status`` / ``error`` if given (no floor then), else the floor of the trace
+        against the truth; the wall time since ``t0``."""
+        if status is not None:
+            self.status, self.error = status, error
+        else:
+            self.floor = detect_floor([s.mse for s in self.steps],
+                                      log10_trace=[s.log10_mse for s in self.steps])
+        self.wall_time = time.perf_counter() - t0
+        return self
 
 
 def get_solver(name: str) -> SolverSpec:
     """The solver called ``name``; :class:`SolverError` listing the valid names otherwise."""
-    return lookup(SOLVERS, name, "solver")
+    return SOLVERS[name]
 
 
-def resolve_params(spec: Any, params: dict[str, Any] | None) -> dict[str, Any]:
-    """Defaults of ``spec`` (a :class:`SolverSpec` or a construction's spec) overlaid with
-    ``params``; an unknown name or a value of the wrong type or range is a
-    :class:`SolverError`, raised before anything is computed."""
-    owner = f"{'solver' if isinstance(spec, SolverSpec) else 'construction'} '{spec.name}'"
-    try:
-        return check_params(owner, spec.params, {} if params is None else params)
-    except ParamError as exc:
-        raise SolverError(str(exc)) from None
+def resolve_params(spec: Declared, params: dict[str, Any] | None) -> dict[str, Any]:
+    """``spec.resolve(params)`` (a solver's or a construction's; :class:`SolverError`)."""
+    return spec.resolve(params)
 
 
 def make_problem(task: str, problem: dict[str, Any]) -> Any:
@@ -314,7 +291,7 @@ def run_solver(
     """
     spec = get_solver(name)
     p = parse_precision(precision)
-    prm = resolve_params(spec, params)
+    prm = spec.resolve(params)
     prob = make_problem(spec.task, problem)
     xp = backend_for(p)
     bits = truth_bits(p)
@@ -324,19 +301,14 @@ def run_solver(
     try:
         inputs, truth, truth_pred, target, prm = _inputs_and_truth(spec, xp, prob, prm, bits)
     except TruthError as exc:  # the run's result, not a crash: the sweep goes on
-        result.status = "failed"
-        result.error = str(exc)
-        result.wall_time = time.perf_counter() - t0
-        return result
+        return result.finish(t0, "failed", str(exc))
     run_params = {k: v for k, v in prm.items() if k != "mu"}
     try:
         iterates = spec.run(xp, *inputs, **run_params) if spec.task != "logistic" else \
             spec.run(xp, *inputs, mu=prm["mu"], **run_params)
     except (ValueError, ArithmeticError, RuntimeError) as exc:
-        result.status = "failed"
-        result.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        result.wall_time = time.perf_counter() - t0
-        return result
+        return result.finish(t0, "failed",
+                             str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     for it in iterates:
         if not xp.isfinite(it):
@@ -346,9 +318,5 @@ def run_solver(
         raw, pred = target(it)
         result.steps.append(error_summary(pred, truth_pred))
         result.param_mse.append(error_summary(raw, truth).mse)
-    result.floor = detect_floor(
-        [s.mse for s in result.steps], log10_trace=[s.log10_mse for s in result.steps]
-    )
-    result.wall_time = time.perf_counter() - t0
-    return result
+    return result.finish(t0)
 

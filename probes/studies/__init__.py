@@ -3,12 +3,13 @@
 A *study* is a registered function ``fn(params, precision, seed) -> StudyOutcome`` -- e.g.
 002's ridge baselines on noisy regression, 003's Memformers against CG, 004's population-loss
 gradient descent. Suites run them through ``[studies.<label>]`` tables
-(:mod:`probes.study_suite`); each (entry, grid point, seed, precision) is one store record of
+(:mod:`probes.kinds.study`); each (entry, grid point, seed, precision) is one store record of
 kind ``study`` whose ``result`` holds every metric the study measured and whose series hold
 its traces (per layer, per iteration, per variance bin ...).
 
-Each module of this package registers its studies with :func:`register_study` when imported;
-:func:`get_study` imports them all, so adding a paper is adding a file.
+Each module of this package registers its studies with :func:`register_study` when imported
+(or holds numerics only they use); :func:`get_study` imports them all, so adding a paper is
+adding a file. Parameters are checked by each study's validator (:func:`check_int`, ...).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from precision.precisions import Precision
+from precision.registry import Registry
 
 
 class StudyError(ValueError):
@@ -59,6 +61,9 @@ StudyFn = Callable[[dict[str, Any], Precision, int], StudyOutcome]
 class StudySpec:
     """A registered study: its function, default parameters, optional validator."""
 
+    kind = "study"
+    error = StudyError
+
     name: str
     fn: StudyFn
     defaults: dict[str, Any]
@@ -88,7 +93,23 @@ class StudySpec:
         return params
 
 
-STUDIES: dict[str, StudySpec] = {}
+def check_int(params: dict[str, Any], key: str, lo: int, hi: int | None = None) -> int:
+    """``params[key]`` if it is an integer (not a bool) in [lo, hi]; StudyError otherwise."""
+    v = params[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise StudyError(f"{key} must be an integer {rng}, got {v!r}")
+    return v
+
+
+def check_positive(params: dict[str, Any], key: str) -> None:
+    """StudyError unless ``params[key]`` is a finite number > 0 (not a bool)."""
+    v = params[key]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0 or not math.isfinite(v):
+        raise StudyError(f"{key} must be a positive number, got {v!r}")
+
+
+STUDIES: Registry[StudySpec] = Registry(StudySpec, listing=" (known: {})")
 
 
 def register_study(
@@ -101,10 +122,8 @@ def register_study(
     bump when the code changes what it measures)."""
 
     def wrap(fn: StudyFn) -> StudyFn:
-        if name in STUDIES and STUDIES[name].fn is not fn:
-            raise RuntimeError(f"study '{name}' registered twice")
         doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
-        STUDIES[name] = StudySpec(name, fn, dict(defaults), doc, validate, version)
+        STUDIES.register(StudySpec(name, fn, dict(defaults), doc, validate, version))
         return fn
 
     return wrap
@@ -113,7 +132,7 @@ def register_study(
 _loaded = False
 
 
-def load_studies() -> dict[str, StudySpec]:
+def load_studies() -> Registry[StudySpec]:
     """Import every module of this package (each registers its studies); the registry."""
     global _loaded
     if not _loaded:
@@ -125,7 +144,4 @@ def load_studies() -> dict[str, StudySpec]:
 
 def get_study(name: str) -> StudySpec:
     """The study registered as ``name``; StudyError naming the known ones otherwise."""
-    studies = load_studies()
-    if name not in studies:
-        raise StudyError(f"unknown study '{name}' (known: {', '.join(sorted(studies)) or 'none'})")
-    return studies[name]
+    return load_studies()[name]

@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from precision.backends import backend_for
+from precision.backends.mp_backend import workprec
 from precision.evaluate import evaluate_method
 from precision.models.memformer import Memformer
 from precision.precisions import Precision
@@ -58,7 +59,13 @@ from precision.problems import orthonormal
 from precision.solvers.cg import conjugate_gradient
 from precision.solvers.gd import preconditioned_gd
 from precision.solvers.momentum import heavy_ball, nesterov
-from probes.studies import StudyError, StudyOutcome, register_study
+from probes.studies import (
+    StudyError,
+    StudyOutcome,
+    check_int,
+    check_positive,
+    register_study,
+)
 
 DATA = ("isotropic", "non-isotropic")
 #: model name -> Memformer options (003 eq. 2.5, 3.1-3.2, 3.4; Fig. 3 for gdpp).
@@ -82,18 +89,6 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def _positive_int(params: dict[str, Any], key: str, top: int) -> None:
-    v = params[key]
-    if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= top:
-        raise StudyError(f"{key} must be an integer in [1, {top}], got {v!r}")
-
-
-def _positive(params: dict[str, Any], key: str) -> None:
-    v = params[key]
-    if not isinstance(v, int | float) or isinstance(v, bool) or not v > 0 or not math.isfinite(v):
-        raise StudyError(f"{key} must be a positive number, got {v!r}")
-
-
 def _validate(params: dict[str, Any]) -> None:
     """One-line StudyError for any parameter the study cannot run with."""
     if params["data"] not in DATA:
@@ -105,9 +100,9 @@ def _validate(params: dict[str, Any]) -> None:
                          f"got {params['batch_mode']!r}")
     for key, top in (("heads", 16), ("B", 100_000), ("depth", 20), ("d", 50), ("n", 1000),
                      ("steps", 1_000_000), ("resample", 1_000_000), ("n_test", 100_000)):
-        _positive_int(params, key, top)
+        check_int(params, key, 1, top)
     for key in ("lr", "clip", "init_scale", "nesterov_eta", "heavy_ball_eta", "pgd_step"):
-        _positive(params, key)
+        check_positive(params, key)
     for key in ("nesterov_beta", "heavy_ball_beta"):
         b = params[key]
         if not isinstance(b, int | float) or isinstance(b, bool) or not 0 <= b < 1:
@@ -232,14 +227,10 @@ def trained(params: dict[str, Any], seed: int) -> tuple[Memformer, list[tuple[in
 
 # ---------------------------------------------------------------- measurement
 
+@workprec(256)
 def _sq_err(pred: Any, target: float) -> float:
     """(pred - target)^2 computed in arb (pred an exact arb) and rounded to a float."""
-    old = flint.ctx.prec
-    flint.ctx.prec = 256
-    try:
-        return float(((flint.arb(pred) - flint.arb(target)) ** 2).mid())
-    finally:
-        flint.ctx.prec = old
+    return float(((flint.arb(pred) - flint.arb(target)) ** 2).mid())
 
 
 def model_losses(model: Memformer, tokens: torch.Tensor, target: torch.Tensor,

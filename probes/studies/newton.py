@@ -26,6 +26,7 @@ import torch
 
 from precision.backends import backend_for
 from precision.constructions.registry import get_construction
+from precision.constructions.traces import pow2_below
 from precision.evaluate import evaluate, evaluate_method
 from precision.metrics import detect_floor, error_summary
 from precision.models.linear_transformer_ln import LinearTransformerLN
@@ -35,39 +36,23 @@ from precision.solvers.gd import gd
 from precision.solvers.newton_schulz import newton_schulz
 from precision.solvers.registry import make_problem
 from precision.truth import least_squares_truth, matvec, truth_bits
-from probes.studies import StudyError, StudyOutcome, register_study
+from probes.studies import StudyError, StudyOutcome, check_int, register_study
 from probes.training import TrainConfig, train
 
 MAX_STEPS = 200
 
 
 # --- shared helpers ------------------------------------------------------------------------
-def _pow2_below(x: float) -> float:
-    """The largest power of two <= 1/x (exact in every precision; the constructions' alpha)."""
-    return 2.0 ** -int(np.ceil(np.log2(x)))
-
-
 def _log10(summaries: list[Any]) -> list[float]:
     return [float(s.log10_mse) for s in summaries]
 
 
 def _steps_to_floor(log10_trace: list[float], tail: int) -> tuple[float, float, bool]:
     """(steps to the floor, floor log10 level, reached) of a per-step log10 error trace whose
-    entry 0 is step 1. The floor level is the median of the last ``tail`` entries (the run
-    goes ``tail`` steps past the predicted step count); the step count is the first step
-    from which every later entry stays in the floor band: below max(level + 1 decade,
-    highest tail entry + 1/2 decade) (a single query's rounding error jitters by up to
-    ~3 decades from step to step). ``reached`` is False when that step lies inside the
-    tail window (the trace may still be falling)."""
-    x = np.maximum(np.nan_to_num(np.asarray(log10_trace, dtype=np.float64), nan=np.inf),
-                   -1e6)
-    tail = max(1, min(tail, len(x)))
-    level = float(np.median(x[-tail:]))
-    band = max(level + 1.0, float(np.max(x[-tail:])) + 0.5)  # rounding jitter stays inside
-    above = np.nonzero(x > band)[0]
-    index = int(above[-1]) + 1 if len(above) else 0
-    reached = bool(np.isfinite(level)) and index <= len(x) - tail
-    return (float(index + 1) if reached else math.nan), level, reached
+    entry 0 is step 1, run ``tail`` steps past the predicted step count
+    (:func:`~precision.metrics.detect_floor` with ``window``); NaN steps when not reached."""
+    f = detect_floor([], log10_trace=log10_trace, window=tail)
+    return (float(f.index + 1) if f.reached else math.nan), f.log10_level, f.reached
 
 
 def _order(log10_trace: list[float]) -> float | None:
@@ -98,8 +83,7 @@ def _check_kappa(params: dict[str, Any]) -> None:
         raise StudyError(f"target must be 'inverse' or 'least_squares', not {params['target']!r}")
     if not (isinstance(params["kappa"], int | float) and 1.0 <= params["kappa"] <= 1e12):
         raise StudyError(f"kappa must be a number in [1, 1e12], got {params['kappa']!r}")
-    if not (isinstance(params["dim"], int) and 2 <= params["dim"] <= 32):
-        raise StudyError(f"dim must be an integer in [2, 32], got {params['dim']!r}")
+    check_int(params, "dim", 2, 32)
     if not (isinstance(params["n_samples"], int) and
             params["dim"] <= params["n_samples"] <= 100_000):
         raise StudyError(f"n_samples must be an integer in [dim, 100000], "
@@ -132,7 +116,7 @@ def _iterated_matrix(p: Precision, prob: Any, target: str) -> tuple[Any, np.ndar
         X = xp.asarray(prob.X)
         M = X.T @ X
     Mr = np.asarray(xp.to_numpy(M), dtype=np.float64)
-    return M, np.linalg.svd(Mr, compute_uv=False), _pow2_below(float(np.sum(Mr * Mr)))
+    return M, np.linalg.svd(Mr, compute_uv=False), pow2_below(float(np.sum(Mr * Mr)))
 
 
 def _order_p_trace(p: Precision, prob: Any, target: str, M: Any, alpha: float, steps: int,
@@ -148,12 +132,6 @@ def _order_p_trace(p: Precision, prob: Any, target: str, M: Any, alpha: float, s
     else:
         outs = [xp.to_exact(its[t]) for t in range(1, steps + 1)]
     return [float(error_summary(o, truth).log10_mse) for o in outs]
-
-
-def _construction(name: str, p: Precision, prob: Any, steps: int
-                  ) -> tuple[list[Any], list[Any], Any]:
-    """(model outputs, algorithm iterates, truth) per step of construction ``name``."""
-    return get_construction(name).trace(p, prob, steps=steps)
 
 
 @register_study("newton.kappa_sweep", KAPPA_DEFAULTS, validate=_check_kappa)
@@ -177,7 +155,7 @@ def kappa_sweep(params: dict[str, Any], precision: Precision, seed: int) -> Stud
     # lsa_least_squares implements Thm 4.2 with its misprinted W_K / W_Q block selections
     # corrected (papers/README; precision/constructions/lsa_newton.py documents each one).
     name = "lsa_newton_schulz" if target == "inverse" else "lsa_least_squares"
-    models, refs, truth = _construction(name, precision, prob, steps)
+    models, refs, truth = get_construction(name).trace(precision, prob, steps=steps)
     vs_truth = _log10([error_summary(m, truth) for m in models])
     vs_alg = _log10([error_summary(m, r) for m, r in zip(models, refs, strict=True)])
     alg = _log10([error_summary(r, truth) for r in refs])
@@ -218,9 +196,7 @@ def _check_trained(params: dict[str, Any]) -> None:
             "heads": (1, 64), "train_steps": (1, 10**6), "batch": (1, 10**5),
             "n_test": (1, 10**5), "ref_steps": (1, MAX_STEPS)}
     for key, (lo, hi) in ints.items():
-        v = params[key]
-        if not (isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi):
-            raise StudyError(f"{key} must be an integer in [{lo}, {hi}], got {v!r}")
+        check_int(params, key, lo, hi)
     if params["width"] % params["heads"]:
         raise StudyError(f"heads ({params['heads']}) must divide width ({params['width']})")
     if params["n_samples"] < params["dim"]:
@@ -318,7 +294,7 @@ def _reference_traces(p: Precision, tokens: np.ndarray, ref_steps: int
         truths.append(matvec(qe.reshape(1, -1), w, bits)[0])
         R = X.T @ X
         Rr = np.asarray(xp.to_numpy(R), dtype=np.float64)
-        alpha = _pow2_below(float(np.sum(Rr * Rr)))
+        alpha = pow2_below(float(np.sum(Rr * Rr)))
         b = X.T @ y
         for order in (2, 3):
             its = newton_schulz(xp, R, iters=ref_steps, order=order, alpha=alpha)
@@ -408,9 +384,7 @@ LOGISTIC_DEFAULTS: dict[str, Any] = {"N": 32, "k": 6, "steps": 3, "dim": 5, "n_s
 def _check_logistic(params: dict[str, Any]) -> None:
     for key, (lo, hi) in {"N": (1, 4096), "k": (0, 40), "steps": (1, 20), "dim": (1, 32),
                           "n_samples": (1, 1024)}.items():
-        v = params[key]
-        if not (isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi):
-            raise StudyError(f"{key} must be an integer in [{lo}, {hi}], got {v!r}")
+        check_int(params, key, lo, hi)
     if params["n_samples"] < params["dim"]:
         raise StudyError(f"the construction needs n_samples >= dim, got "
                          f"{params['n_samples']} < {params['dim']}")

@@ -9,8 +9,8 @@ Studies:
 * ``noisy_regression.profile`` -- the per-variance profile of 002 Fig. 3: each baseline
   (tuned on the mixed setting) evaluated at fixed sigma over 0 .. sigma_max + 1.
 
-Metric (002 Sec. 6 "adjusted evaluation loss"; Table 1 values are one half of it, see
-/work/shared/papers/README.md): ``(1/2) E[(y_hat - y_q)^2 - (y_oracle - y_q)^2]`` with y_q the
+Metric (002 Sec. 6 "adjusted evaluation loss"; the values of its Table 1 are one half of the
+loss as its text defines it): ``(1/2) E[(y_hat - y_q)^2 - (y_oracle - y_q)^2]`` with y_q the
 noiseless query label and y_oracle the ridge prediction with the true sigma^2. ``loss =
 "conditional"`` (default) averages the exact conditional expectation given the prompt,
 ``||w_hat - w_oracle||^2`` (the oracle is the posterior mean of w given X, y, sigma and x_q ~
@@ -32,15 +32,15 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
-from precision.noisy_regression_data import (
+from precision.precisions import Precision
+from probes.studies import StudyError, StudyOutcome, check_int, register_study
+from probes.studies import ridge_baselines as rb
+from probes.studies.noisy_regression_data import (
     NoiseSpecError,
     noise_label,
     parse_noise,
     sample_batch,
 )
-from precision.precisions import Precision
-from precision.solvers import ridge_baselines as rb
-from probes.studies import StudyError, StudyOutcome, register_study
 
 #: 002 App. C Table 1, columns sigma_max = 0..7 (uniform) and {1,3}, {1,3,5} (categorical).
 TABLE1_COLUMNS = ("0", "1", "2", "3", "4", "5", "6", "7", "{1,3}", "{1,3,5}")
@@ -66,9 +66,7 @@ def _check_common(params: dict[str, Any]) -> None:
     except NoiseSpecError as exc:
         raise StudyError(str(exc)) from None
     for key in ("d", "n", "eval_size", "tune_size"):
-        v = params[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise StudyError(f"{key} must be an integer >= 1, got {v!r}")
+        check_int(params, key, 1)
     if params["d"] > 64:
         raise StudyError(f"d must be <= 64 (got {params['d']})")
     # tuning draws one batch of tune_size sequences, evaluation chunks of CHUNK: bound both
@@ -83,18 +81,14 @@ def _check_common(params: dict[str, Any]) -> None:
     if params["n"] <= params["d"] + 1:
         raise StudyError(f"need n > d + 1 for AdaRR and OLS (got n={params['n']}, "
                          f"d={params['d']})")
-    it = params["iters"]
-    if isinstance(it, bool) or not isinstance(it, int) or not 0 <= it <= 100:
-        raise StudyError(f"iters must be an integer in [0, 100], got {it!r}")
+    check_int(params, "iters", 0, 100)
     if params["loss"] not in ("conditional", "sampled"):
         raise StudyError(f"loss must be 'conditional' or 'sampled', got {params['loss']!r}")
 
 
 def _check_profile(params: dict[str, Any]) -> None:
     _check_common(params)
-    p = params["points"]
-    if isinstance(p, bool) or not isinstance(p, int) or not 2 <= p <= 200:
-        raise StudyError(f"points must be an integer in [2, 200], got {p!r}")
+    check_int(params, "points", 2, 200)
 
 
 def _dtype(precision: Precision) -> type:

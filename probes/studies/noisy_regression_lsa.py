@@ -2,7 +2,7 @@
 
 Study ``noisy_regression.lsa`` (002 Sec. 5-6, Fig. 1-3, Table 1): train one single-head LSA
 (:class:`~precision.models.linear_attention.LSA`, eq. 1-3 / 8-10 / 11) with Adam on the
-mixed-noise problem (eq. 7, :mod:`precision.noisy_regression_data`), then measure on a fixed
+mixed-noise problem (eq. 7, :mod:`probes.studies.noisy_regression_data`), then measure on a fixed
 seeded evaluation set:
 
 * ``loss`` -- 002's adjusted evaluation loss, **one half of (MSE - oracle MSE)** (README: the
@@ -52,17 +52,23 @@ from torch import nn
 
 from precision.evaluate import evaluate_method
 from precision.models.linear_attention import LSA, implicit_linear_model
-from precision.noisy_regression_data import (
+from precision.precisions import Precision
+from probes.studies import (
+    StudyError,
+    StudyOutcome,
+    check_int,
+    check_positive,
+    register_study,
+)
+from probes.studies import ridge_baselines as rb
+from probes.studies.noisy_regression import in_distribution_mean, profile_grid
+from probes.studies.noisy_regression_data import (
     NoiseSpecError,
     NoisyRegressionBatch,
     noise_label,
     parse_noise,
     sample_batch,
 )
-from precision.precisions import Precision
-from precision.solvers import ridge_baselines as rb
-from probes.studies import StudyError, StudyOutcome, register_study
-from probes.studies.noisy_regression import in_distribution_mean, profile_grid
 from probes.training import TrainConfig, TrainResult, train
 
 VARIANTS = ("full", "diag", "gdpp")
@@ -103,19 +109,6 @@ _CACHE_SIZE = 4
 MAX_ENTRIES = 200_000_000
 
 
-def _int(params: dict[str, Any], key: str, lo: int, hi: int | None = None) -> None:
-    v = params[key]
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise StudyError(f"{key} must be an integer {rng}, got {v!r}")
-
-
-def _positive(params: dict[str, Any], key: str) -> None:
-    v = params[key]
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-        raise StudyError(f"{key} must be a positive number, got {v!r}")
-
-
 def _validate(params: dict[str, Any]) -> None:
     """One-line StudyError on a bad parameter."""
     if params["variant"] not in VARIANTS:
@@ -132,28 +125,28 @@ def _validate(params: dict[str, Any]) -> None:
         parse_noise(params["noise"])
     except NoiseSpecError as exc:
         raise StudyError(str(exc)) from None
-    _int(params, "layers", 1, 16)
-    _int(params, "heads", 1, 8)
+    check_int(params, "layers", 1, 16)
+    check_int(params, "heads", 1, 8)
     if params["variant"] == "gdpp" and params["heads"] != 1:
         raise StudyError("variant 'gdpp' has one (w_xx, w_yx) pair per layer: heads must be 1")
-    _int(params, "d", 1, 64)
-    _int(params, "n", 1, 1000)
-    _int(params, "steps", 0, 100_000_000)
-    _int(params, "batch", 1)
-    _int(params, "warmup", 0, 100_000_000)
-    _int(params, "second_order_steps", 0, 1_000_000)
-    _int(params, "second_order_batch", 1)
-    _int(params, "eval_size", 2)
-    _int(params, "eval_seed", 0)
-    _int(params, "profile_points", 0, 200)
-    _int(params, "profile_size", 2)
+    check_int(params, "d", 1, 64)
+    check_int(params, "n", 1, 1000)
+    check_int(params, "steps", 0, 100_000_000)
+    check_int(params, "batch", 1)
+    check_int(params, "warmup", 0, 100_000_000)
+    check_int(params, "second_order_steps", 0, 1_000_000)
+    check_int(params, "second_order_batch", 1)
+    check_int(params, "eval_size", 2)
+    check_int(params, "eval_seed", 0)
+    check_int(params, "profile_points", 0, 200)
+    check_int(params, "profile_size", 2)
     for key in ("batch", "second_order_batch", "eval_size", "profile_size"):
         entries = params[key] * params["n"] * (params["d"] + 1)
         if entries > MAX_ENTRIES:
             raise StudyError(f"{key} x n x (d + 1) = {entries:.3g} entries is too large "
                              f"(at most {MAX_ENTRIES:.3g})")
-    _positive(params, "lr")
-    _positive(params, "init_scale")
+    check_positive(params, "lr")
+    check_positive(params, "init_scale")
     c = params["clip"]
     if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c < 0:
         raise StudyError(f"clip must be a number >= 0 (0 = no clipping), got {c!r}")

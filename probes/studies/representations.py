@@ -1,7 +1,7 @@
 """004 *In-context learning with representations*: population-loss GD, the ridge limit, heads.
 
 Three studies on a seeded instance of 004's setting (tanh basis f, K unit-norm tokens, the
-prompt = the first N; see :mod:`precision.solvers.population_loss`):
+prompt = the first N; see :mod:`probes.studies.population_loss`):
 
 * ``representations.closed_form`` -- Lemma 4's closed-form population loss (corrected L*)
   against a Monte Carlo estimate of the actual model's loss (:class:`SoftmaxICL`, float64),
@@ -26,11 +26,11 @@ import torch
 from precision.backends import backend_for
 from precision.metrics import detect_floor, max_abs_error
 from precision.models.softmax_icl import SoftmaxICL
-from precision.precisions import Precision, parse_precision
-from precision.solvers import population_loss as pl
+from precision.precisions import Precision
 from precision.solvers.ols import ridge
 from precision.truth import truth_bits
-from probes.studies import StudyError, StudyOutcome, register_study
+from probes.studies import StudyError, StudyOutcome, check_int, register_study
+from probes.studies import population_loss as pl
 
 _INSTANCE = {"d": 3, "N": 3, "K": 6, "m": 2, "tau": 0.5, "beta": 2.0, "heads": 12}
 _GD = {"step_rule": "scaled", "gamma": 1.0, "step": 1.5, "iters": 3000, "record_every": 10}
@@ -44,15 +44,6 @@ _MAX = {"d": 64, "N": 1024, "K": 1024, "m": 64, "heads": 1024, "samples": 10_000
         "iters": 10_000_000}
 
 
-def _positive_int(params: dict[str, Any], key: str) -> int:
-    v = params[key]
-    top = _MAX.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1 or (top and v > top):
-        rng = ">= 1" if top is None else f"in [1, {top}]"
-        raise StudyError(f"{key} must be an integer {rng}, got {v!r}")
-    return v
-
-
 def _positive(params: dict[str, Any], key: str) -> float:
     v = params[key]
     if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0 or math.isinf(v):
@@ -62,7 +53,7 @@ def _positive(params: dict[str, Any], key: str) -> float:
 
 def _validate_instance(params: dict[str, Any]) -> None:
     for key in ("d", "N", "K", "m", "heads"):
-        _positive_int(params, key)
+        check_int(params, key, 1, _MAX.get(key))
     for key in ("tau", "beta"):
         _positive(params, key)
     if not params["N"] < params["K"]:
@@ -78,14 +69,15 @@ def _validate_gd(params: dict[str, Any]) -> None:
                          f"{params['step_rule']!r}")
     if not 0 < _positive(params, "step") < 2:
         raise StudyError(f"step must lie in (0, 2) (GD stability), got {params['step']!r}")
-    iters, every = _positive_int(params, "iters"), _positive_int(params, "record_every")
+    iters = check_int(params, "iters", 1, _MAX["iters"])
+    every = check_int(params, "record_every", 1)
     if iters % every:
         raise StudyError(f"iters ({iters}) must be a multiple of record_every ({every})")
 
 
 def _validate_closed_form(params: dict[str, Any]) -> None:
     _validate_instance(params)
-    if _positive_int(params, "samples") < 1000:
+    if check_int(params, "samples", 1, _MAX["samples"]) < 1000:
         raise StudyError(f"samples must be >= 1000, got {params['samples']}")
     _positive(params, "w_scale")
 
@@ -113,7 +105,7 @@ def _arrays(xp: Any, prob: pl.RepresentationProblem) -> dict[str, Any]:
 def _high(precision: Precision) -> Any:
     """The backend for truths: arb midpoints at 4x the working bits (at least 512;
     :func:`precision.truth.truth_bits`)."""
-    return parse_precision(f"mp{math.ceil(truth_bits(precision) * math.log10(2)) + 2}").backend
+    return backend_for(f"mp{math.ceil(truth_bits(precision) * math.log10(2)) + 2}")
 
 
 def _truth_A(precision: Precision, arrs: dict[str, Any], m_tau: float) -> np.ndarray:

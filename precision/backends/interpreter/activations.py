@@ -15,7 +15,7 @@ import torch
 from precision.backends.interpreter.comparisons import clamp, compare, where
 from precision.backends.interpreter.core import ONE, Ctx, OpTable, is_float, lift
 from precision.backends.interpreter.elementwise import _ERF, _EXP, _EXPM1, _LOG1P, _TANH
-from precision.backends.mp_backend import MPArray, _Prec
+from precision.backends.mp_backend import MPArray, workprec
 
 aten = torch.ops.aten
 
@@ -56,7 +56,7 @@ def relu(ctx: Ctx, x: Any) -> Any:
 
 def gelu(ctx: Ctx, x: Any, approximate: str = "none") -> MPArray:
     x = ctx.arr(x)
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         if approximate == "tanh":
             c = ctx.wrap(np.array((flint.arb(2) / flint.arb.pi()).sqrt().mid(), dtype=object))
             inner = (x + x * x * x * 0.044715) * c

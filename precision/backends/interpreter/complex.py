@@ -21,7 +21,7 @@ from precision.backends.interpreter.core import (
     UnsupportedOpError,
     lift,
 )
-from precision.backends.mp_backend import MPArray, _Prec
+from precision.backends.mp_backend import MPArray, workprec
 
 aten = torch.ops.aten
 
@@ -119,7 +119,7 @@ def c_matmul(ctx: Ctx, a: Any, b: Any) -> MPComplex:
 def c_exp(ctx: Ctx, x: MPComplex) -> MPComplex:
     x.re.stripped()
     x.im.stripped()
-    with _Prec(x.prec):
+    with workprec(x.prec):
         mag = np.frompyfunc(lambda v: v.exp().mid(), 1, 1)(x.re.a)
         cs = np.frompyfunc(lambda v: v.cos().mid(), 1, 1)(x.im.a)
         sn = np.frompyfunc(lambda v: v.sin().mid(), 1, 1)(x.im.a)
@@ -159,7 +159,7 @@ def _angle(ctx: Ctx, x: Any) -> MPArray:
     c = as_complex(ctx, x)
     c.re.stripped()
     c.im.stripped()
-    with _Prec(c.prec):
+    with workprec(c.prec):
         out = np.frompyfunc(lambda y, r: flint.arb.atan2(y, r).mid(), 2, 1)(c.im.a, c.re.a)
     return ctx.wrap(out)
 
@@ -167,7 +167,7 @@ def _angle(ctx: Ctx, x: Any) -> MPArray:
 def _polar(ctx: Ctx, r: Any, theta: Any) -> MPComplex:
     """r (cos theta + i sin theta)."""
     r, th = ctx.arr(r), ctx.arr(theta).stripped()
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         cs = np.frompyfunc(lambda v: v.cos().mid(), 1, 1)(th.a)
         sn = np.frompyfunc(lambda v: v.sin().mid(), 1, 1)(th.a)
     return MPComplex((r * ctx.wrap(cs)).stripped(), (r * ctx.wrap(sn)).stripped())

@@ -21,7 +21,7 @@ from typing import Any
 import flint
 import numpy as np
 
-from precision.backends.mp_backend import MPArray, MPBackend, _Prec
+from precision.backends.mp_backend import MPArray, MPBackend, workprec
 
 OpTable = dict[Any, Callable[..., Any]]
 
@@ -67,11 +67,11 @@ class Ctx:
             v = float(v)
             if not math.isfinite(v):
                 return NAN if math.isnan(v) else (POS_INF if v > 0 else NEG_INF)
-        with _Prec(self.prec):
+        with workprec(self.prec):
             return (+flint.arb(int(v) if isinstance(v, np.integer) else v)).mid()
 
     def pi(self) -> flint.arb:
-        with _Prec(self.prec):
+        with workprec(self.prec):
             return flint.arb.pi().mid()
 
     def filled(self, shape: Sequence[int], value: flint.arb) -> MPArray:
@@ -146,7 +146,7 @@ def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None
 
     def apply(ctx: Any, x: Any) -> MPArray:
         xa = ctx.arr(x).stripped()
-        with _Prec(xa.prec):
+        with workprec(xa.prec):
             res = ufunc(xa.a)
         return MPArray(np.asarray(res, dtype=object), xa.prec, clean=True)
 
@@ -172,9 +172,3 @@ def fix_nonfinite(res: MPArray, a: Any, b: Any, op: Callable[[Any, Any], Any]) -
                 out[i] = NAN if math.isnan(f) else (
                     POS_INF if f == math.inf else NEG_INF if f == -math.inf else flint.arb(f))
     return MPArray(out.reshape(res.shape), res.prec, clean=res.clean)
-
-
-def from_float64(ctx: Ctx, values: np.ndarray) -> MPArray:
-    """float64 values (incl. inf / nan) as exact arbs."""
-    flat = [ctx.const(float(v)) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
-    return ctx.wrap(np.array(flat, dtype=object).reshape(np.shape(values)))

@@ -40,7 +40,7 @@ from precision.backends.interpreter.core import (
     is_float,
     lift,
 )
-from precision.backends.mp_backend import MPArray, _Prec
+from precision.backends.mp_backend import MPArray, workprec
 
 aten = torch.ops.aten
 
@@ -174,7 +174,7 @@ def power(ctx: Ctx, x: Any, e: Any) -> Any:
     if is_float(x) and e == 0.5:
         return _SQRT(ctx, x)
     xa, ea = ctx.arr(x).stripped(), ctx.arr(e).stripped()
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         res = _POW(xa.a, ea.a)
     res = ctx.wrap(res)
     return fix_nonfinite(res, xa, ea, np.power)
@@ -213,7 +213,7 @@ def _mod(floor: bool) -> Callable[..., Any]:
             # are exact; r is then corrected into the remainder's range: the exact
             # remainder, rounded once.
             gap = math.frexp(float(v))[1] - math.frexp(float(w))[1]  # log2 |v / w|
-            with _Prec(prec * 2 + 64 + max(0, gap)):
+            with workprec(prec * 2 + 64 + max(0, gap)):
                 q = v / w
                 n = q.floor() if floor or q >= 0 else q.ceil()
                 r = v - n * w
@@ -226,7 +226,7 @@ def _mod(floor: bool) -> Callable[..., Any]:
                 else:  # same sign as v, |r| < |w|
                     while abs(r) >= aw:
                         r = r - aw if r > 0 else r + aw
-            with _Prec(prec):
+            with workprec(prec):
                 return (+r).mid()
 
         return f
@@ -258,7 +258,7 @@ def _atan2_one(y: Any, x: Any) -> Any:
 
 def atan2(ctx: Ctx, a: Any, b: Any, out: Any = None) -> MPArray:
     ya, xa = ctx.arr(a).stripped(), ctx.arr(b).stripped()
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         res = ctx.wrap(np.frompyfunc(_atan2_one, 2, 1)(ya.a, xa.a))
     return fix_nonfinite(res, ya, xa, np.arctan2)
 
@@ -272,7 +272,7 @@ def hypot(ctx: Ctx, a: Any, b: Any) -> MPArray:
 def copysign(ctx: Ctx, a: Any, b: Any) -> MPArray:
     """|a| with the sign of b."""
     aa, bb = ctx.arr(a).stripped(), ctx.arr(b).stripped()
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         out = np.frompyfunc(lambda v, w: -abs(v) if w < 0 else abs(v), 2, 1)(aa.a, bb.a)
     return MPArray(np.asarray(out, dtype=object), ctx.prec, clean=True)
 
@@ -283,7 +283,7 @@ def _fn(name: str, fallback: Callable[[float], float]) -> Callable[..., MPArray]
 
 def _log_base(base: float) -> Callable[..., MPArray]:
     def apply(ctx: Ctx, x: Any) -> MPArray:
-        with _Prec(ctx.prec + 16):
+        with workprec(ctx.prec + 16):
             lb = flint.arb(base).log()
         return lift(lambda v: v.log() / lb, np.log2 if base == 2 else np.log10)(ctx, x)
 

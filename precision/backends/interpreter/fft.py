@@ -19,7 +19,7 @@ import torch
 from precision.backends import mp_backend
 from precision.backends.interpreter.complex import MPComplex, as_complex
 from precision.backends.interpreter.core import Ctx, OpTable
-from precision.backends.mp_backend import MPArray, _Prec
+from precision.backends.mp_backend import MPArray, workprec
 
 aten = torch.ops.aten
 
@@ -33,7 +33,7 @@ def twiddles(n: int, m: int, prec: int) -> tuple[np.ndarray, np.ndarray]:
         cos = np.empty((m, n), dtype=object)
         sin = np.empty((m, n), dtype=object)
         table = {}
-        with _Prec(prec):
+        with workprec(prec):
             for r in range(n):
                 s, c = flint.arb.sin_cos_pi_fmpq(flint.fmpq(2 * r, n))
                 table[r] = (c.mid(), s.mid())
@@ -57,7 +57,7 @@ def _along(x: MPArray, axis: int, mat: np.ndarray) -> MPArray:
 def _scale(ctx: Ctx, z: MPComplex | MPArray, n: int, normalization: int) -> Any:
     if normalization == 0:
         return z
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         f = (flint.arb(1) / (flint.arb(n).sqrt() if normalization == 1 else flint.arb(n))).mid()
     fa = MPArray(np.array(f, dtype=object), ctx.prec, True)
     if isinstance(z, MPComplex):

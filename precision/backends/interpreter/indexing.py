@@ -26,7 +26,7 @@ from precision.backends.interpreter.core import (
     ndim_of,
     shape_of,
 )
-from precision.backends.mp_backend import MPArray, _Prec
+from precision.backends.mp_backend import MPArray, workprec
 
 aten = torch.ops.aten
 
@@ -280,7 +280,7 @@ def scatter_reduce(ctx: Ctx, x: Any, dim: int, index: Any, src: Any, reduce: str
     acc: dict[tuple[int, ...], list[Any]] = {}
     for t, v in zip(flat_targets, flat_vals, strict=True):
         acc.setdefault(t, [out[t]] if include_self else []).append(v)
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         for t, items in acc.items():
             if reduce in ("sum", "mean"):
                 r = items[0]
@@ -309,7 +309,7 @@ def index_put(ctx: Ctx, x: Any, indices: Sequence[Any], values: Any, accumulate:
     idx = _index_tuple(indices)
     vals = _entries(ctx, values, as_arb)
     if accumulate:
-        with _Prec(ctx.prec):
+        with workprec(ctx.prec):
             np.add.at(out, idx, vals)
         if as_arb:
             out = np.frompyfunc(flint.arb.mid, 1, 1)(out) if out.ndim else out
@@ -379,7 +379,7 @@ def embedding_bag(ctx: Ctx, weight: MPArray, indices: Any, offsets: Any,
     bag_size = np.zeros(nbags, dtype=np.int64)
     max_idx = np.zeros((nbags, d), dtype=np.int64)
     offset2bag = np.zeros(len(idx), dtype=np.int64)
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         for b in range(nbags):
             members = [j for j in range(bounds[b], bounds[b + 1]) if idx[j] != padding_idx]
             offset2bag[bounds[b]:bounds[b + 1]] = b

@@ -26,7 +26,7 @@ from precision.backends.interpreter.core import (
 )
 from precision.backends.interpreter.elementwise import UNARY, absolute, power
 from precision.backends.interpreter.reductions import amax_amin, extreme_dim, total
-from precision.backends.mp_backend import MPArray, _Prec
+from precision.backends.mp_backend import MPArray, workprec
 
 aten = torch.ops.aten
 
@@ -86,7 +86,7 @@ def avg_pool(ctx: Ctx, x: Any, kernel: Sequence[int], stride: Sequence[int] = ()
     win, out, _ = _windows(ctx, x, kernel, stride, padding, [1] * d, ceil_mode, ZERO)
     lead = win.shape[: win.ndim - 2 * d]
     flat = win.reshape(lead + tuple(out) + (int(np.prod(kernel)),))
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         sums = np.add.reduce(flat, axis=-1) if flat.shape[-1] > 1 else flat[..., 0]
     sums = np.asarray(sums, dtype=object)
     div = np.ones(tuple(out), dtype=np.int64)
@@ -158,7 +158,7 @@ def _src_index(ctx: Ctx, n_in: int, n_out: int, scale: float | None, align: bool
                ) -> list[flint.arb]:
     """Source coordinates of the output pixels (bilinear rule of PyTorch), exact in arb."""
     out = []
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         for i in range(n_out):
             if align:
                 v = flint.arb(0) if n_out == 1 else flint.arb(i) * (n_in - 1) / (n_out - 1)
@@ -186,7 +186,7 @@ def upsample_bilinear2d(ctx: Ctx, x: Any, output_size: Sequence[int] | None,
         src = _src_index(ctx, n_in, n_out, sc, align_corners)
         lo = np.array([min(int(s.floor().unique_fmpz()), n_in - 1) for s in src])
         hi = np.minimum(lo + 1, n_in - 1)
-        with _Prec(ctx.prec):
+        with workprec(ctx.prec):
             lam = np.array([(s - int(l_)).mid() for s, l_ in zip(src, lo, strict=True)],
                            dtype=object)
             shape = [1] * res.ndim
@@ -229,7 +229,7 @@ def col2im(ctx: Ctx, x: Any, output_size: Sequence[int], kernel_size: Sequence[i
     out = np.empty((n, c, H + 2 * padding[0], W + 2 * padding[1]), dtype=object)
     out.fill(ZERO)
     blocks = a.reshape(n, c, kh, kw, oh, ow)
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         for i in range(kh):
             for j in range(kw):
                 r0, c0 = i * dilation[0], j * dilation[1]
@@ -344,7 +344,7 @@ def grid_sampler_2d(ctx: Ctx, x: Any, grid: Any, interpolation_mode: int, paddin
     out = np.empty((n, c, oh, ow), dtype=object)
     smp = _Sampler(x.a, padding_mode, align_corners)
     mid = np.frompyfunc(flint.arb.mid, 1, 1)
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         for b in range(n):
             for i in range(oh):
                 for j in range(ow):

@@ -28,7 +28,7 @@ from precision.backends.interpreter.core import (
     reduce_axes,
 )
 from precision.backends.interpreter.elementwise import _EXP, UNARY, absolute, power
-from precision.backends.mp_backend import MPArray, _Prec
+from precision.backends.mp_backend import MPArray, workprec
 
 aten = torch.ops.aten
 
@@ -55,7 +55,7 @@ def total(ctx: Ctx, x: Any, dims: Any = None, keepdim: bool = False, dtype: Any 
     a = x.a
     if nd == 0:
         return x
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         for ax in sorted(axes, reverse=True):
             if a.shape[ax] == 0:
                 shape = tuple(s for i, s in enumerate(a.shape) if i != ax)
@@ -91,7 +91,7 @@ def product(ctx: Ctx, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any
         return np.asarray(res).astype(np.int64) if np.asarray(res).dtype == bool else res
     axes = reduce_axes(dim, x.ndim)
     a = x.stripped().a
-    with _Prec(ctx.prec):
+    with workprec(ctx.prec):
         for ax in sorted(axes, reverse=True):
             if a.ndim:
                 a = np.multiply.reduce(a, axis=ax) if a.shape[ax] else np.ones(
@@ -255,7 +255,7 @@ def cumulative(ufunc: np.ufunc) -> Callable[..., Any]:
         if x.ndim == 0:
             return x
         a = x.stripped().a if ufunc is np.multiply else x.a
-        with _Prec(ctx.prec):
+        with workprec(ctx.prec):
             res = ufunc.accumulate(a, axis=dim % x.ndim) if a.size else a
         return MPArray(np.asarray(res, dtype=object), ctx.prec)
 
@@ -274,7 +274,7 @@ def softmax(ctx: Ctx, x: MPArray, dim: int, half_to_float: bool = False, log: bo
     shape = a.shape
     rows = a.reshape(-1, shape[-1])
     out = np.empty(rows.shape, dtype=object)
-    with _Prec(x.prec):
+    with workprec(x.prec):
         for r in range(rows.shape[0]):
             row = rows[r]
             live = [v.is_finite() for v in row]

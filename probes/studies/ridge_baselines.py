@@ -134,17 +134,6 @@ def iterative_ada_lambda(sb: SpectralBatch, iters: int) -> np.ndarray:
     return lam
 
 
-def oracle_conditional_mse(sb: SpectralBatch, sigma: np.ndarray) -> np.ndarray:
-    """(B,) ``E[||w_oracle - w||^2 | X, sigma] = sum_k sigma^2 / (s_k + sigma^2)``.
-
-    The oracle ridge solution is the posterior mean of w ~ N(0, I) given (X, y, sigma); its
-    error covariance is ``sigma^2 (X^T X + sigma^2 I)^{-1}``. With x_query ~ N(0, I) this is
-    the oracle's query MSE given X (the oracle loss of 002 Sec. 6 without query sampling).
-    """
-    s2 = np.asarray(sigma, dtype=sb.s.dtype) ** 2
-    return np.sum(s2[:, None] / (sb.s + s2[:, None]), axis=1)
-
-
 def oracle_mse_given_x(sb: SpectralBatch, sigmas: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """(B,) ``sum_j weights_j * sum_k sigma_j^2 / (s_k + sigma_j^2)``: the oracle MSE given X,
     averaged over a quadrature rule (sigmas, weights) of the sigma law instead of one draw."""

@@ -1,0 +1,24 @@
+"""What every table shares: the order of precision columns and the plain-text renderer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from precision.precisions import parse_precision
+
+
+def precision_order(name: str) -> tuple[int, int]:
+    """Sort key of precision names (columns, legends): float formats by bits, then mpN by
+    digits."""
+    p = parse_precision(name)
+    return (1 if p.is_mp else 0, p.bits)
+
+
+def text_table(title: str, head: Sequence[Any], body: Sequence[Sequence[Any]]) -> str:
+    """``title``, the header, a rule of dashes, then the rows: every cell (the last too) is
+    left-aligned and padded to its column's widest cell, columns two spaces apart."""
+    rows = [[str(x) for x in row] for row in (head, *body)]
+    widths = [max(len(x) for x in col) for col in zip(*rows, strict=True)]
+    lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join([title, lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
