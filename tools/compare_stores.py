@@ -6,8 +6,9 @@ bit-identical).
 Every run id must be in both stores; for each run every column, every key of its config and
 result, and every point of every series must be equal (floats compared exactly, NaN equal to
 NaN). What depends on the moment or the process, not on the computation, is skipped:
-``wall_time``, ``worker``, ``created_at``, ``result.provenance`` and the ``*wall_time`` keys
-of ``result``. Prints the differences (at most 20) and a summary; exit code 1 if any.
+``wall_time``, ``worker``, ``created_at``, ``result.provenance`` and the keys of ``result``
+that time something (``*wall_time``, ``*_seconds``). Prints the differences (at most 20) and
+a summary; exit code 1 if any.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def _clean(value: Any) -> Any:
     """Drop what depends on the moment or the process (see the module docstring)."""
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()
-                if k != "provenance" and not k.endswith("wall_time")}
+                if k != "provenance" and not k.endswith(("wall_time", "_seconds"))}
     if isinstance(value, list):
         return [_clean(v) for v in value]
     return value
