@@ -36,14 +36,15 @@ def mp_program(model: torch.nn.Module, x: torch.Tensor) -> MPProgram:
     return per_model[key]
 
 
-def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Precision | str
-             ) -> np.ndarray:
+def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Precision | str,
+             device: str = "cpu") -> np.ndarray:
     """Output of ``model`` on ``x`` computed in ``precision``, as exact arb values.
 
     Float precisions: the model (deep copy) and ``x`` are cast to the dtype and run by
     PyTorch. mpN: the graph interpreter, weights converted exactly from their stored values.
     ``x`` may also be an object array of exact values (e.g. an mp iterate fed back as input):
-    the interpreter takes it as it is; float precisions round it into the dtype.
+    the interpreter takes it as it is; float precisions round it into the dtype. ``device``:
+    where a float precision runs (:mod:`precision.devices`); mpN always runs on the CPU.
     """
     p = parse_precision(precision)
     model.eval()
@@ -59,10 +60,10 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     dtype = p.torch_dtype
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
-        clone = cast_module(copy.deepcopy(model), dtype)
+        clone = cast_module(copy.deepcopy(model), dtype).to(device)
     with torch.no_grad():
-        out = clone(round_to_dtype(x, dtype) if x.is_floating_point() else x)
-    return backend_for(p).to_exact(out)
+        out = clone((round_to_dtype(x, dtype) if x.is_floating_point() else x).to(device))
+    return backend_for(p).to_exact(out.cpu())
 
 
 class _MethodAsForward(torch.nn.Module):

@@ -47,13 +47,17 @@ def _static() -> dict[str, Any]:
     }
 
 
-def provenance() -> dict[str, Any]:
+def provenance(device: str = "cpu") -> dict[str, Any]:
     """Versions, CPU capability, BLAS, thread count and kernel-selecting environment of this
-    process (a JSON-safe dict; the thread count is read now, the rest once per process)."""
+    process (a JSON-safe dict; the thread count is read now, the rest once per process), and
+    the accelerator a run used (``device``, recorded when it is not the CPU)."""
     import torch
 
+    from precision.devices import describe_device
+
     env = {k: os.environ[k] for k in KERNEL_ENV if k in os.environ}
-    return {**_static(), "threads": torch.get_num_threads(), **({"env": env} if env else {})}
+    return {**_static(), "threads": torch.get_num_threads(), **({"env": env} if env else {}),
+            **({"device": describe_device(device)} if device != "cpu" else {})}
 
 
 def provenance_line(p: dict[str, Any]) -> str:
@@ -64,4 +68,6 @@ def provenance_line(p: dict[str, Any]) -> str:
              f"{threads} thread{'s' if threads != 1 else ''}" if threads is not None else ""]
     env = p.get("env") or {}
     parts += [f"{k}={v}" for k, v in sorted(env.items())]
+    if p.get("device"):
+        parts.append(f"trained on {p['device']}")
     return ", ".join(x for x in parts if x)

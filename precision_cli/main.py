@@ -52,6 +52,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         profile=args.profile,
         precisions=_csv(args.precisions),
         solvers=_csv(args.solvers),
+        device=args.device,
     )
     return _run_loaded(suite, args)
 
@@ -59,7 +60,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from probes.suite import suite_for_factory
 
-    base = load_suite(args.suite, profile=args.profile, precisions=_csv(args.precisions))
+    base = load_suite(args.suite, profile=args.profile, precisions=_csv(args.precisions),
+                      device=args.device)
     suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks))
     from precision.op_census import CensusError
     from probes.census import suite_mp_problem
@@ -299,6 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --executor dask: a running scheduler (tcp://host:8786)")
     run.add_argument("--save-weights", default=None, metavar="DIR",
                      help="save each newly trained model to DIR/<job id>.safetensors")
+    run.add_argument("--device", default=None,
+                     help="where trained models train and evaluate their float precisions: "
+                     "cpu or cuda[:N] (replaces the suite's 'device'; mpN runs on the CPU)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--report-dir", default="report",
                      help="the suite's report is refreshed in REPORT_DIR/SUITE (default report)")

@@ -19,6 +19,7 @@ from typing import Any
 
 from torch import nn
 
+from precision.devices import resolve_device
 from precision.precisions import parse_precision
 from probes.job import Job
 from probes.trained_run import PrecisionOutcome, run_trained
@@ -35,18 +36,20 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
           width: int = 32, train: dict[str, Any] | None = None,
           precisions: tuple[str, ...] = ("float32", "float64", "mp50"), seed: int = 0,
           task_options: dict[str, Any] | None = None, model_options: dict[str, Any] | None = None,
-          test_size: int = 16) -> dict[str, PrecisionOutcome]:
+          test_size: int = 16, device: str = "cpu") -> dict[str, PrecisionOutcome]:
     """Train ``factory``'s module on ``task`` and measure it in each precision.
 
     ``factory``: a callable ``(d_in, d_out, depth, width, **model_options) -> nn.Module`` or a
     ``MODULE:FACTORY`` spec. Returns {precision: PrecisionOutcome} (``total`` is the test MSE,
-    ``log10_approximation`` / ``log10_rounding`` its decomposition, ``status``).
+    ``log10_approximation`` / ``log10_rounding`` its decomposition, ``status``). ``device``:
+    where it trains and evaluates its float precisions (``"cuda"`` on a GPU; mpN on the CPU).
     """
+    resolve_device(device)
     job = Job(family=factory, task=task, depth=depth, width=width,
               train={**DEFAULT_TRAIN, **(train or {})}, seed=seed,
               task_options=dict(task_options or {}), model_options=dict(model_options or {}),
               test_size=test_size)
-    outcome = run_trained(job, [parse_precision(p) for p in precisions])
+    outcome = run_trained(job, [parse_precision(p) for p in precisions], device=device)
     return {o.precision: o for o in outcome.per_precision}
 
 

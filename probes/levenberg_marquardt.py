@@ -140,7 +140,7 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
 
     diag = torch.zeros_like(theta)
     for _ in range(probes):
-        z = torch.randint(0, 2, r.shape, dtype=r.dtype).mul_(2).sub_(1)
+        z = torch.randint(0, 2, r.shape, dtype=r.dtype).to(r.device).mul_(2).sub_(1)
         diag += torch.autograd.grad(r, th, z, retain_graph=True)[0].pow(2)
     sc = _scaling(diag / max(probes, 1)) if probes > 0 else torch.ones_like(theta)
     gs = sc * g
@@ -207,8 +207,8 @@ def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg
         if deadline is not None and time.perf_counter() > deadline:
             break
         if it % max(cfg.lm_refresh, 1) == 0:
-            x, y = sample(cfg.second_order_batch, gen)
-            x, y = x.double(), y.double()
+            x, y = sample(cfg.second_order_batch, gen)   # drawn on the CPU, then moved
+            x, y = (t.to(device=theta.device, dtype=torch.float64) for t in (x, y))
 
         def res(th: torch.Tensor, x: torch.Tensor = x, y: torch.Tensor = y) -> torch.Tensor:
             return (functional_call(wrapper, flat.as_dict(th), (x,)) - y).flatten()

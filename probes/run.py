@@ -34,7 +34,8 @@ class Run:
     ``config`` is the resolved config whose hash is ``run_id`` (plain JSON data, stored with
     the run). ``precisions`` are parsed once, when the suite is expanded: one for a solver,
     construction or study run; every evaluation precision of a trained job, which writes one
-    record per precision (``record_ids``, in the same order).
+    record per precision (``record_ids``, in the same order). ``device``: where a trained job
+    trains and evaluates its float precisions (:mod:`precision.devices`; not part of the id).
     """
 
     run_id: str
@@ -45,6 +46,7 @@ class Run:
     precisions: tuple[Precision, ...]
     config: dict[str, Any] = field(hash=False)
     record_ids: tuple[str, ...] = ()
+    device: str = "cpu"
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -58,11 +60,12 @@ class Run:
 
 
 def new_run(kind: str, subject: str, label: str, precisions: list[Precision],
-            config: dict[str, Any], record_ids: tuple[str, ...] = ()) -> Run:
+            config: dict[str, Any], record_ids: tuple[str, ...] = (),
+            device: str = "cpu") -> Run:
     """A :class:`Run` whose id is the hash of ``config`` (which holds the suite's name)."""
     return Run(run_id=config_hash(config), suite=config["suite"], kind=kind, subject=subject,
                label=label, precisions=tuple(precisions), config=config,
-               record_ids=record_ids)
+               record_ids=record_ids, device=device)
 
 
 def finite_or_none(x: Any) -> float | None:

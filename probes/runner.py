@@ -32,9 +32,9 @@ def compute_records(run: Run) -> list[RunRecord]:
     """Compute one run (in whatever process calls it) with its kind's ``compute``: its store
     records (one for a solver, construction or study run, one per evaluation precision for a
     trained job), each with the provenance of the process that computed it
-    (``result["provenance"]``)."""
+    (``result["provenance"]``, with the device a trained job used)."""
     records = kind_of(run).compute(run)
-    where = provenance()
+    where = provenance(run.device)
     for record in records:
         record.result["provenance"] = where
     return records

@@ -39,6 +39,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from precision.devices import DeviceError, resolve_device
 from precision.precisions import PrecisionError, parse_precision
 from probes.kinds import SuiteData, expand_all, trained
 from probes.kinds.subject import SUBJECT_TABLES
@@ -48,7 +49,7 @@ from probes.run import Run, SuiteError
 SUITE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 _TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers",
-             "constructions", "profiles", "tasks", "models", "studies"}
+             "constructions", "profiles", "tasks", "models", "studies", "device"}
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,13 @@ def load_suite(
     *,
     precisions: list[str] | None = None,
     solvers: list[str] | None = None,
+    device: str | None = None,
 ) -> Suite:
     """Load a shipped suite by name, or a suite file by path, applying ``profile``.
 
     ``precisions`` replaces every precision list of the suite; ``solvers`` keeps only those
-    solver entries (both are the command line's ``--precisions`` / ``--solvers``).
+    solver entries; ``device`` replaces the suite's ``device`` (the command line's
+    ``--precisions`` / ``--solvers`` / ``--device``).
     """
     shipped = shipped_suites()
     if name_or_path in shipped:
@@ -100,6 +103,8 @@ def load_suite(
     _check_plain(data, str(path))
     data = _apply_profile(data, profile, path)
     data = _apply_overrides(data, precisions, solvers, path)
+    if device is not None:
+        data["device"] = device
     description = data.get("description", "")
     if not isinstance(description, str):
         raise SuiteError(f"{path}: 'description' must be a string")
@@ -244,7 +249,12 @@ def expand(suite: Suite) -> list[Run]:
         precisions = tuple(parse_precision(p) for p in names)
     except PrecisionError as exc:
         raise SuiteError(f"{where}: {exc}") from None
-    runs = expand_all(SuiteData(suite.name, where, data, precisions, tuple(seeds)))
+    device = data.get("device", "cpu")
+    try:
+        resolve_device(device)   # a GPU the machine lacks fails here, before any work
+    except DeviceError as exc:
+        raise SuiteError(f"{where}: {exc}") from None
+    runs = expand_all(SuiteData(suite.name, where, data, precisions, tuple(seeds), device))
     seen: set[str] = set()
     unique = []
     for r in runs:

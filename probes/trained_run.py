@@ -95,14 +95,16 @@ def log10_or_none(x: float | None) -> float | None:
 
 def measure_precision(model: nn.Module, task: Task, x: torch.Tensor,
                       precision: Precision | str,
-                      ref_cache: dict[bytes, np.ndarray | None]) -> PrecisionOutcome:
-    """Test MSE of ``model`` in ``precision`` and its decomposition (module docstring); a
-    module the mp interpreter cannot run gets the total error without the decomposition."""
+                      ref_cache: dict[bytes, np.ndarray | None],
+                      device: str = "cpu") -> PrecisionOutcome:
+    """Test MSE of ``model`` in ``precision`` (a float precision on ``device``) and its
+    decomposition (module docstring); a module the mp interpreter cannot run gets the total
+    error without the decomposition."""
     p = parse_precision(precision)
     xp_ = _rounded_inputs(x, p)
     x_exact = exact_array(xp_.numpy())
     truth = task.evaluated(task.truth(x_exact, truth_bits(p)))
-    f_p = task.evaluated(task.select(evaluate(model, xp_, p)))
+    f_p = task.evaluated(task.select(evaluate(model, xp_, p, device)))
     key = xp_.numpy().tobytes()
     if key not in ref_cache:
         try:
@@ -125,7 +127,7 @@ def measure_precision(model: nn.Module, task: Task, x: torch.Tensor,
 
 
 def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: Precision | str,
-                     iters: int) -> list[float]:
+                     iters: int, device: str = "cpu") -> list[float]:
     """001 Sec. 5.1.2 inference: w_{t+1} = w_t - eta Delta_t with the model's gradient
     Delta_t, all arithmetic in ``precision``; log10 MSE of w_t against OLS per iteration.
 
@@ -152,7 +154,7 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: P
     trace = []
     for _ in range(iters):
         row[:, 0, :d] = np.stack([xb.to_exact(wb) for wb in w])      # the last token: w_t
-        delta = task.select(evaluate(model, np.concatenate([ctx, row], axis=1), p))
+        delta = task.select(evaluate(model, np.concatenate([ctx, row], axis=1), p, device))
         w = [w[b] - steps[b] * xb.asarray(delta[b]) for b in range(len(w))]
         est = np.stack([xb.to_exact(wb) for wb in w])
         trace.append(error_summary(est, np.stack(w_star)).log10_mse)
@@ -162,23 +164,24 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: P
 
 
 def run_trained(job: Job, precisions: Sequence[Precision | str], *,
-                save_as: dict[str, Any] | None = None) -> TrainedOutcome:
-    """Train ``job`` and measure it in each of ``precisions``. When the sweep saves weights
+                save_as: dict[str, Any] | None = None, device: str = "cpu") -> TrainedOutcome:
+    """Train ``job`` and measure it in each of ``precisions``, training and float evaluation
+    on ``device`` (:mod:`precision.devices`; mpN on the CPU). When the sweep saves weights
     (``--save-weights``), a job of a suite (``save_as``: its config) writes them to
     ``<hash of save_as>.safetensors`` with ``save_as`` as the file's metadata."""
     t0 = time.perf_counter()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small models: 1 thread beats 2 (see docs/architecture.md)
     try:
-        return _run_trained(job, [parse_precision(p) for p in precisions], save_as, t0)
+        return _run_trained(job, [parse_precision(p) for p in precisions], save_as, t0, device)
     finally:
         torch.set_num_threads(threads)
 
 
 def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] | None,
-                 t0: float) -> TrainedOutcome:
+                 t0: float, device: str) -> TrainedOutcome:
     task, model = job.build()
-    tcfg = TrainConfig(**{**job.train, "seed": job.seed})
+    tcfg = TrainConfig(**{**job.train, "seed": job.seed, "device": device})
     result = train(model, task.sample, lambda m, x: task.select(m(x)), tcfg)
     folder = weights_dir()
     if folder is not None and save_as is not None and result.status == "ok":
@@ -194,14 +197,14 @@ def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] 
         refs: dict[bytes, np.ndarray | None] = {}
         for p in precisions:
             try:
-                out = measure_precision(model, task, x_test, p, refs)
+                out = measure_precision(model, task, x_test, p, refs, device)
             except Exception as exc:  # noqa: BLE001 - e.g. a user module's op with no mp
                 first = (str(exc).splitlines() or [""])[0]   # implementation: a status
                 out = PrecisionOutcome(p.name, "failed", f"{type(exc).__name__}: {first}")
             if out.status == "ok" and job.iterate and task.name == "explicit_gradient":
                 n_iter = min(job.test_size, 8)
                 out.iterate_trace = iterate_gradient(model, task, x_test[:n_iter], p,
-                                                     job.iterate)
+                                                     job.iterate, device)
                 out.floor = detect_floor([10.0 ** min(v, 300.0) for v in out.iterate_trace],
                                          log10_trace=out.iterate_trace)
                 if out.floor.kind == "diverged" or not math.isfinite(out.iterate_trace[-1]):

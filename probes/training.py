@@ -81,6 +81,7 @@ class TrainConfig:
     clip: float = 0.0             # gradient-norm clip of the Adam phase, 0 = none
     time_limit: float | None = None  # seconds; stop early (status stays "ok") when exceeded
     until: str = "steps"          # "steps": all steps; "floor": stop at the validation plateau
+    device: str = "cpu"           # where the model trains (precision.devices); data: the CPU
     # held-out sequences of the validation curve (0 = none). Cost: validation_points forward
     # passes of this size, ~20% of a 2000-step batch-32 run, ~1% at the paper's batch 1024
     validation_size: int = 128
@@ -145,7 +146,7 @@ class Validation:
     def __init__(self, model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                  total_steps: int) -> None:
         gen = torch.Generator().manual_seed(cfg.seed + VALIDATION_SEED_OFFSET)
-        self.x, self.y = sample(cfg.validation_size, gen)
+        self.x, self.y = (t.to(cfg.device) for t in sample(cfg.validation_size, gen))
         self.model, self.predict = model, predict
         self.every = max(1, math.ceil(total_steps / max(cfg.validation_points, 1)))
         self.until_floor = cfg.until == "floor"
@@ -324,8 +325,8 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
         if scheduler == "fixed":
             for group in opt.param_groups:
                 group["lr"] = scheduled_rate(cfg, step)
-        x, y = sample(cfg.batch_size, gen)
-        loss = _mse(predict(model, x.to(dtype)), y.to(dtype))
+        x, y = sample(cfg.batch_size, gen)   # on the CPU: the same batches on every device
+        loss = _mse(predict(model, x.to(cfg.device, dtype)), y.to(cfg.device, dtype))
         lval = float(loss.detach())
         if not math.isfinite(lval):
             raise Diverged(f"loss became {lval} at step {step}")
@@ -359,8 +360,9 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
     """Train ``model`` in place with recipe ``cfg.recipe``; never raises on divergence.
 
     The model is cast to ``cfg.dtype`` for training (high-precision: float64 throughout) and
-    left in float64 at the end. Loss: mean over all entries of (predict(model, x) - y)^2,
-    x (batch, N, d_in) and y from ``sample`` (float64, cast to the training dtype).
+    moved to ``cfg.device``; it is left in float64 on the CPU at the end. Loss: mean over all
+    entries of (predict(model, x) - y)^2, x (batch, N, d_in) and y from ``sample`` (float64,
+    drawn on the CPU, cast to the training dtype).
     """
     if cfg.recipe not in RECIPES:
         raise ValueError(f"unknown recipe {cfg.recipe!r}; choose from {', '.join(RECIPES)}")
@@ -377,7 +379,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
     curve = _Curve(max(total, 1), cfg.curve_points)
     lr_trace: list[tuple[int, float]] = [(0, cfg.lr)]
     status, message, done = "ok", "", 0
-    model.to(dtype)
+    model.to(device=cfg.device, dtype=dtype)
     model.train()
     val = Validation(model, sample, predict, cfg, max(total, 1)) \
         if cfg.validation_size > 0 else None
@@ -409,7 +411,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
     if val is not None and status == "ok":
         val.measure(done)   # the curve ends at the final model
         converged = val.plateaued()
-    model.to(torch.float64)
+    model.to(device="cpu", dtype=torch.float64)
     points, times = curve.finish()
     return TrainResult(curve=points, curve_times=times, steps=done, status=status, message=message,
                        wall_time=time.perf_counter() - start, lr_trace=lr_trace,

@@ -25,13 +25,15 @@ from results.store import RunRecord
 @dataclass(frozen=True)
 class SuiteData:
     """What a kind expands: a suite's name, its tables (profile and overrides applied), and
-    its validated top-level precisions and seeds. ``where`` names the file in messages."""
+    its validated top-level precisions and seeds. ``where`` names the file in messages;
+    ``device`` is where trained jobs train (:mod:`precision.devices`)."""
 
     name: str
     where: str
     data: dict[str, Any]
     precisions: tuple[Precision, ...]
     seeds: tuple[int, ...]
+    device: str = "cpu"
 
 
 @dataclass(frozen=True)

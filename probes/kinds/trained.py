@@ -188,7 +188,8 @@ def expand(suite: SuiteData) -> list[Run]:
                         runs.append(new_run(
                             "trained", label, tl, precisions,
                             {**config, "precisions": [p.name for p in precisions]},
-                            record_ids=tuple(record_id(config, p.name) for p in precisions)))
+                            record_ids=tuple(record_id(config, p.name) for p in precisions),
+                            device=suite.device))
     return runs
 
 
@@ -236,7 +237,7 @@ def _validate_job(job: Job, where: str) -> None:
 def compute(run: Run) -> list[RunRecord]:
     """Train and measure the job of ``run``; one record per evaluation precision."""
     job = {k: v for k, v in run.config.items() if k != "precisions"}
-    outcome = run_trained(Job.from_config(job), run.precisions, save_as=job)
+    outcome = run_trained(Job.from_config(job), run.precisions, save_as=job, device=run.device)
     tr = outcome.training
     curve = [(s, math.log10(v) if v > 0 else None) for s, v in tr.curve
              if v is not None and math.isfinite(v)]

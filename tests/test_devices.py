@@ -1,0 +1,105 @@
+"""Training on a device (``device = "cuda"`` in a suite, ``--device`` on run / probe).
+
+Without a GPU: a device that is misspelled or absent is a one-line error before any work, and
+the device is where a run computes, not what it is (same run ids). With a GPU (skipped
+otherwise): a job trains and evaluates its float precisions there and records it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from precision.devices import DeviceError, resolve_device
+from precision_cli.main import main
+from probes.api import probe
+from probes.suite import SuiteError, expand, load_suite
+from results.store import Store
+
+HAS_CUDA = torch.cuda.is_available()
+ZOO = Path(__file__).resolve().parent.parent / "examples" / "zoo"
+
+SUITE = """
+name = "on_device"
+precisions = ["float32", "mp30"]
+[tasks.multiply]
+task = "multiply"
+dim = 4
+n = 4
+[models.baseconv]
+family = "baseconv"
+tasks = ["multiply"]
+depth = 1
+width = 4
+layernorm = false
+test_size = 4
+train = { recipe = "paper", steps = 30, batch_size = 16, validation_size = 0 }
+"""
+
+
+def test_spelling_and_availability() -> None:
+    assert resolve_device("cpu") == torch.device("cpu")
+    for bad in ("gpu", "cuda:x", "CPU", ""):
+        with pytest.raises(DeviceError, match="unknown device"):
+            resolve_device(bad)
+    if not HAS_CUDA:
+        with pytest.raises(DeviceError, match="not available here"):
+            resolve_device("cuda")
+    with pytest.raises(DeviceError, match="not available here"):
+        resolve_device("cuda:999")
+
+
+def test_device_is_not_part_of_the_run_ids(tmp_path: Path) -> None:
+    path = tmp_path / "on_device.toml"
+    path.write_text(SUITE, encoding="utf-8")
+    default = expand(load_suite(str(path)))
+    on_cpu = expand(load_suite(str(path), device="cpu"))
+    assert [r.ids for r in default] == [r.ids for r in on_cpu] and default
+    assert {r.device for r in on_cpu} == {"cpu"}
+    path.write_text('device = "tpu"\n' + SUITE, encoding="utf-8")
+    with pytest.raises(SuiteError, match="unknown device 'tpu'"):
+        load_suite(str(path))
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the error a machine without CUDA gives")
+def test_cuda_without_a_gpu_is_one_line_and_stores_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "on_device.toml"
+    path.write_text(SUITE, encoding="utf-8")
+    db = tmp_path / "r.db"
+    for argv in (["run", str(path), "--device", "cuda"],
+                 ["probe", f"{ZOO}/linear_attention.py:linear_attention", "--suite", str(path),
+                  "--device", "cuda"]):
+        assert main([*argv, "--db", str(db), "--no-report"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "not available here" in err and "\n" not in err and "Traceback" not in err
+    assert not db.exists()
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_a_job_trains_on_the_gpu_and_records_it(tmp_path: Path) -> None:
+    path = tmp_path / "on_device.toml"
+    path.write_text(SUITE, encoding="utf-8")
+    db = tmp_path / "r.db"
+    assert main(["run", str(path), "--device", "cuda", "--db", str(db), "--no-report"]) == 0
+    rows = Store(str(db), read_only=True).runs()
+    assert {r["precision"] for r in rows} == {"float32", "mp30"}
+    for r in rows:
+        assert r["status"] == "ok" and math.isfinite(r["mse"])
+        assert r["result"]["provenance"]["device"].startswith("cuda:")
+    on_gpu = probe("baseconv", "multiply", depth=1, width=8, precisions=("float64",),
+                   task_options={"dim": 4, "n": 4}, model_options={"layernorm": False},
+                   train={"recipe": "high-precision", "steps": 200, "batch_size": 64,
+                          "second_order_steps": 10, "second_order_batch": 64},
+                   device="cuda")["float64"]
+    assert on_gpu.status == "ok" and on_gpu.total < 1e-6
+
+
+def test_provenance_names_the_device_only_off_the_cpu() -> None:
+    from precision.provenance import provenance, provenance_line
+
+    assert "device" not in provenance("cpu")
+    line = provenance_line({**provenance("cpu"), "device": "cuda:0 (GPU, CUDA 12)"})
+    assert line.endswith("trained on cuda:0 (GPU, CUDA 12)")
