@@ -13,8 +13,10 @@ import pytest
 import torch
 
 from precision.devices import DeviceError, resolve_device
+from precision.precisions import parse_precision
 from precision_cli.main import main
 from probes.api import probe
+from probes.kinds import SuiteData, expand_all
 from probes.suite import SuiteError, expand, load_suite
 from results.store import Store
 
@@ -54,10 +56,16 @@ def test_spelling_and_availability() -> None:
 def test_device_is_not_part_of_the_run_ids(tmp_path: Path) -> None:
     path = tmp_path / "on_device.toml"
     path.write_text(SUITE, encoding="utf-8")
-    default = expand(load_suite(str(path)))
-    on_cpu = expand(load_suite(str(path), device="cpu"))
-    assert [r.ids for r in default] == [r.ids for r in on_cpu] and default
+    suite = load_suite(str(path), device="cpu")
+    on_cpu = expand(suite)
     assert {r.device for r in on_cpu} == {"cpu"}
+    # the kinds expand a GPU suite without needing one: same ids, the device carried apart
+    precisions = tuple(parse_precision(p) for p in suite.data["precisions"])
+    on_gpu = expand_all(SuiteData(suite.name, suite.path, suite.data, precisions, (0,),
+                                  device="cuda:1"))
+    assert [r.ids for r in on_gpu] == [r.ids for r in on_cpu] and on_cpu
+    assert [r.config for r in on_gpu] == [r.config for r in on_cpu]
+    assert {r.device for r in on_gpu} == {"cuda:1"}
     path.write_text('device = "tpu"\n' + SUITE, encoding="utf-8")
     with pytest.raises(SuiteError, match="unknown device 'tpu'"):
         load_suite(str(path))
