@@ -1,9 +1,11 @@
-"""The Levenberg–Marquardt phase of the ``high-precision`` training recipe (:mod:`probes.training`).
+"""The Levenberg–Marquardt phase of the ``high-precision`` and ``gauss-newton`` training
+recipes (:mod:`probes.training`).
 
 Levenberg–Marquardt solves ``(J^T J + lam I) d = -J^T r`` for the residual vector r of the
 fixed batch (M = batch * |y entries| residuals, P parameters). Small problems form J
 explicitly (sample by sample, ``vmap`` of ``jacrev``; whole-batch ``jacrev``/``jacfwd`` when
-an operation cannot be vmapped) and diagonalise ``J^T J`` once per iteration;
+an operation cannot be vmapped) and diagonalise ``J^T J`` once per iteration (or, with
+``lm_solve = "cholesky"``, factor ``J^T J + lam I`` once per damping try);
 large ones build a Krylov (Lanczos, fully reorthogonalised) basis of ``J^T J`` from ``J^T r``
 with matrix-free products (``J v`` by double backward, ``J^T u`` by backward), augmented by
 the last ``lm_memory`` accepted steps (their curvature is recomputed at the current point, so
@@ -84,6 +86,52 @@ class _Model2:
         pred = float(self.b.dot(z) - 0.5 * (z * self.evals).dot(z))  # decrease of 0.5||r||^2
         d = -(z if self.V is None else self.V @ z)
         return d, pred
+
+    def top(self) -> float:
+        """The largest curvature of the model (sets the first damping)."""
+        return float(self.evals.max())
+
+
+class _CholeskyModel:
+    """The same damped-step model without a diagonalisation, from the Marquardt-scaled
+    Jacobian Js = J S (M, P) and b = Js^T r: each damping mu costs one Cholesky
+    factorisation instead of the ~10x costlier ``eigh``, which pays when few damping tries
+    are needed per iteration (fresh batches, large P). With M >= P it factors
+    A + mu I, A = Js^T Js (P, P); with M < P the M x M kernel K + mu I, K = Js Js^T, and
+    z = Js^T (K + mu I)^-1 r, the same step by (A + mu I)^-1 Js^T = Js^T (K + mu I)^-1."""
+
+    def __init__(self, jac: torch.Tensor, r: torch.Tensor) -> None:
+        self.s = _scaling(jac.pow(2).sum(0))        # diag(J^T J) = squared column norms
+        self.Js = jac * self.s
+        self.r = r
+        self.b = self.Js.T @ r
+        self.kernel = jac.shape[0] < jac.shape[1]
+        self.G = self.Js @ self.Js.T if self.kernel else self.Js.T @ self.Js
+
+    def step(self, mu: float) -> tuple[torch.Tensor, float]:
+        eye = torch.eye(self.G.shape[0], dtype=self.G.dtype, device=self.G.device)
+        L, info = torch.linalg.cholesky_ex(self.G + mu * eye)
+        if int(info):
+            return torch.zeros_like(self.b), -1.0   # not positive definite: a rejected try
+        if self.kernel:
+            z = self.Js.T @ torch.cholesky_solve(self.r[:, None], L)[:, 0]
+        else:
+            z = torch.cholesky_solve(self.b[:, None], L)[:, 0]
+        pred = float(self.b.dot(z) - 0.5 * (self.Js @ z).pow(2).sum())
+        return -(self.s * z), pred
+
+    def top(self, iterations: int = 30) -> float:
+        """Power-iteration estimate of the largest eigenvalue of J^T J (scaled)."""
+        v = torch.ones(self.G.shape[0], dtype=self.G.dtype, device=self.G.device)
+        v /= v.norm()
+        lam = 0.0
+        for _ in range(iterations):
+            w = self.G @ v
+            lam = float(w.norm())
+            if lam == 0.0:
+                break
+            v = w / lam
+        return lam
 
 
 def _batch_jacobian(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor,
@@ -228,11 +276,11 @@ def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg
                     per_sample = False
             if not per_sample:
                 jac = _batch_jacobian(res, theta, r)
-            q = _dense_model(jac, r)
+            q = (_CholeskyModel if cfg.lm_solve == "cholesky" else _dense_model)(jac, r)
         else:
             q = _krylov_model(res, theta, cfg.krylov_dim, cfg.diag_probes, memory, deadline)
         if mu is None:
-            mu = cfg.lm_damping * max(float(q.evals.max()), 1e-300)
+            mu = cfg.lm_damping * max(q.top(), 1e-300)
         accepted = False
         for _ in range(cfg.lm_max_tries):
             d, pred = q.step(mu)

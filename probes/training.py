@@ -24,6 +24,15 @@ Recipes
     App. E.1 notes that no trained model reaches machine precision on the primitives and asks
     whether "more refined optimization methods" help; this phase is that method:
     :mod:`probes.levenberg_marquardt`).
+``gauss-newton``
+    The toolkit's fast recipe to a floor: ``high-precision`` with the Levenberg–Marquardt
+    batch drawn fresh at *every* iteration (``lm_refresh = 1``: each step fits new data, so
+    there is no fixed batch to over-fit), dense steps solved by one Cholesky factorisation
+    per damping try (``lm_solve = "cholesky"``) and the dense path taken up to
+    ``GAUSS_NEWTON_DENSE_PARAMS`` parameters. These three settings are the recipe; the other
+    fields mean what they mean for ``high-precision``. On AFFINE (D = 20, N = 40) a 1-layer,
+    2-head, width-16 Transformer without LayerNorm goes from Adam's ~1e-2 to a test MSE
+    below 1e-13 in about 40 iterations (``bench/bench_time_to_floor.py``).
 
 Every recipe's Adam phase clips the gradient to norm ``clip`` when ``clip > 0`` (deep linear
 attention without LayerNorm needs it: its output is a polynomial of degree 3^L in the input).
@@ -39,7 +48,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -47,7 +56,11 @@ from torch import nn
 from precision.metrics import detect_floor
 from probes.levenberg_marquardt import Diverged, Predict, Sampler, levenberg_marquardt
 
-RECIPES = ("paper", "adaptive", "constant", "cosine", "high-precision")
+RECIPES = ("paper", "adaptive", "constant", "cosine", "high-precision", "gauss-newton")
+#: Recipes that end with the Levenberg-Marquardt phase (and train in float64 throughout).
+SECOND_ORDER = ("high-precision", "gauss-newton")
+#: gauss-newton: the dense (explicit Jacobian) path up to this many parameters.
+GAUSS_NEWTON_DENSE_PARAMS = 6000
 #: When training stops: after ``steps`` (the budget), or at the validation plateau.
 UNTIL = ("steps", "floor")
 DTYPES: dict[str, torch.dtype] = {
@@ -61,9 +74,9 @@ DTYPES: dict[str, torch.dtype] = {
 class TrainConfig:
     """One training run. Field names and defaults of the first block are the public interface.
 
-    recipe: "paper" | "adaptive" | "constant" | "cosine" | "high-precision"; steps:
-    first-order (Adam) steps (for high-precision: the Adam steps before the second-order
-    phase); dtype: training precision.
+    recipe: one of :data:`RECIPES`; steps: first-order (Adam) steps (for high-precision and
+    gauss-newton: the Adam steps before the second-order phase); dtype: training precision
+    (the second-order recipes train in float64 whatever it says).
     """
 
     recipe: str
@@ -102,6 +115,7 @@ class TrainConfig:
     lm_damping: float = 1e-3      # initial lam relative to the largest curvature seen
     diag_probes: int = 16         # Hutchinson probes for the Marquardt scaling (matrix-free)
     lm_memory: int = 40           # earlier LM steps added to the Krylov basis (matrix-free)
+    lm_solve: str = "eigh"        # dense path: "eigh" once per iteration or "cholesky" per try
     lm_max_tries: int = 12        # damping increases per LM iteration before giving up on it
 
 
@@ -122,6 +136,8 @@ class TrainResult:
     curve_times: list[float] = field(default_factory=list)  # seconds since start, per point
     #: (step, MSE on a fixed held-out set) during training, ending at the final model
     val_curve: list[tuple[int, float]] = field(default_factory=list)
+    #: wall seconds since the start of training at each val_curve point
+    val_times: list[float] = field(default_factory=list)
     #: the validation curve reached its plateau (None: no validation curve)
     converged: bool | None = None
     #: why training stopped: "steps" (budget), "floor" (until = "floor"), "time limit",
@@ -151,6 +167,8 @@ class Validation:
         self.every = max(1, math.ceil(total_steps / max(cfg.validation_points, 1)))
         self.until_floor = cfg.until == "floor"
         self.curve: list[tuple[int, float]] = []
+        self.times: list[float] = []
+        self.t0 = time.perf_counter()
         self.stop = False
 
     def measure(self, step: int) -> None:
@@ -164,6 +182,7 @@ class Validation:
             mse = float(_mse(self.predict(self.model, self.x.to(dtype)), self.y.to(dtype)))
         self.model.train(was_training)
         self.curve.append((step, mse))
+        self.times.append(time.perf_counter() - self.t0)
         if self.until_floor and len(self.curve) >= self.MIN_POINTS and self.plateaued():
             self.stop = True
 
@@ -372,10 +391,14 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
         raise ValueError(f"warmup and clip must be >= 0, got {cfg.warmup!r} and {cfg.clip!r}")
     if cfg.until not in UNTIL:
         raise ValueError(f"unknown until {cfg.until!r}; choose from {', '.join(UNTIL)}")
-    dtype = torch.float64 if cfg.recipe == "high-precision" else DTYPES[cfg.dtype]
+    second_order = cfg.recipe in SECOND_ORDER
+    if cfg.recipe == "gauss-newton":
+        cfg = replace(cfg, lm_refresh=1, lm_solve="cholesky",
+                      dense_max_params=max(cfg.dense_max_params, GAUSS_NEWTON_DENSE_PARAMS))
+    dtype = torch.float64 if second_order else DTYPES[cfg.dtype]
     start = time.perf_counter()
     deadline = None if cfg.time_limit is None else start + cfg.time_limit
-    total = cfg.steps + (cfg.second_order_steps if cfg.recipe == "high-precision" else 0)
+    total = cfg.steps + (cfg.second_order_steps if second_order else 0)
     curve = _Curve(max(total, 1), cfg.curve_points)
     lr_trace: list[tuple[int, float]] = [(0, cfg.lr)]
     status, message, done = "ok", "", 0
@@ -399,7 +422,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
                 cfg.recipe, "adaptive")
             done = _first_order(model, sample, predict, cfg, scheduler, dtype, gen, curve,
                                 lr_trace, deadline, val)
-            if cfg.recipe == "high-precision" and not (val is not None and val.stop):
+            if second_order and not (val is not None and val.stop):
                 done += levenberg_marquardt(model, sample, predict, cfg, gen, done, deadline,
                                             after_lm_step)
         except Diverged as exc:
@@ -416,8 +439,10 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
     return TrainResult(curve=points, curve_times=times, steps=done, status=status, message=message,
                        wall_time=time.perf_counter() - start, lr_trace=lr_trace,
                        val_curve=list(val.curve) if val is not None else [],
+                       val_times=list(val.times) if val is not None else [],
                        converged=converged, stop_reason=stop)
 
 
-__all__ = ["DTYPES", "RECIPES", "UNTIL", "AdaptiveLR", "Predict", "Sampler", "TrainConfig",
-           "TrainResult", "Validation", "scheduled_rate", "train"]
+__all__ = ["DTYPES", "GAUSS_NEWTON_DENSE_PARAMS", "RECIPES", "SECOND_ORDER", "UNTIL",
+           "AdaptiveLR", "Predict", "Sampler", "TrainConfig", "TrainResult", "Validation",
+           "scheduled_rate", "train"]

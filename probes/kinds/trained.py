@@ -47,7 +47,7 @@ from probes.kinds.base import RunKind, SuiteData, entry_precisions
 from probes.run import Run, SuiteError, make_record, new_run
 from probes.tasks import TaskError
 from probes.trained_run import run_trained
-from probes.training import RECIPES, UNTIL
+from probes.training import RECIPES, SECOND_ORDER, UNTIL
 from results.store import RunRecord, config_hash
 
 #: 3: the suite name is part of every job's config (and so of its id).
@@ -288,7 +288,7 @@ def cost(run: Run) -> float:
     cfg = run.config
     tr = cfg["train"]
     work = tr["steps"] * tr["batch_size"] * cfg["depth"] * (cfg["width"] / 32)
-    lm = tr.get("second_order_steps", 0) if tr["recipe"] == "high-precision" else 0
+    lm = tr.get("second_order_steps", 0) if tr["recipe"] in SECOND_ORDER else 0
     return work + lm * 2e5 + 1e5 * len(run.precisions)
 
 
