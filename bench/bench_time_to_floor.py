@@ -71,12 +71,23 @@ def time_to(result: TrainResult, target: float) -> float | None:
                  if v <= target), None)
 
 
+def by_time(result: TrainResult, points: int = 12) -> list[tuple[float, float]]:
+    """The held-out curve at about ``points`` evenly spaced wall times (the last point is
+    the final model)."""
+    pairs = [(t, v) for (_, v), t in zip(result.val_curve, result.val_times, strict=True)]
+    if not pairs:
+        return []
+    marks = [pairs[-1][0] * k / points for k in range(points)]
+    picked = [next(p for p in pairs if p[0] >= m) for m in marks] + [pairs[-1]]
+    return list(dict.fromkeys(picked))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="affine", choices=["affine", "read"])
     ap.add_argument("--budget", type=float, default=600.0, help="wall seconds per recipe")
     ap.add_argument("--recipes", default="gauss-newton,high-precision,paper")
-    ap.add_argument("--gn-width", type=int, default=16)
+    ap.add_argument("--gn-width", type=int, default=8)
     ap.add_argument("--gn-batch", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -101,9 +112,7 @@ def main() -> None:
                       [time_to(result, t) for t in TARGETS], test)
         print(f"{name}: {s.model} P={n_params}, {result.stop_reason} after "
               f"{result.wall_time:.0f} s; held-out curve (s, MSE): "
-              + ", ".join(f"({t:.0f}, {v:.1e})" for (_, v), t in
-                          list(zip(result.val_curve, result.val_times, strict=True))[::max(
-                              1, len(result.val_curve) // 12)]), flush=True)
+              + ", ".join(f"({t:.0f}, {v:.1e})" for t, v in by_time(result)), flush=True)
 
     print(f"\n{args.task.upper()} D={D} N={N}, budget {args.budget:.0f} s per recipe, "
           f"{args.threads} thread(s)")
