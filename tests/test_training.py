@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from precision.models import build_model
-from probes.training import AdaptiveLR, TrainConfig, train
+from probes.training import AdaptiveLR, TrainConfig, batch_gradient, train
 
 
 def multiply_sampler(d: int, n: int):
@@ -321,3 +321,42 @@ def test_gauss_newton_reaches_a_realizable_floor_and_times_its_curve() -> None:
     assert len(res.val_times) == len(res.val_curve) > 10
     assert all(a <= b for a, b in zip(res.val_times, res.val_times[1:], strict=False))
     assert 0.0 <= res.val_times[0] and res.val_times[-1] <= res.wall_time
+
+
+def test_micro_batches_accumulate_the_batch_gradient() -> None:
+    """batch_gradient in passes of 3 sequences (the last one short) adds the one-pass gradient
+    and returns the one-pass MSE, up to float64 rounding; a non-finite pass adds nothing."""
+    sample = multiply_sampler(4, 8)
+    x, y = sample(10, torch.Generator().manual_seed(3))
+    grads, losses = [], []
+    for micro in (0, 3):
+        model = small_baseconv().double()
+        losses.append(batch_gradient(model, call, x, y, micro))
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert losses[0] > 0.1
+    assert losses[1] == pytest.approx(losses[0], rel=1e-13)
+    assert torch.allclose(grads[1], grads[0], rtol=1e-12, atol=1e-15)
+    assert grads[0].abs().max() > 1e-3
+    model = small_baseconv().double()
+    x_bad = x.clone()
+    x_bad[4, 0, 0] = float("nan")          # in the second pass
+    assert math.isnan(batch_gradient(model, call, x_bad, y, 3))
+    assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_micro_batched_training_follows_the_one_pass_run() -> None:
+    """Same recipe with micro_batch 8 of a batch of 32: the same loss curve up to rounding
+    growth over 30 Adam steps, and a negative micro_batch is refused."""
+    sample = multiply_sampler(4, 8)
+    curves = []
+    for micro in (0, 8):
+        res = train(small_baseconv(), sample, call,
+                    TrainConfig(recipe="paper", steps=30, batch_size=32, dtype="float64",
+                                lr=1e-2, micro_batch=micro))
+        assert res.status == "ok"
+        curves.append([v for _, v in res.curve])
+    assert curves[0][-1] < 0.9 * curves[0][0]
+    assert curves[1] == pytest.approx(curves[0], rel=1e-9)
+    with pytest.raises(ValueError, match="micro_batch"):
+        train(small_baseconv(), sample, call,
+              TrainConfig(recipe="paper", steps=1, batch_size=4, micro_batch=-1))

@@ -58,7 +58,8 @@ _RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions"}
 ENTRY_KEYS = _RESERVED | {"depth", "width"}
 _TRAIN_KEYS = {"recipe", "steps", "batch_size", "lr", "dtype", "step_size", "gamma",
                "second_order_steps", "second_order_batch", "curve_points", "time_limit",
-               "warmup", "clip", "until", "validation_size", "validation_points"}
+               "warmup", "clip", "until", "validation_size", "validation_points",
+               "micro_batch"}
 TRAIN_DTYPES = ("float32", "float64", "bfloat16")
 #: Type and range of the numeric ``train`` keys (recipe and dtype are names, checked apart).
 TRAIN_PARAMS: dict[str, Param] = {
@@ -69,6 +70,7 @@ TRAIN_PARAMS: dict[str, Param] = {
     "time_limit": positive(None), "warmup": count(None, lo=0, hi=100_000_000),
     "clip": Param(None, lo=0.0),
     "validation_size": count(None, lo=0, hi=65_536), "validation_points": count(None),
+    "micro_batch": count(None, lo=0, hi=65_536),
 }
 #: Type and range of a model entry's evaluation keys.
 ENTRY_PARAMS: dict[str, Param] = {"test_size": count(32, hi=100_000),
