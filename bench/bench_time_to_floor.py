@@ -6,9 +6,13 @@ this machine's threads; the held-out MSE (128 fixed sequences, float64) is measu
 the way with its wall time, and the final model is tested on 256 fresh sequences.
 
 1. ``gauss-newton`` (the toolkit's fast recipe): a 1-layer, 2-head Transformer without
-   LayerNorm (001 eq. 1 with the LayerNorms off), width ``--gn-width``; 300 float64 Adam
-   steps at batch 64, then Levenberg-Marquardt on a fresh batch of ``--gn-batch`` sequences
-   per iteration, dense Cholesky steps.
+   LayerNorm (001 eq. 1 with the LayerNorms off), float64 Adam at batch 64, then
+   Levenberg-Marquardt on a fresh batch per iteration. Per task (:data:`GN`; ``--gn-*``
+   override): AFFINE width 8, MLP x4, 300 Adam steps at lr 1e-3, 100 sequences per LM batch
+   (1337 parameters: dense Cholesky steps); READ width 40, MLP x1, 500 Adam steps at lr 3e-3,
+   32 sequences per LM batch (13100 parameters: matrix-free Krylov steps). READ needs room
+   beside the 20 input dimensions for the positions its attention selects on, and LM batches
+   of 8 sequences were too noisy to leave the copy-the-input plateau.
 2. ``high-precision`` (the recipe before this bench): the same family at width 64, 1500
    float64 Adam steps at batch 64, then Krylov Levenberg-Marquardt on batches of 512.
 3. ``paper`` (001 App. D.1): the paper's 2-layer, width-64 Transformer with LayerNorm,
@@ -20,6 +24,7 @@ recipes to gauss-newton (a lower bound when they did not reach it).
 
 Usage: python bench/bench_time_to_floor.py [--task affine] [--budget 600]
        [--recipes gauss-newton,high-precision,paper] [--threads 2]
+       [--gn-width W] [--gn-mlp F] [--gn-steps S] [--gn-lr LR] [--gn-batch B]
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ from probes.tasks import make_task
 from probes.training import TrainConfig, TrainResult, train
 
 D, N, TARGETS = 20, 40, (1e-6, 1e-8)
+#: gauss-newton per task: width, MLP factor, Adam steps, Adam lr, sequences per LM batch.
+GN = {"affine": {"width": 8, "mlp": 4, "steps": 300, "lr": 1e-3, "batch": 100},
+      "read": {"width": 40, "mlp": 1, "steps": 500, "lr": 3e-3, "batch": 32}}
 
 
 @dataclass
@@ -45,12 +53,15 @@ class Setup:
 def setups(args: argparse.Namespace) -> dict[str, Setup]:
     no_ln = {"ln_attn": False, "ln_mlp": False, "ln_final": False}
     budget = args.budget
+    gn = {k: getattr(args, f"gn_{k}") if getattr(args, f"gn_{k}") is not None else v
+          for k, v in GN[args.task].items()}
     return {
         "gauss-newton": Setup(
-            {"depth": 1, "width": args.gn_width, "heads": 2, **no_ln},
-            TrainConfig(recipe="gauss-newton", steps=300, batch_size=64,
-                        second_order_steps=100_000, second_order_batch=args.gn_batch,
-                        time_limit=budget, validation_points=100_300, curve_points=1000)),
+            {"depth": 1, "width": gn["width"], "heads": 2, "mlp_factor": gn["mlp"], **no_ln},
+            TrainConfig(recipe="gauss-newton", steps=gn["steps"], lr=gn["lr"], batch_size=64,
+                        second_order_steps=100_000, second_order_batch=gn["batch"],
+                        time_limit=budget, validation_points=100_000 + gn["steps"],
+                        curve_points=1000)),
         "high-precision": Setup(
             {"depth": 1, "width": 64, "heads": 2, **no_ln},
             TrainConfig(recipe="high-precision", steps=1500, batch_size=64,
@@ -87,8 +98,10 @@ def main() -> None:
     ap.add_argument("--task", default="affine", choices=["affine", "read"])
     ap.add_argument("--budget", type=float, default=600.0, help="wall seconds per recipe")
     ap.add_argument("--recipes", default="gauss-newton,high-precision,paper")
-    ap.add_argument("--gn-width", type=int, default=8)
-    ap.add_argument("--gn-batch", type=int, default=100)
+    for key, kind in (("width", int), ("mlp", int), ("steps", int), ("lr", float),
+                      ("batch", int)):
+        ap.add_argument(f"--gn-{key}", type=kind, default=None,
+                        help=f"gauss-newton {key} (default: per task, GN)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
