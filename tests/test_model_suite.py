@@ -102,6 +102,8 @@ BAD_MODEL_SUITES = [
      "train clip must be a number >= 0"),
     (GRID.replace('dtype = "float32"', 'dtype = "float32", warmup = 2.5'),
      "train warmup must be a non-negative integer"),
+    (GRID.replace('dtype = "float32"', 'dtype = "float32", micro_batch = -8'),
+     "train micro_batch must be a non-negative integer"),
 ]
 
 
