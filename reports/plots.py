@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,8 @@ def solver_floors(problem: str, runs: pd.DataFrame, path: Path) -> Path | None:
 #: output of size 1), when that level lies within this many decades below the data.
 _REFERENCE_PRECISIONS = ("float32", "float64")
 _REFERENCE_SPAN = 4.0
+#: Smallest y range (decades) of a depth x width panel.
+_MIN_DECADES = 1.0
 #: A precision's line is drawn only where it differs from the reference precision's by more
 #: than this many decades (three identical lines would hide each other).
 _PRECISION_DIFF = 0.1
@@ -184,7 +187,11 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
                 ax.axhline(level, ls=":", color="grey", lw=1.0)
                 ax.annotate(f"{name} u²", (0.02, level), xycoords=("axes fraction", "data"),
                             fontsize=7, color="grey", va="bottom")
-        ax.set_title(subject, fontsize=10)
+        low, high = ax.get_ylim()
+        if high - low < _MIN_DECADES:   # show no less than a decade: flat stays flat
+            mid = (low + high) / 2
+            ax.set_ylim(mid - _MIN_DECADES / 2, mid + _MIN_DECADES / 2)
+        ax.set_title(textwrap.fill(subject, 40), fontsize=10)   # long recipe labels wrap
         ax.set_xlabel("depth")
         ax.set_ylabel(f"log10 MSE ({ref}; median over seeds)")
         ax.set_xticks(sorted(g["depth"].unique()))
