@@ -93,5 +93,6 @@ def main() -> None:
         t = statistics.median(ts)
         print(f"  {name:<16} {t * 1e3:8.1f} ms/step   {eager / t:.2f}x eager")
 
+
 if __name__ == "__main__":
     main()
