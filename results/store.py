@@ -8,8 +8,15 @@ no-op, so re-runs and racing processes never duplicate a row. Several processes 
 store: writers wait for each other (``busy_timeout``) instead of failing.
 
 Opening never modifies a file that is not already a store: a text file or another
-program's SQLite database is refused with a one-line :class:`StoreError`. A store opened with
-``read_only=True`` refuses every write (``PRAGMA query_only``).
+program's SQLite database is refused with a one-line :class:`StoreError`, and so is a store
+that lacks a table or column of this schema or fails SQLite's ``PRAGMA quick_check`` (before
+any work is done on it). A store opened with ``read_only=True`` refuses every write and needs
+no write access: it opens with ``mode=ro``, and in a folder it cannot write (where SQLite
+cannot create the WAL's shared-memory file) as ``immutable``.
+
+Reading survives a malformed row: a run whose row holds a NULL, a non-JSON text or a value of
+the wrong type where this schema expects something else is skipped and named on stderr (run
+id and what is wrong, once per open store); the other runs are served.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import math
 import operator
 import os
 import sqlite3
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +51,15 @@ RUN_COLUMNS: tuple[str, ...] = (
 )
 _REAL_COLUMNS = ("mse", "log10_mse", "floor_log10", "rate", "conv_order", "wall_time")
 _INT_COLUMNS = ("floor_index", "steps")
+_TEXT_COLUMNS = ("run_id", "suite", "kind", "subject", "task", "precision", "status",
+                 "created_at")
+_OPTIONAL_TEXT_COLUMNS = ("error", "worker")
+#: Columns every store must have, per table (checked when a store is opened).
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "meta": ("key", "value"),
+    "runs": RUN_COLUMNS,
+    "series": ("run_id", "name", "step", "value"),
+}
 _ORDER = "suite, kind, task, subject, precision, run_id"
 
 _SCHEMA: tuple[str, ...] = (
@@ -231,36 +248,75 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
                  read_only: bool = False) -> None:
-        self.path = Path(path)
+        self.path = Path(path).expanduser()
+        self._reported: set[tuple[str, str]] = set()
         create = create and not read_only
         if not create and not self.path.exists():
             raise StoreError(f"no results store at {self.path}")
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a folder, not a results store")
         try:
-            if create:
+            if read_only:
+                con = self._connect_read_only()
+            elif create:
                 con = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S,
                                       isolation_level=None)
             else:  # mode=rw: fails instead of creating a file that vanished meanwhile
                 con = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True,
                                       timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open results store {self.path}: {_one_line(exc)}") from None
+            raise StoreError(self._open_error(exc)) from None
         self._con = con
         try:
-            if read_only:  # before anything else: not even a pragma may write
-                con.execute("PRAGMA query_only = ON")
             self._open(create)
         except sqlite3.Error as exc:
             con.close()
-            if getattr(exc, "sqlite_errorname", "") == "SQLITE_CORRUPT":
-                msg = _describe(self.path, exc)
-            elif getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB":
-                msg = f"{self.path} is not a precision results store ({_one_line(exc)})"
-            else:
-                msg = f"cannot open results store {self.path}: {_one_line(exc)}"
-            raise StoreError(msg) from None
+            raise StoreError(self._open_error(exc)) from None
         except BaseException:
             con.close()
             raise
+
+    def _open_error(self, exc: sqlite3.Error) -> str:
+        """The one-line message of an SQLite error while opening the store."""
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_CORRUPT":
+            return _describe(self.path, exc)
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB":
+            return f"{self.path} is not a precision results store ({_one_line(exc)})"
+        return f"cannot open results store {self.path}: {_one_line(exc)}"
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that never writes the store. Where the file and its folder can be
+        written: ``mode=rw`` with ``PRAGMA query_only`` (the last reader removes the WAL's
+        ``-wal`` / ``-shm`` files as it closes). Otherwise (a read-only file or folder, where
+        SQLite could not create or remove those files, or would leave files its owner cannot
+        write): ``immutable=1``, which reads the database file alone and creates nothing --
+        refused if a ``-wal`` file holds writes that are not yet in it (they would be
+        missed)."""
+        uri = self.path.absolute().as_uri()
+        writable = os.access(self.path, os.W_OK) and os.access(self.path.parent.absolute(),
+                                                                os.W_OK)
+        for mode in ("rw",) if writable else ():
+            con = sqlite3.connect(f"{uri}?mode={mode}", uri=True, timeout=BUSY_TIMEOUT_S,
+                                  isolation_level=None)
+            try:
+                con.execute("PRAGMA query_only = ON")
+                con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                return con
+            except sqlite3.Error as exc:
+                con.close()
+                name = getattr(exc, "sqlite_errorname", "")
+                if not (name.startswith("SQLITE_READONLY") or name.startswith("SQLITE_CANTOPEN")
+                        or name.startswith("SQLITE_PERM")):
+                    raise
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise StoreError(f"cannot read results store {self.path}: its folder is not "
+                             f"writable and {wal.name} holds writes not yet in the store "
+                             "(open it once where it can be written)")
+        con = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S,
+                              isolation_level=None)
+        con.execute("PRAGMA query_only = ON")
+        return con
 
     def _open(self, create: bool) -> None:
         con = self._con
@@ -279,6 +335,8 @@ class Store:
                 f"{self.path} has schema version {version}, newer than this toolkit's "
                 f"{SCHEMA_VERSION}; upgrade precision"
             )
+        self._check_schema()
+        self._quick_check()
         if con.execute("PRAGMA query_only").fetchone()[0]:
             return  # read-only: the journal mode is the file's (WAL, set when created)
         con.execute("PRAGMA journal_mode = WAL")
@@ -301,6 +359,25 @@ class Store:
         except (TypeError, ValueError):
             raise StoreError(f"{self.path} is not a precision results store "
                              "(no valid schema_version)") from None
+
+    def _check_schema(self) -> None:
+        """StoreError naming the first table column this schema needs and the store lacks."""
+        for table, columns in REQUIRED_COLUMNS.items():
+            have = {r[1] for r in self._con.execute(f"PRAGMA table_info({table})")}
+            missing = [c for c in columns if c not in have]
+            if missing:
+                raise StoreError(f"results store {self.path} lacks column "
+                                 f"{', '.join(f'{table}.{c}' for c in missing)} (damaged or "
+                                 "not written by precision); nothing was read or written")
+
+    def _quick_check(self) -> None:
+        """StoreError unless SQLite's ``PRAGMA quick_check`` passes (a damaged page, a
+        truncated file, a broken index)."""
+        problems = [str(r[0]) for r in self._con.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            first = " ".join((problems[0] if problems else "quick_check failed").split())
+            raise StoreError(f"results store {self.path} is damaged (quick_check: {first}); "
+                             "nothing was read or written")
 
     def _initialise(self) -> None:
         """Create the tables and the version row in one transaction (safe if racing)."""
@@ -406,6 +483,9 @@ class Store:
             raise StoreError(f"unknown run column(s): {', '.join(bad)}")
         where = " AND ".join(f"{k} IS ?" for k in filters)
         args = tuple(filters.values())
+        if dry_run:  # a read: no write lock, so it works on a read-only store too
+            return int(self._con.execute(f"SELECT COUNT(*) FROM runs WHERE {where}",
+                                         args).fetchone()[0])
         with self._transaction() as con:
             n = int(con.execute(f"SELECT COUNT(*) FROM runs WHERE {where}", args).fetchone()[0])
             if not dry_run and n:
@@ -420,12 +500,7 @@ class Store:
         before computing anything that will be stored, so a damaged or read-only store is
         reported before the work, not after it."""
         try:
-            problems = [r[0] for r in self._con.execute("PRAGMA quick_check(5)")
-                        if not str(r[0]).startswith("***")]
-            if problems != ["ok"]:
-                first = _one_line(Exception(problems[0] if problems else "quick_check failed"))
-                raise StoreError(f"results store {self.path} is damaged ({first}); "
-                                 "nothing was written")
+            self._quick_check()
             con = self._con
             con.execute("BEGIN IMMEDIATE")
             try:
@@ -448,14 +523,16 @@ class Store:
     def done_ids(self, suite: str | None = None) -> set[str]:
         """Ids of the stored runs (of ``suite``, or all)."""
         if suite is None:
-            return {r[0] for r in self._con.execute("SELECT run_id FROM runs")}
+            return {r[0] for r in self._con.execute("SELECT run_id FROM runs")
+                    if isinstance(r[0], str)}
         return {r[0] for r in self._con.execute(
-            "SELECT run_id FROM runs WHERE suite = ?", (suite,))}
+            "SELECT run_id FROM runs WHERE suite = ?", (suite,)) if isinstance(r[0], str)}
 
     @_guarded
     def suites(self) -> list[str]:
         """Names of the suites with stored runs, sorted."""
-        return [r[0] for r in self._con.execute("SELECT DISTINCT suite FROM runs ORDER BY suite")]
+        return [r[0] for r in self._con.execute("SELECT DISTINCT suite FROM runs ORDER BY suite")
+                if isinstance(r[0], str)]
 
     @_guarded
     def count(self, suite: str | None = None) -> int:
@@ -497,11 +574,37 @@ class Store:
         """
         out = []
         for row in self._select(suite, filters):
-            d = dict(zip(RUN_COLUMNS, row, strict=True))
-            d["config"] = json.loads(d.pop("config_json"))
-            d["result"] = json.loads(d.pop("result_json"))
-            out.append(d)
+            d = self._decoded(row)
+            if d is not None:
+                out.append(d)
         return out
+
+    def _decoded(self, row: tuple[Any, ...]) -> dict[str, Any] | None:
+        """A ``runs`` row as :meth:`runs` returns it, or None (reported on stderr) for a
+        malformed one."""
+        d = dict(zip(RUN_COLUMNS, row, strict=True))
+        problem = _row_problem(d)
+        if problem is None:
+            try:
+                d["config"] = _json_object(d.pop("config_json"), "config_json")
+                d["result"] = _json_object(d.pop("result_json"), "result_json")
+            except ValueError as exc:
+                problem = str(exc)
+        if problem is not None:
+            self._skip(d.get("run_id"), problem)
+            return None
+        return d
+
+    def _skip(self, run_id: Any, problem: str) -> None:
+        """Name a malformed run on stderr (once per open store) instead of serving it."""
+        key = (repr(run_id), problem)
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        who = f"run {run_id}" if isinstance(run_id, str) else f"a run with run_id {run_id!r}"
+        hint = f" (precision delete --run-id {run_id})" if isinstance(run_id, str) else ""
+        print(f"precision: warning: results store {self.path}: skipping {who}: {problem}"
+              f"{hint}", file=sys.stderr)
 
     @_guarded
     def series(self, run_id: str, name: str | None = None) -> dict[str, list[tuple[int, Any]]]:
@@ -512,8 +615,16 @@ class Store:
             sql += " AND name = ?"
             args += (name,)
         out: dict[str, list[tuple[int, Any]]] = {}
+        bad = 0
         for n, step, value in self._con.execute(sql + " ORDER BY name, step", args):
+            if not isinstance(n, str) or not _is_int(step) or not (value is None
+                                                                    or _is_number(value)):
+                bad += 1
+                continue
             out.setdefault(n, []).append((step, value))
+        if bad:
+            self._skip(run_id, f"{bad} malformed trace point(s) (a NULL or non-numeric name, "
+                               "step or value) left out of its series")
         return out
 
     # --- export -------------------------------------------------------------------------
@@ -529,7 +640,8 @@ class Store:
         with _text_out(file, newline="") as out, self._transaction("DEFERRED"):
             writer = csv.writer(out, lineterminator="\n")
             writer.writerow(RUN_COLUMNS)
-            writer.writerows(self._select(suite, {}))
+            writer.writerows(row for row in self._select(suite, {})
+                             if self._decoded(row) is not None)
 
     @_guarded
     def export_json(self, file: IO[str] | str | os.PathLike[str],
@@ -547,6 +659,50 @@ class Store:
                 rows.append(_json_safe(r, strict=False))
             json.dump(rows, out, sort_keys=True, indent=1, ensure_ascii=True, allow_nan=False)
             out.write("\n")
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _row_problem(d: dict[str, Any]) -> str | None:
+    """What is wrong with a raw ``runs`` row (a NULL or a value of the wrong type where the
+    schema expects something else), or None."""
+    for c in _TEXT_COLUMNS:
+        if not isinstance(d[c], str):
+            return f"{c} is {'NULL' if d[c] is None else _shown(d[c])}, not text"
+    for c in _OPTIONAL_TEXT_COLUMNS:
+        if d[c] is not None and not isinstance(d[c], str):
+            return f"{c} is {_shown(d[c])}, not text"
+    for c in _REAL_COLUMNS:
+        if d[c] is not None and not _is_number(d[c]):
+            return f"{c} is {_shown(d[c])}, not a number"
+    for c in _INT_COLUMNS:
+        if d[c] is not None and not _is_int(d[c]):
+            return f"{c} is {_shown(d[c])}, not an integer"
+    return None
+
+
+def _json_object(text: Any, column: str) -> dict[str, Any]:
+    """The JSON object stored in ``column``; ValueError (one line) for anything else."""
+    if not isinstance(text, str):
+        raise ValueError(f"{column} is {'NULL' if text is None else _shown(text)}, not JSON text")
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise ValueError(f"{column} is not JSON ({_shown(text)})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{column} is JSON {type(value).__name__}, not an object")
+    return value
 
 
 def _one_line(exc: BaseException) -> str:

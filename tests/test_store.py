@@ -104,8 +104,8 @@ def test_check_writable_catches_damage_and_read_only(tmp_path, monkeypatch):
     with open(path, "r+b") as f:
         f.seek(page * (root - 1))
         f.write(b"\x0d" + bytes(range(1, 256)) * (page // 256))
-    with Store(path, create=False) as s, pytest.raises(StoreError, match="is damaged"):
-        s.check_writable()
+    with pytest.raises(StoreError, match="is damaged"):  # refused when opened
+        Store(path, create=False)
     # A read-only connection: reading works, the write probe fails (nothing is written).
     fresh = tmp_path / "ro.db"
     with Store(fresh) as s:
