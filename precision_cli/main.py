@@ -14,6 +14,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from precision.precisions import VALID_FORMS, PrecisionError, parse_precision
 from precision.solvers.registry import SOLVERS, SolverError
@@ -170,12 +171,40 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
     return 0
 
 
+def _nonempty(option: str, value: str | None) -> str | None:
+    """``value``, or UsageError when an option was given as the empty string."""
+    if value is not None and not value.strip():
+        raise UsageError(f"{option} is empty (give a value, or leave the option out)")
+    return value
+
+
+def _store_files(db: str) -> list[Path]:
+    """The store and the SQLite files beside it that belong to it."""
+    return [Path(db)] + [Path(f"{db}{suffix}") for suffix in ("-wal", "-shm", "-journal")]
+
+
+def _refuse_output_over_store(option: str, out: str, db: str, *, folder: bool = False) -> None:
+    """UsageError when the output path ``out`` is the store (or one of its SQLite files),
+    in any spelling (symlink, relative or absolute, ``~``); with ``folder``, also when the
+    store would have to become a folder (``out`` beneath the store file)."""
+    from results.atomic import inside, same_file
+
+    for path in _store_files(db):
+        if same_file(out, path) or (folder and inside(out, path)):
+            raise UsageError(f"{option} {out} is the results store {db} itself; refusing "
+                             "to overwrite it (give another path)")
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from reports.build import ReportError, build_report
 
+    _nonempty("--out", args.out)
+    for suite in args.suite or []:
+        _nonempty("--suite", suite)
     if not Path(args.db).exists():
         raise UsageError(f"no results store at {args.db} (run 'precision run solvers' first)")
-    with Store(args.db, create=False) as store:
+    _refuse_output_over_store("--out", args.out, args.db, folder=True)
+    with Store(args.db, read_only=True) as store:
         try:
             report = build_report(store, args.suite, args.out)
         except ReportError as exc:
@@ -191,29 +220,56 @@ def _cmd_results(args: argparse.Namespace) -> int:
     from reports.solver_table import solver_tables
     from reports.study_table import study_tables
 
+    filters = _results_filters(args)
+    if args.out is not None:
+        _nonempty("--out", args.out)
     if not Path(args.db).exists():
         raise UsageError(f"no results store at {args.db} (run 'precision run solvers' first)")
-    with Store(args.db, create=False) as store:
-        if args.suite and args.suite not in store.suites():
+    if args.out is not None:
+        _refuse_output_over_store("--out", args.out, args.db)
+        if Path(args.out).expanduser().is_dir():
+            raise UsageError(f"--out {args.out} is a folder (give a file name)")
+    with Store(args.db, read_only=True) as store:
+        if filters.get("suite") and filters["suite"] not in store.suites():
             known = ", ".join(store.suites()) or "none"
-            raise UsageError(f"no results for suite '{args.suite}' in {args.db} (suites: {known})")
-        try:
-            out = open(args.out, "w", encoding="utf-8", newline="") if args.out else sys.stdout
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from None
-        try:
+            raise UsageError(f"no results for suite '{filters['suite']}' in {args.db} "
+                             f"(suites: {known})")
+        if filters and not store.matching(**filters):
+            chosen = " ".join(f"--{k} {v}" for k, v in filters.items())
+            raise UsageError(f"no runs in {args.db} match {chosen}; nothing was written")
+
+        def write(out: IO[str]) -> None:
             if args.format == "csv":
-                store.export_csv(out, suite=args.suite)
+                store.export_csv(out, **filters)
             elif args.format == "json":
-                store.export_json(out, suite=args.suite)
+                store.export_json(out, **filters)
             else:
-                rows = store.runs(suite=args.suite)
+                rows = store.runs(**filters)
                 tables = (solver_tables(rows), model_tables(rows), study_tables(rows))
                 out.write("\n\n".join(t for t in tables if t) + "\n")
-        finally:
-            if args.out:
-                out.close()
+
+        if args.out is None:
+            write(sys.stdout)
+            return 0
+        from results.atomic import atomic_write
+
+        existed = Path(args.out).expanduser().exists()
+        try:
+            with atomic_write(args.out, "w", encoding="utf-8", newline="") as out:
+                write(out)
+        except OSError as exc:
+            kept = f"{args.out} is unchanged" if existed else "nothing was written"
+            raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}; {kept}") from None
     return 0
+
+
+def _results_filters(args: argparse.Namespace) -> dict[str, str]:
+    """The ``runs`` column filters of ``precision results`` (an empty value is an error)."""
+    chosen = {"suite": args.suite, "subject": args.subject, "task": args.task,
+              "precision": args.precision, "status": args.status}
+    option = {"subject": "--model"}
+    return {column: value for column, value in chosen.items()
+            if _nonempty(option.get(column, f"--{column}"), value) is not None}
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
@@ -223,9 +279,11 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     if not filters:
         raise UsageError("delete needs at least one of --suite, --subject, --status, "
                          "--precision, --run-id (nothing is deleted without a filter)")
+    for column, value in filters.items():
+        _nonempty(f"--{column.replace('_', '-')}", value)
     if not Path(args.db).exists():
         raise UsageError(f"no results store at {args.db}")
-    with Store(args.db, create=False) as store:
+    with Store(args.db, create=False, read_only=args.dry_run) as store:
         n = store.delete_runs(dry_run=args.dry_run, **filters)
     chosen = ", ".join(f"{k} {v}" for k, v in filters.items())
     runs = "run" if n == 1 else "runs"
@@ -278,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure error floors of sequence models and reference solvers in "
         "float32, float64 and arbitrary precision.",
     )
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     # run / results / report / list
 
@@ -335,12 +394,20 @@ def build_parser() -> argparse.ArgumentParser:
     ops.set_defaults(func=_cmd_ops)
 
     res = sub.add_parser("results", help="print or export stored results",
-                         description="Dump the runs in the store as a table, CSV or JSON.")
+                         description="Dump the runs in the store as a table, CSV or JSON, "
+                         "optionally only those matching every filter given (a filter that "
+                         "matches no run is a one-line error, exit 2).")
     res.add_argument("--db", default=DEFAULT_DB,
                      help=f"SQLite results store (default {DEFAULT_DB})")
     res.add_argument("--suite", default=None, help="only this suite")
+    res.add_argument("--model", "--subject", dest="subject", default=None,
+                     help="only this model / solver / suite entry (the runs' subject)")
+    res.add_argument("--task", default=None, help="only this task")
+    res.add_argument("--precision", default=None, help="only this precision (e.g. mp50)")
+    res.add_argument("--status", default=None, help="only this status (ok, failed, diverged)")
     res.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    res.add_argument("--out", default=None, help="write to this file instead of stdout")
+    res.add_argument("--out", default=None, help="write to this file instead of stdout "
+                     "(atomically: complete or not at all; never the store itself)")
     res.set_defaults(func=_cmd_results)
 
     rep = sub.add_parser("report", help="write the precision report of the store",
@@ -377,8 +444,98 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _VersionShown(Exception):
+    """``--version`` was printed: exit 0 without a command."""
+
+
+class _Version(argparse.Action):
+    """``precision --version``: the installed package's version."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help=kwargs.get("help"))  # type: ignore[arg-type]
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            text = version("precision")
+        except PackageNotFoundError:
+            text = "unknown (not installed)"
+        print(f"precision {text}")
+        raise _VersionShown
+
+
+class StdoutError(Exception):
+    """Standard output cannot be written (a full disk, /dev/full, an I/O error)."""
+
+
+class _CheckedStdout:
+    """Standard output whose write and flush errors become :class:`StdoutError` (a broken
+    pipe stays ``BrokenPipeError``: the reader left, which is not an error)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutError(exc.strerror or str(exc)) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutError(exc.strerror or str(exc)) from None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def _drop_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so that the interpreter's final flush of what
+    could not be written does not fail again (and print a traceback) at exit."""
+    import os
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (captured by a test): nothing is flushed at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code."""
+    """Entry point; returns the exit code. Standard output that cannot be written (a full
+    disk, ``> /dev/full``) is a one-line error and exit 2, caught where it is written."""
+    real_stdout = sys.stdout
+    sys.stdout = _CheckedStdout(real_stdout)  # type: ignore[assignment]
+    try:
+        code = _main(argv)
+        if code != 130:
+            sys.stdout.flush()
+        return code
+    except StdoutError as exc:
+        sys.stdout = real_stdout
+        _drop_stdout()
+        print(f"precision: error: cannot write to standard output: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        sys.stdout = real_stdout
+        _drop_stdout()
+        return 0
+    finally:
+        sys.stdout = real_stdout
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    """The command of ``argv``; returns its exit code."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -406,5 +563,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("precision: interrupted; finished runs are stored, re-run to resume",
               file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except _VersionShown:
         return 0

@@ -37,6 +37,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from results.atomic import atomic_write
+
 #: Version of the table layout written by this module (``meta.schema_version``).
 SCHEMA_VERSION = 1
 
@@ -544,6 +546,19 @@ class Store:
 
     def _select(self, suite: str | None, filters: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Raw ``runs`` rows (schema column order) matching equality filters, ordered."""
+        sql, args = self._query(suite, filters)
+        return self._con.execute(f"{sql} ORDER BY {_ORDER}", args).fetchall()
+
+    @_guarded
+    def matching(self, suite: str | None = None, **filters: Any) -> int:
+        """How many stored runs match the filters of :meth:`runs` (malformed ones included)."""
+        sql, args = self._query(suite, filters, "COUNT(*)")
+        return int(self._con.execute(sql, args).fetchone()[0])
+
+    def _query(self, suite: str | None, filters: dict[str, Any], what: str = ""
+               ) -> tuple[str, list[Any]]:
+        """``SELECT <what, default the run columns> FROM runs WHERE <filters>`` and its
+        arguments; StoreError for an unknown column."""
         if suite is not None:
             filters = {**filters, "suite": suite}
         bad = sorted(set(filters) - set(RUN_COLUMNS))
@@ -558,10 +573,10 @@ class Store:
             else:  # IS: equality that also matches None against NULL
                 clauses.append(f"{k} IS ?")
                 args.append(v)
-        sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs"
+        sql = f"SELECT {what or ', '.join(RUN_COLUMNS)} FROM runs"
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
-        return self._con.execute(f"{sql} ORDER BY {_ORDER}", args).fetchall()
+        return sql, args
 
     @_guarded
     def runs(self, suite: str | None = None, **filters: Any) -> list[dict[str, Any]]:
@@ -630,30 +645,32 @@ class Store:
     # --- export -------------------------------------------------------------------------
     @_guarded
     def export_csv(self, file: IO[str] | str | os.PathLike[str],
-                   suite: str | None = None) -> None:
+                   suite: str | None = None, **filters: Any) -> None:
         """Write the runs table as CSV: a header, then one row per run in :meth:`runs` order.
 
         Columns in schema order; floats as ``repr`` (exact), NULL as empty, infinities as
         ``inf`` / ``-inf``; ``config_json`` / ``result_json`` as the stored JSON text.
-        ``file`` is an open text file (opened with ``newline=""``) or a path.
+        ``file`` is an open text file (opened with ``newline=""``) or a path (written
+        atomically: complete or not at all). ``filters`` as in :meth:`runs`.
         """
         with _text_out(file, newline="") as out, self._transaction("DEFERRED"):
             writer = csv.writer(out, lineterminator="\n")
             writer.writerow(RUN_COLUMNS)
-            writer.writerows(row for row in self._select(suite, {})
+            writer.writerows(row for row in self._select(suite, filters)
                              if self._decoded(row) is not None)
 
     @_guarded
     def export_json(self, file: IO[str] | str | os.PathLike[str],
-                    suite: str | None = None) -> None:
+                    suite: str | None = None, **filters: Any) -> None:
         """Write the runs (as :meth:`runs` returns them) with their ``series`` as a JSON list.
 
         Series are ``{name: [[step, value], ...]}``; NaN/inf appear as "nan"/"inf"/"-inf"
-        so the output is standard JSON. ``file`` is an open text file or a path.
+        so the output is standard JSON. ``file`` is an open text file or a path (written
+        atomically). ``filters`` as in :meth:`runs`.
         """
         with _text_out(file) as out, self._transaction("DEFERRED"):
             rows = []
-            for r in self.runs(suite=suite):
+            for r in self.runs(suite=suite, **filters):
                 r["series"] = {k: [[s, v] for s, v in pts]
                                for k, pts in self.series(r["run_id"]).items()}
                 rows.append(_json_safe(r, strict=False))
@@ -712,9 +729,9 @@ def _one_line(exc: BaseException) -> str:
 @contextmanager
 def _text_out(file: IO[str] | str | os.PathLike[str], newline: str | None = None,
               ) -> Iterator[IO[str]]:
-    """``file`` itself if it is an open file, else that path opened for writing (UTF-8)."""
+    """``file`` itself if it is an open file, else that path written atomically (UTF-8)."""
     if isinstance(file, str | os.PathLike):
-        with open(file, "w", encoding="utf-8", newline=newline) as f:
+        with atomic_write(file, "w", encoding="utf-8", newline=newline) as f:
             yield f
     else:
         yield file
