@@ -110,7 +110,7 @@ def test_empty_store_and_unknown_suite(tmp_path, store_path, capsys):
 
 
 def test_format_log10_below_float_range():
-    assert format_log10(-400.0) == "1e-400"
+    assert format_log10(-400.0) == "1.0e-400"
     assert format_log10(-math.inf) == "0"
     assert format_log10(-14.0) == "1.0e-14"
     assert format_log10(None) == format_log10(math.nan) == "-"
