@@ -171,6 +171,14 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
     return 0
 
 
+def _store_exists(db: str) -> bool:
+    """Whether the store file exists; UsageError when its folder cannot be searched."""
+    try:
+        return Path(db).expanduser().exists()
+    except OSError as exc:
+        raise UsageError(f"cannot read results store {db}: {exc.strerror or exc}") from None
+
+
 def _nonempty(option: str, value: str | None) -> str | None:
     """``value``, or UsageError when an option was given as the empty string."""
     if value is not None and not value.strip():
@@ -201,7 +209,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     _nonempty("--out", args.out)
     for suite in args.suite or []:
         _nonempty("--suite", suite)
-    if not Path(args.db).exists():
+    if not _store_exists(args.db):
         raise UsageError(f"no results store at {args.db} (run 'precision run solvers' first)")
     _refuse_output_over_store("--out", args.out, args.db, folder=True)
     with Store(args.db, read_only=True) as store:
@@ -223,7 +231,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
     filters = _results_filters(args)
     if args.out is not None:
         _nonempty("--out", args.out)
-    if not Path(args.db).exists():
+    if not _store_exists(args.db):
         raise UsageError(f"no results store at {args.db} (run 'precision run solvers' first)")
     if args.out is not None:
         _refuse_output_over_store("--out", args.out, args.db)
@@ -281,7 +289,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
                          "--precision, --run-id (nothing is deleted without a filter)")
     for column, value in filters.items():
         _nonempty(f"--{column.replace('_', '-')}", value)
-    if not Path(args.db).exists():
+    if not _store_exists(args.db):
         raise UsageError(f"no results store at {args.db}")
     with Store(args.db, create=False, read_only=args.dry_run) as store:
         n = store.delete_runs(dry_run=args.dry_run, **filters)
@@ -402,7 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
     res.add_argument("--suite", default=None, help="only this suite")
     res.add_argument("--model", "--subject", dest="subject", default=None,
                      help="only this model / solver / suite entry (the runs' subject)")
-    res.add_argument("--task", default=None, help="only this task")
+    res.add_argument("--task", default=None,
+                     help="only this task (a suite's task or problem label)")
     res.add_argument("--precision", default=None, help="only this precision (e.g. mp50)")
     res.add_argument("--status", default=None, help="only this status (ok, failed, diverged)")
     res.add_argument("--format", choices=["table", "csv", "json"], default="table")

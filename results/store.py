@@ -253,9 +253,14 @@ class Store:
         self.path = Path(path).expanduser()
         self._reported: set[tuple[str, str]] = set()
         create = create and not read_only
-        if not create and not self.path.exists():
+        try:
+            exists, is_dir = self.path.exists(), self.path.is_dir()
+        except OSError as exc:  # e.g. a folder on the way that this user may not enter
+            raise StoreError(f"cannot open results store {self.path}: "
+                             f"{exc.strerror or exc}") from None
+        if not create and not exists:
             raise StoreError(f"no results store at {self.path}")
-        if self.path.is_dir():
+        if is_dir:
             raise StoreError(f"{self.path} is a folder, not a results store")
         try:
             if read_only:
@@ -282,8 +287,16 @@ class Store:
         """The one-line message of an SQLite error while opening the store."""
         if getattr(exc, "sqlite_errorname", "") == "SQLITE_CORRUPT":
             return _describe(self.path, exc)
-        if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB":
+        name = getattr(exc, "sqlite_errorname", "")
+        if name == "SQLITE_NOTADB":
             return f"{self.path} is not a precision results store ({_one_line(exc)})"
+        if name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")) and self.path.exists():
+            folder = self.path.absolute().parent
+            where = ("its file" if not os.access(self.path, os.W_OK) else "its folder"
+                     if not os.access(folder, os.W_OK) else "")
+            if where:
+                return (f"results store {self.path} is not writable ({where} is read-only); "
+                        "nothing was written")
         return f"cannot open results store {self.path}: {_one_line(exc)}"
 
     def _connect_read_only(self) -> sqlite3.Connection:
