@@ -616,6 +616,7 @@ class Store:
             try:
                 d["config"] = _json_object(d.pop("config_json"), "config_json")
                 d["result"] = _json_object(d.pop("result_json"), "result_json")
+                problem = _decoded_problem(d)
             except ValueError as exc:
                 problem = str(exc)
         if problem is not None:
@@ -719,6 +720,37 @@ def _row_problem(d: dict[str, Any]) -> str | None:
     for c in _INT_COLUMNS:
         if d[c] is not None and not _is_int(d[c]):
             return f"{c} is {_shown(d[c])}, not an integer"
+    return None
+
+
+#: Keys of a run's config / result that readers take as tables (a JSON object when present).
+_NESTED_TABLES = {"config": ("problem", "train"),
+                  "result": ("floor", "decomposition", "metrics", "columns")}
+
+
+@functools.lru_cache(maxsize=256)
+def _is_precision(name: str) -> bool:
+    from precision.precisions import PrecisionError, parse_precision
+
+    try:
+        parse_precision(name)
+    except PrecisionError:
+        return False
+    return True
+
+
+def _decoded_problem(d: dict[str, Any]) -> str | None:
+    """What is wrong with a decoded row's precision or nested JSON (a table that is not an
+    object, a study without its study name), or None."""
+    if not _is_precision(d["precision"]):
+        return f"precision is {_shown(d['precision'])}, not a precision"
+    for column, keys in _NESTED_TABLES.items():
+        for key in keys:
+            value = d[column].get(key)
+            if value is not None and not isinstance(value, dict):
+                return f"{column}.{key} is {_shown(value)}, not a JSON object"
+    if d["kind"] == "study" and not isinstance(d["config"].get("study"), str):
+        return "a study run whose config.study is not a name"
     return None
 
 

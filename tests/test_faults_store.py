@@ -398,6 +398,8 @@ BAD_ROWS = {
     "json-list": ("config_json = '[1, 2]'", "config_json is JSON list, not an object"),
     "text-in-real": ("mse = 'abc'", "mse is 'abc', not a number"),
     "real-in-int": ("steps = 2.5", "steps is 2.5, not an integer"),
+    "nested": ("""result_json = '{"floor": 3}'""", "result.floor is 3, not a JSON object"),
+    "precision": ("precision = 'float99'", "precision is 'float99', not a precision"),
 }
 
 
