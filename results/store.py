@@ -725,7 +725,7 @@ def _row_problem(d: dict[str, Any]) -> str | None:
 
 #: Keys of a run's config / result that readers take as tables (a JSON object when present).
 _NESTED_TABLES = {"config": ("problem", "train"),
-                  "result": ("floor", "decomposition", "metrics", "columns")}
+                  "result": ("floor", "decomposition", "metrics")}
 
 
 @functools.lru_cache(maxsize=256)
