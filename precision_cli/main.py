@@ -204,14 +204,14 @@ def _refuse_output_over_store(option: str, out: str, db: str, *, folder: bool = 
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from reports.build import ReportError, build_report
-
     _nonempty("--out", args.out)
     for suite in args.suite or []:
         _nonempty("--suite", suite)
     if not _store_exists(args.db):
         raise UsageError(f"no results store at {args.db} (run 'precision run solvers' first)")
     _refuse_output_over_store("--out", args.out, args.db, folder=True)
+    from reports.build import ReportError, build_report
+
     with Store(args.db, read_only=True) as store:
         try:
             report = build_report(store, args.suite, args.out)

@@ -325,9 +325,9 @@ class Store:
                     raise
         wal = self.path.with_name(self.path.name + "-wal")
         if wal.exists() and wal.stat().st_size > 0:
-            raise StoreError(f"cannot read results store {self.path}: its folder is not "
-                             f"writable and {wal.name} holds writes not yet in the store "
-                             "(open it once where it can be written)")
+            raise StoreError(f"cannot read results store {self.path}: it is read-only here "
+                             f"and {wal.name} holds writes not yet in the store (open it "
+                             "once where it can be written)")
         con = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S,
                               isolation_level=None)
         con.execute("PRAGMA query_only = ON")

@@ -189,6 +189,28 @@ def test_report_out_onto_or_into_the_store_is_refused(db, tmp_path, inside, caps
     assert digest(db) == before and db.is_file()
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--db", "{suite}"], "{suite} is not a precision results store (file is not a database)"),
+    (["--db", "{db}", "--report-dir", "{suite}"],
+     "cannot write the report to {suite}/tiny: Not a directory (use --report-dir or "
+     "--no-report)"),
+    (["--db", "{db}", "--report-dir", "{db}"],
+     "cannot write the report to {db}/tiny: Not a directory (use --report-dir or --no-report)"),
+    (["--db", "{db}", "--save-weights", "{suite}", "--no-report"],
+     "--save-weights {suite} is not a folder"),
+])
+def test_run_outputs_onto_its_inputs_are_refused(db, tmp_path, extra, message, capsys):
+    suite = tmp_path / "more.toml"
+    suite.write_text(TINY.replace('"float64"', '"mp30"'))
+    before = (digest(suite), digest(db), counts(db))
+    names = {"suite": suite, "db": db}
+    capsys.readouterr()
+    assert main(["run", str(suite), "--no-progress",
+                 *(a.format(**names) for a in extra)]) == 2
+    assert one_line(capsys.readouterr().err) == "precision: error: " + message.format(**names)
+    assert (digest(suite), digest(db), counts(db)) == before
+
+
 def test_same_file_sees_through_spellings(tmp_path, monkeypatch):
     f = tmp_path / "a.db"
     f.write_text("x")
@@ -305,6 +327,27 @@ frame = results.runs(db)
 got["api"] = [len(frame), len(results.series(db, frame["run_id"][0]))]
 print(json.dumps(got))
 """
+
+
+def test_a_read_only_store_with_pending_wal_writes_is_refused(built, tmp_path, capsys):
+    work = tmp_path / "w.db"
+    shutil.copy(built, work)
+    con = sqlite3.connect(work)               # a writer holding a delete in its -wal file
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("DELETE FROM series")
+    con.commit()
+    with tmpfs("2m") as folder:
+        for suffix in ("", "-wal"):
+            shutil.copy(f"{work}{suffix}", folder / f"results.db{suffix}")
+        con.close()
+        remount_read_only(folder)
+        db = folder / "results.db"
+        capsys.readouterr()
+        assert main(["results", "--db", str(db)]) == 2
+        assert one_line(capsys.readouterr().err) == (
+            f"precision: error: cannot read results store {db}: it is read-only here and "
+            "results.db-wal holds writes not yet in the store (open it once where it can be "
+            "written)")
 
 
 def test_an_unprivileged_user_reads_a_store_in_a_chmod_555_folder(built):
