@@ -4,7 +4,9 @@ Every user error (unknown suite / solver / precision, malformed suite file, bad 
 impossible shape, unreadable, damaged or read-only store, unwritable output) is one line on
 stderr and exit code 2. ``run`` checks all of it -- the suite, the store (intact and
 writable) and the report folder -- before computing anything, so no work is lost to an error
-it could have reported first.
+it could have reported first. No output path may be one of the command's inputs (``results
+--out`` / ``report --out`` onto the store, in any spelling), files are written complete or not
+at all, and standard output that cannot be written (``> /dev/full``) is one line and exit 2.
 """
 
 from __future__ import annotations
