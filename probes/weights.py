@@ -40,8 +40,10 @@ WEIGHTS_DIR_ENV = "PRECISION_WEIGHTS_DIR"
 MAX_WEIGHTS_BYTES = 4 * 2**30
 #: Largest JSON header read from a weights file.
 MAX_HEADER_BYTES = 16 * 2**20
-#: Largest depth, width, task dim / n or test size a job config may hold.
+#: Largest width, task dim / n or test size a job config may hold.
 MAX_JOB_SIZE = 1_000_000
+#: Largest depth a job config may hold (the model is first built layer by layer on ``meta``).
+MAX_JOB_DEPTH = 10_000
 
 #: safetensors dtype names -> (torch dtype, bytes per element).
 _DTYPES: dict[str, tuple[torch.dtype, int]] = {
@@ -174,8 +176,8 @@ def load_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, A
 _JOB_FIELDS: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
     "family": (True, lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
     "task": (True, lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
-    "depth": (True, lambda v: _nonneg_int(v) and v <= MAX_JOB_SIZE,
-              f"an integer in [0, {MAX_JOB_SIZE}]"),
+    "depth": (True, lambda v: _nonneg_int(v) and v <= MAX_JOB_DEPTH,
+              f"an integer in [0, {MAX_JOB_DEPTH}]"),
     "width": (True, lambda v: _nonneg_int(v) and v <= MAX_JOB_SIZE,
               f"an integer in [0, {MAX_JOB_SIZE}]"),
     "seed": (False, _nonneg_int, "a non-negative integer"),

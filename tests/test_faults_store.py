@@ -708,6 +708,8 @@ MALFORMED_JOBS = {
                 "the job config in its metadata lacks 'task'"),
     "options-list": ({**JOB, "model_options": [1]}, "job config field 'model_options' is "
                      "[1], not a table"),
+    "deep": ({**JOB, "depth": 10**7}, "job config field 'depth' is 10000000, not an integer "
+             "in [0, 10000]"),
     "huge-dim": ({**JOB, "task_options": {"dim": 10**12, "n": 4}}, "job config "
                  "task_options.dim is 1000000000000, not an integer in [0, 1000000]"),
 }

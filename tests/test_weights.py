@@ -91,3 +91,28 @@ def test_foreign_or_mismatched_files(tmp_path: Path) -> None:
     path = save_weights(model, tmp_path / "m.safetensors", {**job, "width": 8})
     with pytest.raises(WeightsError, match="does not fit the model"):
         load_trained_model(path)
+
+
+def test_a_factory_model_loads_with_the_factory_the_caller_names(tmp_path: Path) -> None:
+    factory = tmp_path / "my_models.py"
+    factory.write_text(
+        "import torch\n"
+        "def make(d_in, d_out, depth, width, max_len=0):\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(d_in, width), torch.nn.Tanh(),\n"
+        "                               torch.nn.Linear(width, d_out))\n")
+    spec = f"{factory}:make"
+    job = {"family": spec, "task": "multiply", "task_options": {"dim": 4, "n": 4},
+           "model_options": {}, "depth": 1, "width": 6, "seed": 0}
+    _, model = Job.from_config(job).build()
+    path = save_weights(model, tmp_path / "mine.safetensors", job)
+    with pytest.raises(WeightsError, match="which loading never imports"):
+        load_trained_model(path)
+    loaded, stored = load_trained_model(path, factory=spec)       # named by the caller
+    assert stored["family"] == spec
+    for name, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], value)
+    wrong = {**job, "width": 7}
+    path = save_weights(model, tmp_path / "wrong.safetensors", wrong)
+    with pytest.raises(WeightsError, match=r"does not fit the model of its job config: "
+                                           r"0.bias is \(6,\), the model's \(7,\)"):
+        load_trained_model(path, factory=spec)
