@@ -324,6 +324,18 @@ def test_a_grid_at_the_seed_limit_expands_without_building_per_seed(tmp_path, mo
     assert len(probes.suite.expand(suite)) == 10_000 and set(built) == {0}
 
 
+def test_a_study_grid_label_above_its_limit(tmp_path, base_store, capsys):
+    """A study's label is built from its values: a long list value makes a long label."""
+    values = "[" + ", ".join(str(i % 7) for i in range(120)) + "]"
+    suite = write(tmp_path, STUDY.format(entry="x").replace("noise = [1]",
+                                                            f"noise = [{values}, [1, 3]]"))
+    label = "noise={" + ",".join(str(i % 7) for i in range(120)) + "}"
+    assert refused(["run", str(suite)], tmp_path, base_store, capsys) == (
+        f"precision: error: {suite} [studies.x]: invalid grid-point label (from the values of "
+        f"its axes) {shown(label)}: it has 247 characters (at most 200) "
+        f"({NAME_RULE.replace('1-100', '1-200')})")
+
+
 # --- 4. --jobs and --executor dask ----------------------------------------------------------
 
 @pytest.mark.parametrize("jobs", ["0", "-3", "100000"])
