@@ -26,7 +26,10 @@ The run kinds (``probes.kinds``) expand the suite's tables: every (solver, probl
 seed) becomes one run, every model grid point x task x seed one trained job, every study grid
 point x seed x precision one study run. A run's resolved config is hashed into its id, so
 re-running a suite skips what the store already holds. Validation happens here, before
-anything touches the store: any problem is one :class:`SuiteError` line.
+anything touches the store: any problem is one :class:`SuiteError` line. Every label is a
+valid name and the suite stays within its limits (file size, nesting, seeds, values per grid
+axis, runs of the whole grid; :mod:`probes.names`), the grid's size counted before anything is
+expanded.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from probes.names import (
     MAX_SEEDS,
     MAX_SUITE_BYTES,
     check_name,
+    shown,
 )
 from probes.run import Run, SuiteError
 
@@ -345,7 +349,7 @@ def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None,
         all_tasks = [t for t in all_tasks if t in tasks] or list(tasks)
     entry.update(family=factory, tasks=all_tasks)
     name = factory.rpartition(":")[2] if label is None else label
-    what = "--label" if label is not None else f"probe label (from factory '{factory}')"
+    what = "--label" if label is not None else f"probe label (from factory {shown(factory)})"
     check_name(name, what)
     entries = [t for t in ("models", *SUBJECT_TABLES, "studies")
                if isinstance(base.data.get(t), dict) and name in base.data[t]]
