@@ -78,7 +78,7 @@ def expand(suite: SuiteData) -> list[Run]:
         raise SuiteError(f"{where}: needs at least one [solvers.<name>] or "
                          "[constructions.<name>] table")
     runs: list[Run] = []
-    generated: set[tuple[str, int]] = set()  # (problem label, seed) checked by make_problem
+    generated: set[str] = set()  # problem labels make_problem has checked
     for kind, name, entry in subjects:
         at = f"{where} [{kind}s.{name}]"
         if not isinstance(entry, dict):
@@ -107,12 +107,12 @@ def expand(suite: SuiteData) -> list[Run]:
                                  f"problem '{label}' has task '{task}'")
             for seed in suite.seeds:
                 seeded = {**problem, "seed": seed}
-                if (label, seed) not in generated:  # once per problem, not per solver
+                if label not in generated:  # once per problem: a seed changes values only
                     try:
                         make_problem(task, seeded)
                     except SolverError as exc:
                         raise SuiteError(f"{where}: problem '{label}': {exc}") from None
-                    generated.add((label, seed))
+                    generated.add(label)
                 for p in precisions:
                     config = {"version": VERSION, "suite": suite.name, "kind": kind,
                               "solver": name, "task": task, "problem_label": label,
