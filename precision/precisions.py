@@ -18,8 +18,25 @@ FLOAT_BITS: dict[str, int] = {"float16": 11, "bfloat16": 8, "float32": 24, "floa
 #: Largest ``N`` accepted in ``mpN``; beyond this the store's float columns lose meaning.
 MAX_MP_DIGITS = 2000
 
+#: Other spellings ``parse_precision`` accepts (case and surrounding spaces never matter).
+ALIASES: dict[str, str] = {
+    "fp16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+    "fp32": "float32",
+    "single": "float32",
+    "fp64": "float64",
+    "double": "float64",
+}
+
+#: The aliases as help texts and error messages state them.
+ALIASES_TEXT = "aliases " + ", ".join(
+    f"{'/'.join(a for a, t in ALIASES.items() if t == target)} = {target}"
+    for target in dict.fromkeys(ALIASES.values())) + "; any case"
+
 VALID_FORMS = (
-    "float16, bfloat16, float32, float64, mpN (N decimal digits, 1 <= N <= 2000, e.g. mp50)"
+    "float16, bfloat16, float32, float64, mpN (N decimal digits, 1 <= N <= 2000, e.g. mp50); "
+    + ALIASES_TEXT
 )
 
 _MP_RE = re.compile(r"^mp(\d+)$")
@@ -92,16 +109,7 @@ def parse_precision(spec: str | Precision) -> Precision:
     if not isinstance(spec, str):
         raise PrecisionError(f"precision must be a string, got {type(spec).__name__}")
     text = spec.strip().lower()
-    aliases = {
-        "fp16": "float16",
-        "half": "float16",
-        "bf16": "bfloat16",
-        "fp32": "float32",
-        "single": "float32",
-        "fp64": "float64",
-        "double": "float64",
-    }
-    text = aliases.get(text, text)
+    text = ALIASES.get(text, text)
     if text in FLOAT_BITS:
         return Precision(text)
     match = _MP_RE.match(text)
@@ -109,7 +117,7 @@ def parse_precision(spec: str | Precision) -> Precision:
         digits = int(match.group(1))
         if 1 <= digits <= MAX_MP_DIGITS:
             return Precision(f"mp{digits}", digits)
-    raise PrecisionError(f"unknown precision '{spec}'; valid forms: {VALID_FORMS}")
+    raise PrecisionError(f"unknown precision {spec!r}; valid forms: {VALID_FORMS}")
 
 
 def parse_precisions(specs: list[str] | tuple[str, ...] | str) -> list[Precision]:

@@ -12,20 +12,34 @@ at all, and standard output that cannot be written (``> /dev/full``) is one line
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from precision.precisions import VALID_FORMS, PrecisionError, parse_precision
+from precision.precisions import ALIASES_TEXT, VALID_FORMS, PrecisionError, parse_precision
 from precision.solvers.registry import SOLVERS, SolverError
 from probes.executors import ExecutorError
+from probes.names import check_name
 from probes.suite import Suite, SuiteError, load_suite, shipped_suites
 from results.store import Store, StoreError
 
 EXIT_USAGE = 2
 DEFAULT_DB = "results.db"
+#: ``--jobs`` may not exceed this many workers per CPU of this machine, nor JOBS_CEILING.
+JOBS_PER_CPU, JOBS_CEILING = 4, 256
+
+
+def max_jobs() -> int:
+    """The largest ``--jobs``: 4 workers per CPU this process may use, at most 256 (each
+    worker is a process of ~200 MB; more than that thrashes, it never speeds up)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(JOBS_CEILING, JOBS_PER_CPU * cpus))
 
 
 class UsageError(Exception):
@@ -39,22 +53,41 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _csv(text: str | None) -> list[str] | None:
+def _csv(text: str | None, option: str) -> list[str] | None:
+    """The names of a comma-separated option (each a valid name, :mod:`probes.names`)."""
     if text is None:
         return None
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
-        raise UsageError("empty list (give comma-separated names)")
-    return items
+        raise UsageError(f"{option}: empty list (give comma-separated names)")
+    return [check_name(item, f"{option} name") for item in items]
+
+
+def _check_run_args(args: argparse.Namespace) -> None:
+    """The options of ``run`` / ``probe`` that need no suite: checked before it is loaded."""
+    top = max_jobs()
+    if not 1 <= args.jobs <= top:
+        raise UsageError(f"--jobs must be at least 1 and at most {top} ({JOBS_PER_CPU} per CPU "
+                         f"of this machine, at most {JOBS_CEILING}), got {args.jobs}")
+    if args.address and args.executor != "dask":
+        raise UsageError("--address needs --executor dask")
+    if args.executor == "dask":
+        try:  # now, not after the suite is expanded and the store created
+            import distributed  # noqa: F401
+        except ImportError:
+            raise UsageError("--executor dask needs the 'distributed' package, which is not "
+                             "installed: install the [dask] extra (pip install -e '.[dask]')"
+                             ) from None
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     # Everything is validated here, before the store is opened.
+    _check_run_args(args)
     suite = load_suite(
         args.suite,
         profile=args.profile,
-        precisions=_csv(args.precisions),
-        solvers=_csv(args.solvers),
+        precisions=_csv(args.precisions, "--precisions"),
+        solvers=_csv(args.solvers, "--solvers"),
         device=args.device,
     )
     return _run_loaded(suite, args)
@@ -63,9 +96,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from probes.suite import suite_for_factory
 
-    base = load_suite(args.suite, profile=args.profile, precisions=_csv(args.precisions),
-                      device=args.device)
-    suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks))
+    _check_run_args(args)
+    base = load_suite(args.suite, profile=args.profile,
+                      precisions=_csv(args.precisions, "--precisions"), device=args.device)
+    suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks, "--tasks"),
+                              label=args.label)
+    _check_probe_label(suite, args)
     from precision.op_census import CensusError
     from probes.census import suite_mp_problem
 
@@ -76,6 +112,21 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if problem:
         raise UsageError(problem)
     return _run_loaded(suite, args)
+
+
+def _check_probe_label(suite: Suite, args: argparse.Namespace) -> None:
+    """The probe's label names no stored rows of another model of the suite (rows of two
+    models under one name would read as one)."""
+    label = next(iter(suite.data["models"]))
+    if not Path(args.db).is_file():
+        return
+    with Store(args.db, create=False) as store:
+        rows = store.runs(suite=suite.name, subject=label)
+    others = sorted({str(r["config"].get("family", r["kind"])) for r in rows} - {args.factory})
+    if others:
+        raise UsageError(f"{args.db} already holds rows of model '{label}' in suite "
+                         f"{suite.name} from '{others[0]}', not '{args.factory}': their rows "
+                         "would read as one model; name the probe with --label")
 
 
 def _cmd_ops(args: argparse.Namespace) -> int:
@@ -102,10 +153,6 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
     from reports.solver_table import solver_tables
     from reports.study_table import study_tables
 
-    if args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
-    if args.address and args.executor != "dask":
-        raise UsageError("--address needs --executor dask")
     report_folder = None
     if not args.no_report:
         report_folder = Path(args.report_dir) / suite.name
@@ -283,6 +330,8 @@ def _results_filters(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
+    if args.precision is not None:  # stored precisions are canonical: fp32 is float32
+        args.precision = parse_precision(args.precision).name
     filters = {column: value for column, value in (
         ("suite", args.suite), ("subject", args.subject), ("status", args.status),
         ("precision", args.precision), ("run_id", args.run_id)) if value is not None}
@@ -358,11 +407,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"SQLite results store (default {DEFAULT_DB})")
     run.add_argument("--profile", default=None, help="budget profile defined in the suite")
     run.add_argument("--precisions", default=None,
-                     help="comma-separated precisions replacing the suite's (e.g. float32,mp100)")
+                     help="comma-separated precisions replacing the suite's (e.g. float32,mp100; "
+                     f"{ALIASES_TEXT})")
     run.add_argument("--solvers", default=None,
                      help="comma-separated subset of the suite's solvers")
     run.add_argument("--jobs", type=int, default=1,
-                     help="worker processes (default 1: compute in this process)")
+                     help="worker processes (default 1: compute in this process; at most "
+                     f"{JOBS_PER_CPU} per CPU, {max_jobs()} here, and never above {JOBS_CEILING})")
     run.add_argument("--executor", choices=["local", "dask"], default="local",
                      help="local: this process or a pool of --jobs processes (default); "
                      "dask: a Dask LocalCluster of --jobs workers, or --address")
@@ -386,6 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
     prb.add_argument("factory", help="MODULE:FACTORY or path/to/file.py:FACTORY")
     prb.add_argument("--suite", required=True, help="a suite with [models.*] (e.g. primitives)")
     prb.add_argument("--tasks", default=None, help="comma-separated subset of the suite's tasks")
+    prb.add_argument("--label", default=None,
+                     help="the model name its rows are stored under (default: FACTORY's name; "
+                     "it may not be an entry of the suite or a stored model of another factory)")
     for action in run._actions:
         if action.dest not in ("help", "suite", "solvers"):
             prb._add_action(action)
@@ -441,7 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
     dele.add_argument("--subject", default=None, help="only runs of this solver / model / entry")
     dele.add_argument("--status", choices=["ok", "failed", "diverged"], default=None,
                       help="only runs with this status")
-    dele.add_argument("--precision", default=None, help="only runs in this precision")
+    dele.add_argument("--precision", default=None,
+                      help=f"only runs in this precision ({ALIASES_TEXT})")
     dele.add_argument("--run-id", default=None, help="only the run with this id")
     dele.add_argument("--dry-run", action="store_true",
                       help="print how many runs match, delete nothing")

@@ -10,18 +10,29 @@
 ``probe`` trains the factory's module on a task with a recipe and returns what each
 evaluation precision measured (test MSE and its approximation / rounding split), exactly as
 ``precision probe`` does for the store.
+
+Both work from any working directory (pytest run from another folder): a factory spec
+``path/to/file.py:FACTORY`` or ``package.module:FACTORY`` is found relative to the working
+directory, else relative to the folder of the calling file (the test) or one of its parents;
+an absolute path is used as it is.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from torch import nn
 
 from precision.devices import resolve_device
-from precision.precisions import parse_precision
+from precision.precisions import parse_precision, parse_precisions
+from probes.factory import FactoryError
 from probes.job import Job
+from probes.names import check_name
 from probes.trained_run import PrecisionOutcome, run_trained
 
 #: A small default budget (seconds to a minute on 2 CPU cores for a small module).
@@ -30,6 +41,58 @@ DEFAULT_TRAIN = {"recipe": "paper", "steps": 500, "batch_size": 32, "dtype": "fl
 
 class FloorAssertionError(AssertionError):
     """A module's measured floor is above the bound (message: expected / measured / where)."""
+
+
+def _caller_dir() -> Path | None:
+    """The folder of the file that called into this module (None from a prompt)."""
+    frame = inspect.currentframe()
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    if frame is None or frame.f_code.co_filename.startswith("<"):
+        return None
+    return Path(frame.f_code.co_filename).resolve().parent
+
+
+def resolve_factory(factory: str | Callable[..., nn.Module], caller: Path | None = None
+                    ) -> str | Callable[..., nn.Module]:
+    """``factory`` made independent of the working directory: a callable as it is; a
+    ``file.py:FACTORY`` spec with the file's absolute path; for a ``module:FACTORY`` spec the
+    folder holding the module is put on ``sys.path`` (as the working directory is). A
+    relative name is looked up in the working directory, then in ``caller`` and its parents.
+
+    Raises:
+        FactoryError: not a callable or a ``MODULE:FACTORY`` string, or a file not found.
+    """
+    if callable(factory):
+        return factory
+    if not isinstance(factory, str) or ":" not in factory:
+        raise FactoryError(f"factory {factory!r} must be a callable or a MODULE:FACTORY or "
+                           "path/to/file.py:FACTORY string")
+    module, _, attr = factory.rpartition(":")
+    check_name(attr, "factory name")
+    bases = [Path.cwd(), *((caller, *caller.parents) if caller else ())]
+    if module.endswith(".py"):
+        path = Path(module).expanduser()
+        if path.is_absolute():
+            return factory
+        for base in bases:
+            if (base / path).is_file():
+                return f"{(base / path).resolve()}:{attr}"
+        where = f" or to {caller} and its parents" if caller else ""
+        raise FactoryError(f"factory file {module} not found relative to the working "
+                           f"directory {Path.cwd()}{where}")
+    top = module.split(".")[0]
+    try:
+        found = bool(top) and importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        for base in bases:
+            if (base / f"{top}.py").is_file() or (base / top).is_dir():  # or a namespace
+                if str(base) not in sys.path:
+                    sys.path.insert(0, str(base))
+                break
+    return factory
 
 
 def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
@@ -43,13 +106,18 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
     ``MODULE:FACTORY`` spec. Returns {precision: PrecisionOutcome} (``total`` is the test MSE,
     ``log10_approximation`` / ``log10_rounding`` its decomposition, ``status``). ``device``:
     where it trains and evaluates its float precisions (``"cuda"`` on a GPU; mpN on the CPU).
+    Bad arguments (an unknown precision, a task name that is not a name, a factory that
+    cannot be found) raise a ``ValueError`` with one line before anything is built.
     """
+    factory = resolve_factory(factory, _caller_dir())
+    check_name(task, "task name")
+    parsed = parse_precisions(precisions)
     resolve_device(device)
     job = Job(family=factory, task=task, depth=depth, width=width,
               train={**DEFAULT_TRAIN, **(train or {})}, seed=seed,
               task_options=dict(task_options or {}), model_options=dict(model_options or {}),
               test_size=test_size)
-    outcome = run_trained(job, [parse_precision(p) for p in precisions], device=device)
+    outcome = run_trained(job, parsed, device=device)
     return {o.precision: o for o in outcome.per_precision}
 
 
@@ -58,6 +126,7 @@ def assert_floor_below(factory: str | Callable[..., nn.Module], task: str, bound
     """Fail (pytest-style: expected / measured / where) unless the trained module's test MSE
     on ``task`` in ``precision`` is at most ``bound``. Returns the outcome when it holds."""
     name = parse_precision(precision).name
+    factory = resolve_factory(factory, _caller_dir())
     result = probe(factory, task, precisions=(name,), **kwargs)[name]
     where = (f"{getattr(factory, '__qualname__', factory)} on {task}, depth "
              f"{kwargs.get('depth', 1)}, width {kwargs.get('width', 32)}, evaluated in {name}")

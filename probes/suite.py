@@ -26,7 +26,10 @@ The run kinds (``probes.kinds``) expand the suite's tables: every (solver, probl
 seed) becomes one run, every model grid point x task x seed one trained job, every study grid
 point x seed x precision one study run. A run's resolved config is hashed into its id, so
 re-running a suite skips what the store already holds. Validation happens here, before
-anything touches the store: any problem is one :class:`SuiteError` line.
+anything touches the store: any problem is one :class:`SuiteError` line. Every label is a
+valid name and the suite stays within its limits (file size, nesting, seeds, values per grid
+axis, runs of the whole grid; :mod:`probes.names`), the grid's size counted before anything is
+expanded.
 """
 
 from __future__ import annotations
@@ -41,8 +44,16 @@ from typing import Any
 
 from precision.devices import DeviceError, resolve_device
 from precision.precisions import PrecisionError, parse_precision
-from probes.kinds import SuiteData, expand_all, trained
+from probes.kinds import SuiteData, expand_all, grid_size, trained
 from probes.kinds.subject import SUBJECT_TABLES
+from probes.names import (
+    MAX_GRID_RUNS,
+    MAX_NESTING,
+    MAX_SEEDS,
+    MAX_SUITE_BYTES,
+    check_name,
+    shown,
+)
 from probes.run import Run, SuiteError
 
 #: A suite name: it names the suite's rows in the store and its report folder.
@@ -50,6 +61,11 @@ SUITE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 _TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers",
              "constructions", "profiles", "tasks", "models", "studies", "device"}
+#: Tables whose keys are labels that name stored rows (``probes.names`` checks them).
+_LABEL_TABLES = {"problems": "problem label", "solvers": "solver name",
+                 "constructions": "construction name", "tasks": "task label",
+                 "models": "model label", "studies": "study entry label",
+                 "profiles": "profile name"}
 
 
 @dataclass(frozen=True)
@@ -94,13 +110,7 @@ def load_suite(
                 f"unknown suite '{name_or_path}'; shipped suites: {', '.join(sorted(shipped))} "
                 "(or give the path of a .toml suite file)"
             )
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise SuiteError(f"malformed suite file {path}: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"cannot read suite file {path}: {exc}") from None
-    _check_plain(data, str(path))
+    data = _parse(path)
     data = _apply_profile(data, profile, path)
     data = _apply_overrides(data, precisions, solvers, path)
     if device is not None:
@@ -128,16 +138,53 @@ def suite_name(name: Any, path: Path) -> str:
     return name
 
 
-def _check_plain(value: Any, where: str) -> None:
-    """Suite values are strings, numbers, booleans, lists and tables (no TOML dates)."""
-    if isinstance(value, dict):
-        for v in value.values():
-            _check_plain(v, where)
-    elif isinstance(value, list):
-        for v in value:
-            _check_plain(v, where)
-    elif isinstance(value, datetime.date | datetime.time):
-        raise SuiteError(f"{where}: dates and times are not suite values (got {value})")
+def _parse(path: Path) -> dict[str, Any]:
+    """The TOML data of the suite file ``path``: at most :data:`MAX_SUITE_BYTES` bytes, nested
+    at most :data:`MAX_NESTING` levels, plain values only (one :class:`SuiteError` line)."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_SUITE_BYTES + 1)
+        if len(raw) > MAX_SUITE_BYTES:
+            size = path.stat().st_size
+            raise SuiteError(f"suite file {path} is too large: {size:,} bytes (at most "
+                             f"{MAX_SUITE_BYTES:,}; a grid is a few lists, not a listing)")
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"cannot read suite file {path}: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"malformed suite file {path}: {exc}") from None
+    except RecursionError:  # the parser recurses once per level of a nested value
+        raise SuiteError(f"malformed suite file {path}: a value is nested too deeply for the "
+                         f"TOML parser (a suite nests at most {MAX_NESTING} levels)") from None
+    _check_plain(data, str(path))
+    return data
+
+
+def _check_plain(data: dict[str, Any], where: str) -> None:
+    """Suite values are strings, numbers, booleans, lists and tables (no TOML dates), nested
+    at most :data:`MAX_NESTING` levels (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth >= MAX_NESTING:
+                raise SuiteError(f"{where}: a value is nested more than {MAX_NESTING} levels "
+                                 "deep (tables and lists inside each other)")
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((v, depth + 1) for v in items)
+        elif isinstance(value, datetime.date | datetime.time):
+            raise SuiteError(f"{where}: dates and times are not suite values (got {value})")
+
+
+def _check_labels(data: dict[str, Any], where: str) -> None:
+    """Every key of the labelled tables is a valid name (:mod:`probes.names`)."""
+    for table, what in _LABEL_TABLES.items():
+        entries = data.get(table)
+        if isinstance(entries, dict):
+            for key in entries:
+                check_name(key, what, where)
 
 
 def _table(value: Any, what: str) -> dict[str, Any]:
@@ -152,6 +199,7 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
         raise SuiteError(f"{path}: 'profiles' must be a table")
     if profile is None:
         return data
+    check_name(profile, "profile name", str(path))
     if profile not in profiles:
         valid = ", ".join(sorted(profiles)) or "none defined"
         raise SuiteError(f"suite {path.stem} has no profile '{profile}' (profiles: {valid})")
@@ -241,8 +289,11 @@ def expand(suite: Suite) -> list[Run]:
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise SuiteError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    _check_labels(data, where)
     names = _list_of(data.get("precisions"), "precisions", where, str)
     seeds = _list_of(data.get("seeds", [0]), "seeds", where, int)
+    if len(seeds) > MAX_SEEDS:
+        raise SuiteError(f"{where}: {len(seeds):,} seeds (at most {MAX_SEEDS:,})")
     if not all(0 <= s < 2**32 for s in seeds):
         raise SuiteError(f"{where}: seeds must be integers in [0, 2^32), got {seeds}")
     try:
@@ -254,7 +305,13 @@ def expand(suite: Suite) -> list[Run]:
         resolve_device(device)   # a GPU the machine lacks fails here, before any work
     except DeviceError as exc:
         raise SuiteError(f"{where}: {exc}") from None
-    runs = expand_all(SuiteData(suite.name, where, data, precisions, tuple(seeds), device))
+    suite_data = SuiteData(suite.name, where, data, precisions, tuple(seeds), device)
+    size = grid_size(suite_data)  # arithmetic: nothing is built before the size is known
+    if size > MAX_GRID_RUNS:
+        raise SuiteError(f"{where}: the grid has {size:,} runs (runs x evaluation precisions; "
+                         f"at most {MAX_GRID_RUNS:,}): use fewer seeds, precisions or grid "
+                         "values, or split the suite")
+    runs = expand_all(suite_data)
     seen: set[str] = set()
     unique = []
     for r in runs:
@@ -264,13 +321,17 @@ def expand(suite: Suite) -> list[Run]:
     return unique
 
 
-def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None) -> Suite:
+def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None,
+                      label: str | None = None) -> Suite:
     """The suite ``base`` with its models replaced by the user's ``factory``.
 
     The factory gets the grid (depth, width), training, test size and iterations of the
     suite's *first* model entry (not its family-specific options: heads, layernorm, ...) and
-    runs every task of the suite's model entries (or only ``tasks``). Its label is the
-    factory's name, so its rows sit beside the built-in families in the store and report.
+    runs every task of the suite's model entries (or only ``tasks``). Its label (the model
+    name of its rows) is ``label``, by default the factory's name (``FACTORY`` of
+    ``MODULE:FACTORY``), so its rows sit beside the built-in families in the store and
+    report. A label that is already an entry of ``base`` (a model, solver, construction or
+    study) is refused: the rows of both would read as one model.
     """
     data = dict(base.data)
     models = data.get("models")
@@ -287,7 +348,16 @@ def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None)
                              f"(its tasks: {', '.join(sorted(data.get('tasks', {})))})")
         all_tasks = [t for t in all_tasks if t in tasks] or list(tasks)
     entry.update(family=factory, tasks=all_tasks)
-    data["models"] = {factory.rpartition(":")[2]: entry}
+    name = factory.rpartition(":")[2] if label is None else label
+    what = "--label" if label is not None else f"probe label (from factory {shown(factory)})"
+    check_name(name, what)
+    entries = [t for t in ("models", *SUBJECT_TABLES, "studies")
+               if isinstance(base.data.get(t), dict) and name in base.data[t]]
+    if entries:
+        raise SuiteError(f"factory '{factory}' would be stored as model '{name}', which is "
+                         f"already the entry [{entries[0]}.{name}] of suite {base.name}: "
+                         "their rows would read as one model; name the probe with --label")
+    data["models"] = {name: entry}
     for key in ("problems", "solvers", "constructions", "studies"):
         data.pop(key, None)
     suite = Suite(name=base.name, description=base.description, path=base.path, data=data)

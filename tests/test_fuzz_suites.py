@@ -2,15 +2,17 @@
 
 A seeded generator (``random.Random``, so a failure reproduces) mutates the shipped suite
 files -- wrong types, missing keys, negative, zero, huge and non-finite numbers, unknown
-names, unicode, deleted tables, lists where scalars go and scalars where lists go, raw byte
-damage of the file text -- and runs ``precision run`` on each, in this process. Nothing is
+names, unicode, deleted tables, lists where scalars go and scalars where lists go, keys
+renamed to names with '/', '\\', NUL, newlines or 300 characters, raw byte damage of the
+file text -- and runs ``precision run`` on each, in this process. Nothing is
 computed: the runner's ``compute_records`` is replaced by one that returns ``failed``
 records at once, so every mutation exercises the whole path up to and including the store
 writes, in well under a second. Every outcome must be exit 0, or exit 2 with one line on
 stderr and no traceback; the store that existed before is intact (``PRAGMA
 integrity_check``), bit-identical after an exit 2, and holds exactly the new records after
-an exit 0. Random bytes as a store file (and a real store with damaged pages) go through
-``run``, ``results``, ``report`` and ``delete`` the same way.
+an exit 0, every stored name a valid name (``probes.names``). Random bytes as a store
+file (and a real store with damaged pages) go through ``run``, ``results``, ``report`` and
+``delete`` the same way.
 
 The counts (exit 0 / exit 2 per kind of input) are printed (``pytest -s``) and written to
 ``$PRECISION_FUZZ_REPORT`` when that is set; the sizes and the seed can be set from the
@@ -36,6 +38,7 @@ import pytest
 import probes.runner
 from precision_cli.main import main
 from probes.executors import failed_records
+from probes.names import MAX_LABEL_CHARS, name_problem
 from probes.suite import shipped_suites
 
 #: CI sizes; ``PRECISION_FUZZ_SUITES`` / ``PRECISION_FUZZ_STORES`` / ``PRECISION_FUZZ_SEED``
@@ -46,6 +49,8 @@ SEED = int(os.environ.get("PRECISION_FUZZ_SEED", 20261123))
 
 WEIRD_STRINGS = ["", "nosuch", "ü∂ñ😀", "../../etc", "a/b", ".", "..", " ", "float31", "mp0",
                  "optimal", "1/L", "gaussian", "x" * 300, "NaN", "-1"]
+#: Keys a rename gives a table entry (labels, solver and profile names, ...).
+WEIRD_KEYS = ["a/b", "a\\b", "a\x00b", "a\nb", "", " ", "..", "x" * 300, "\U0001F600" * 70]
 WEIRD_NUMBERS = [0, -1, -5, 1, 2, 10**18, 2**63 - 1, -(2**63), 1e9, 1e300, -1e300, 0.5, -0.0,
                  1e-320, math.nan, math.inf, -math.inf, 100_000_000, 3.0]
 
@@ -134,8 +139,11 @@ def mutate(rng: random.Random, data: dict[str, Any]) -> tuple[dict[str, Any], st
         path = rng.choice(paths)
         parent = _parent(data, path)
         key = path[-1]
-        op = rng.randrange(5)
-        if op == 0 and isinstance(parent, dict):
+        op = rng.randrange(6)
+        if op == 5 and isinstance(parent, dict) and isinstance(key, str):
+            parent[rng.choice(WEIRD_KEYS)] = parent.pop(key)
+            names.append("rename-key")
+        elif op == 0 and isinstance(parent, dict):
             del parent[key]
             names.append("delete")
         elif op == 1 and isinstance(parent, dict):
@@ -175,6 +183,16 @@ def _counts(db: Path) -> tuple[str, int, int]:
                 con.execute("SELECT COUNT(*) FROM series").fetchone()[0])
     finally:
         con.close()
+
+
+def _bad_names(db: Path) -> list[str]:
+    """Stored suite, subject and task names that are not valid names."""
+    con = sqlite3.connect(db)
+    try:
+        names = {n for row in con.execute("SELECT suite, subject, task FROM runs") for n in row}
+    finally:
+        con.close()
+    return sorted(repr(n) for n in names if name_problem(n, MAX_LABEL_CHARS) is not None)
 
 
 def _not_computed(run: Any) -> list[Any]:
@@ -270,6 +288,7 @@ def test_mutated_suites_exit_0_or_one_line_2_and_keep_the_store(
             assert _digest(db) == before, f"{label}: an exit-2 run changed the store"
         elif rc == 0:
             assert runs_after >= runs_before, label
+            assert not _bad_names(db), f"{label}: stored invalid names {_bad_names(db)}"
     _report(outcomes)
     assert not outcomes.crashes, "\n".join(outcomes.crashes)
     assert sum(outcomes.codes.values()) == N_SUITE_MUTATIONS

@@ -30,6 +30,13 @@ def kind_of(run: Run) -> RunKind:
     return _BY_NAME[run.kind]
 
 
+def grid_size(suite: SuiteData) -> int:
+    """Store rows the suite expands into, counted arithmetically from its tables (nothing is
+    expanded, built or validated; a grid axis above the limit is a SuiteError)."""
+    return sum(module.grid_size(suite) for module in (trained, study, subject)
+               if any(t in suite.data for t in module.KIND.tables))
+
+
 def expand_all(suite: SuiteData) -> list[Run]:
     """Every run of every kind whose tables the suite has; a suite with none of them is
     expanded as a solver suite, whose error names the tables it needs."""
@@ -38,4 +45,4 @@ def expand_all(suite: SuiteData) -> list[Run]:
     return runs or subject.KIND.expand(suite)
 
 
-__all__ = ["KINDS", "RunKind", "SuiteData", "expand_all", "kind_of"]
+__all__ = ["KINDS", "RunKind", "SuiteData", "expand_all", "grid_size", "kind_of"]

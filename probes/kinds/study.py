@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from probes.kinds.base import RunKind, SuiteData, entry_precisions
+from probes.names import MAX_LABEL_CHARS, axis_length, check_name, list_length
 from probes.run import Run, SuiteError, finite_or_none, make_record, new_run
 from probes.studies import StudyError, StudyOutcome, get_study
 from results.store import RunRecord
@@ -40,6 +41,20 @@ def _label(value: Any) -> str:
     if isinstance(value, list):
         return "{" + ",".join(_label(v) for v in value) + "}"
     return str(value)
+
+
+def grid_size(suite: SuiteData) -> int:
+    """Runs the ``[studies.*]`` tables expand into, counted without expanding them (a grid
+    axis above :data:`~probes.names.MAX_AXIS_VALUES` values is a SuiteError)."""
+    entries = suite.data.get("studies")
+    total = 0
+    for name, entry in entries.items() if isinstance(entries, dict) else ():
+        if isinstance(entry, dict):
+            points = math.prod(axis_length(v, k, f"{suite.where} [studies.{name}]")
+                               for k, v in entry.items() if k not in _RESERVED)
+            total += (points * len(suite.seeds)
+                      * list_length(entry.get("precisions"), len(suite.precisions)))
+    return total
 
 
 def expand(suite: SuiteData) -> list[Run]:
@@ -75,6 +90,8 @@ def expand(suite: SuiteData) -> list[Run]:
             except StudyError as exc:
                 raise SuiteError(f"{at}: {exc}") from None
             label = ",".join(f"{k}={_label(chosen[k])}" for k in varying) or entry_name
+            check_name(label, "grid-point label (from the values of its axes)", at,
+                       max_chars=MAX_LABEL_CHARS)
             for seed in suite.seeds:
                 for p in precisions:
                     config = {"version": VERSION, "kind": "study", "suite": suite.name,

@@ -31,6 +31,7 @@ from precision.solvers.registry import (
     run_solver,
 )
 from probes.kinds.base import RunKind, SuiteData, entry_precisions
+from probes.names import list_length
 from probes.run import Run, SuiteError, make_record, new_run, subsample
 from results.store import RunRecord
 
@@ -49,6 +50,18 @@ def _labels(value: Any, at: str) -> list[str]:
     return value
 
 
+def grid_size(suite: SuiteData) -> int:
+    """Runs the subject tables expand into, counted without expanding them."""
+    total = 0
+    for table in SUBJECT_TABLES:
+        entries = suite.data.get(table)
+        for entry in entries.values() if isinstance(entries, dict) else ():
+            if isinstance(entry, dict):
+                total += (list_length(entry.get("problems"), 1) * len(suite.seeds)
+                          * list_length(entry.get("precisions"), len(suite.precisions)))
+    return total
+
+
 def expand(suite: SuiteData) -> list[Run]:
     """Runs of the [solvers.*] and [constructions.*] tables over [problems.*]."""
     data, where = suite.data, suite.where
@@ -65,6 +78,7 @@ def expand(suite: SuiteData) -> list[Run]:
         raise SuiteError(f"{where}: needs at least one [solvers.<name>] or "
                          "[constructions.<name>] table")
     runs: list[Run] = []
+    generated: set[str] = set()  # problem labels make_problem has checked
     for kind, name, entry in subjects:
         at = f"{where} [{kind}s.{name}]"
         if not isinstance(entry, dict):
@@ -93,10 +107,12 @@ def expand(suite: SuiteData) -> list[Run]:
                                  f"problem '{label}' has task '{task}'")
             for seed in suite.seeds:
                 seeded = {**problem, "seed": seed}
-                try:
-                    make_problem(task, seeded)
-                except SolverError as exc:
-                    raise SuiteError(f"{where}: problem '{label}': {exc}") from None
+                if label not in generated:  # once per problem: a seed changes values only
+                    try:
+                        make_problem(task, seeded)
+                    except SolverError as exc:
+                        raise SuiteError(f"{where}: problem '{label}': {exc}") from None
+                    generated.add(label)
                 for p in precisions:
                     config = {"version": VERSION, "suite": suite.name, "kind": kind,
                               "solver": name, "task": task, "problem_label": label,

@@ -44,6 +44,7 @@ from precision.params import Param, ParamError, count, positive
 from probes.factory import FactoryError, is_factory_spec
 from probes.job import Job
 from probes.kinds.base import RunKind, SuiteData, entry_precisions
+from probes.names import axis_length, list_length
 from probes.run import Run, SuiteError, make_record, new_run
 from probes.tasks import TaskError
 from probes.trained_run import run_trained
@@ -120,6 +121,25 @@ def _check_train(train: dict[str, Any], where: str) -> None:
                 raise SuiteError(f"{where}: train {exc}") from None
 
 
+def grid_size(suite: SuiteData) -> int:
+    """Store rows (jobs x evaluation precisions) of the [models.*] tables, counted without
+    expanding them (a grid axis above :data:`~probes.names.MAX_AXIS_VALUES` values is a
+    SuiteError)."""
+    models = suite.data.get("models")
+    total = 0
+    for label, entry in models.items() if isinstance(models, dict) else ():
+        if not isinstance(entry, dict):
+            continue
+        at = f"{suite.where} [models.{label}]"
+        train = entry.get("train")
+        axes = [axis_length(v, k, at) for k, v in entry.items() if k not in _RESERVED]
+        if isinstance(train, dict):
+            axes += [axis_length(v, f"train.{k}", at) for k, v in train.items()]
+        total += (math.prod(axes) * list_length(entry.get("tasks"), 1) * len(suite.seeds)
+                  * list_length(entry.get("precisions"), len(suite.precisions)))
+    return total
+
+
 def expand(suite: SuiteData) -> list[Run]:
     """Jobs of the suite's [models.*] tables, validated (one :class:`SuiteError` line)."""
     data, where = suite.data, suite.where
@@ -185,7 +205,8 @@ def expand(suite: SuiteData) -> list[Run]:
                                   train=tr, seed=seed, task_options=topts, model_options=opts,
                                   label=label, problem_label=tl, suite=suite.name,
                                   **entry_params)
-                        _validate_job(job, at)
+                        if seed == suite.seeds[0]:  # a seed changes values, not shapes
+                            _validate_job(job, at)
                         config = job.config(VERSION)
                         runs.append(new_run(
                             "trained", label, tl, precisions,
