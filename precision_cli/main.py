@@ -54,7 +54,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
         solvers=_csv(args.solvers),
         device=args.device,
     )
+    _check_factories(suite, args, census=False)
     return _run_loaded(suite, args)
+
+
+def _check_factories(suite: Suite, args: argparse.Namespace, census: bool) -> None:
+    """A suite's user factories are imported, called and (``census``) exported in a child
+    process before anything is computed: one that cannot build its module -- it raises,
+    exits, crashes or hangs past the time limit -- is a one-line error (exit 2), nothing
+    stored. What fails later, during a run, is that run's ``failed`` / ``timeout`` records."""
+    from probes.factory import check_factories
+    from probes.suite import expand
+
+    _check_time_limit(args)
+    problem = check_factories(expand(suite), census=census, time_limit=args.time_limit)
+    if problem:
+        raise UsageError(problem)
+
+
+def _check_time_limit(args: argparse.Namespace) -> None:
+    import math
+
+    if args.time_limit is not None and not (math.isfinite(args.time_limit) and
+                                            args.time_limit > 0):
+        raise UsageError(f"--time-limit must be a positive number of seconds, "
+                         f"not {args.time_limit:g}")
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -63,15 +87,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     base = load_suite(args.suite, profile=args.profile, precisions=_csv(args.precisions),
                       device=args.device)
     suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks))
-    from precision.op_census import CensusError
-    from probes.census import suite_mp_problem
-
-    try:  # an op mpN cannot run is a one-line error before any training
-        problem = suite_mp_problem(suite)
-    except CensusError as exc:
-        raise UsageError(str(exc)) from None
-    if problem:
-        raise UsageError(problem)
+    # the factory's import, build and op census (an op mpN cannot run) in a child process
+    _check_factories(suite, args, census=True)
     return _run_loaded(suite, args)
 
 
@@ -94,7 +111,7 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 
 
 def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
-    from probes.runner import pending_runs, run_suite
+    from probes.runner import SweepInterrupted, pending_runs, run_suite
     from reports.model_table import model_tables
     from reports.solver_table import solver_tables
     from reports.study_table import study_tables
@@ -111,10 +128,10 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"cannot write the report to {report_folder}: "
                              f"{exc.strerror or exc} (use --report-dir or --no-report)") from None
+    _check_time_limit(args)
+    weights_dir = None
     if args.save_weights:
-        import os
-
-        from probes.weights import WEIGHTS_DIR_ENV
+        import tempfile
 
         folder = Path(args.save_weights).resolve()
         if folder.exists() and not folder.is_dir():
@@ -124,7 +141,13 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"--save-weights {args.save_weights}: cannot create the folder: "
                              f"{exc.strerror or exc}") from None
-        os.environ[WEIGHTS_DIR_ENV] = str(folder)   # workers inherit it
+        try:  # writable: a file can be created in it
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".precision-check-"):
+                pass
+        except OSError as exc:
+            raise UsageError(f"--save-weights {args.save_weights}: cannot write into the "
+                             f"folder: {exc.strerror or exc}") from None
+        weights_dir = str(folder)   # travels with each run, to any worker
     with Store(args.db) as store:
         store.check_writable()  # a damaged or read-only store fails here, before the work
         todo, skipped = pending_runs(suite, store)
@@ -139,7 +162,15 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
 
             bar = tqdm(total=len(todo), unit="run", file=sys.stderr, dynamic_ncols=True)
 
+        weights_errors: list[str] = []
+
         def progress(done: int, total: int, record: object) -> None:
+            error = record.result.get("weights_error")  # type: ignore[attr-defined]
+            if error:
+                weights_errors.append(error)
+                if len(weights_errors) == 1:   # once: a full disk fails every later save
+                    line = f"precision: warning: {error} (the run's results are stored)"
+                    (bar.write if bar is not None else print)(line, file=sys.stderr)
             if bar is not None:
                 bar.set_postfix_str(
                     f"{record.subject} {record.precision} {record.task}", refresh=False  # type: ignore[attr-defined]
@@ -148,7 +179,11 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
 
         try:
             summary = run_suite(suite, store, jobs=args.jobs, executor=args.executor,
-                                address=args.address, progress=progress)
+                                address=args.address, progress=progress,
+                                time_limit=args.time_limit, weights_dir=weights_dir)
+        except SweepInterrupted as exc:
+            exc.db = args.db  # type: ignore[attr-defined]
+            raise
         finally:
             if bar is not None:
                 bar.close()
@@ -167,6 +202,18 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
     print(f"\n{summary.computed} computed ({statuses}), {summary.skipped} reused; store: {args.db}")
     if report is not None:
         print(f"report: {report.markdown} (also {report.html.name}, {report.latex.name}, CSV)")
+    if weights_errors:
+        print(f"precision: warning: the weights of {len(weights_errors)} runs were not saved "
+              f"({weights_errors[0]})", file=sys.stderr)
+    failed = sum(summary.statuses.get(s, 0) for s in ("failed", "timeout"))
+    if failed:
+        for reason in summary.reasons:
+            print(f"  {reason}", file=sys.stderr)
+    if summary.all_failed:
+        print(f"precision: error: every computed run failed or timed out ({failed} records; "
+              f"reasons above; 'precision delete --status failed' drops them to recompute)",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -304,6 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default=None,
                      help="where trained models train and evaluate their float precisions: "
                      "cpu or cuda[:N] (replaces the suite's 'device'; mpN runs on the CPU)")
+    run.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                     help="stop a run after SECONDS and store it as 'timeout' (replaces the "
+                     "suite's time_limit; default: none for built-in runs, 3600 s for a "
+                     "user factory's)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--report-dir", default="report",
                      help="the suite's report is refreshed in REPORT_DIR/SUITE (default report)")
@@ -361,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"SQLite results store (default {DEFAULT_DB})")
     dele.add_argument("--suite", default=None, help="only runs of this suite")
     dele.add_argument("--subject", default=None, help="only runs of this solver / model / entry")
-    dele.add_argument("--status", choices=["ok", "failed", "diverged"], default=None,
+    dele.add_argument("--status", choices=["ok", "failed", "diverged", "timeout"], default=None,
                       help="only runs with this status")
     dele.add_argument("--precision", default=None, help="only runs in this precision")
     dele.add_argument("--run-id", default=None, help="only the run with this id")
@@ -380,9 +431,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     parser = build_parser()
+    stops = _StopSignals()
     try:
         args = parser.parse_args(argv)
         if args.command in ("run", "probe"):
+            stops.install()
             import torch
 
             # Small models and solvers: one intra-op thread per process is faster than two
@@ -402,9 +455,72 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"precision: error: {exc}; finished runs are stored, re-run to resume",
               file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("precision: interrupted; finished runs are stored, re-run to resume",
-              file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     except BrokenPipeError:
         return 0
+    finally:
+        stops.restore()
+
+
+class _Stop(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM of a ``run`` / ``probe`` (``signum``: which)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _StopSignals:
+    """While ``run`` / ``probe`` computes, the first Ctrl-C or SIGTERM raises :class:`_Stop`
+    (the executor then kills its workers) and every later one is ignored, so a second Ctrl-C
+    during the shutdown prints no traceback."""
+
+    def __init__(self) -> None:
+        self._old: dict[int, object] = {}
+        self._fired = False
+
+    def install(self) -> None:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._old[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        import signal
+
+        for s in self._old:
+            signal.signal(s, signal.SIG_IGN)
+        self._fired = True
+        raise _Stop(signum)
+
+    def restore(self) -> None:
+        """The handlers as they were, unless a stop fired (the process is exiting: the
+        signals stay ignored through its shutdown)."""
+        import signal
+
+        if self._fired:
+            return
+        for signum, handler in self._old.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        self._old.clear()
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """The one line of a stopped command and its exit code: 130 for Ctrl-C, 143 for
+    SIGTERM (128 + the signal)."""
+    import signal
+
+    signum = getattr(exc, "signum", signal.SIGINT)
+    what = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
+    stored = getattr(exc, "stored", None)
+    if stored is not None:
+        done = (f"{stored} of {exc.todo} runs stored in "  # type: ignore[attr-defined]
+                f"{getattr(exc, 'db', 'the store')}")
+    else:
+        done = "finished runs are stored"
+    print(f"precision: {what}; {done}, re-run the same command to resume", file=sys.stderr)
+    return 128 + int(signum)

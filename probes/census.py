@@ -16,6 +16,7 @@ from torch import nn
 from precision.op_census import Census, CensusError, census
 from probes.factory import build_from_factory
 from probes.job import Job
+from probes.run import Run
 from probes.suite import expand
 
 
@@ -29,15 +30,16 @@ def census_for_factory(spec: str | Callable[..., nn.Module], d_in: int = 20, d_o
     return census(model, torch.zeros(batch, tokens, d_in, dtype=torch.float64))
 
 
-def suite_mp_problem(suite: Any) -> str | None:
-    """For a trained suite: None if every model that is evaluated in an mpN precision uses
-    only supported ops, else one line naming all unsupported ops (of all its models).
+def suite_mp_problem(suite: Any, runs: list[Run] | None = None) -> str | None:
+    """For a trained suite (or only ``runs`` of it): None if every model that is evaluated in
+    an mpN precision uses only supported ops, else one line naming all unsupported ops (of
+    all its models).
 
     Each distinct (family, options, task shape, depth, width) is built and exported once,
     before anything is trained."""
     missing: dict[str, str] = {}
     seen: set[str] = set()
-    for run in expand(suite):
+    for run in (runs if runs is not None else expand(suite)):
         if run.kind != "trained" or not any(p.is_mp for p in run.precisions):
             continue
         job = Job.from_config(run.config)

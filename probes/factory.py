@@ -93,3 +93,50 @@ def build_from_factory(spec: str | Callable[..., nn.Module], d_in: int, d_out: i
         raise FactoryError(f"module from '{spec}' returns {got} for input (2, {n_tokens}, "
                            f"{d_in}); expected {expected} (batch, tokens, d_out)")
     return model
+
+
+def _check_family(runs: list[Any], census: bool) -> str | None:
+    """In the child of :func:`check_factories`: build every distinct module of one factory
+    (import, call, shape check) and, with ``census``, take the op census of those evaluated
+    in an mpN precision; one line naming the first problem, or None."""
+    from probes.census import suite_mp_problem
+    from probes.job import Job
+
+    seen: set[str] = set()
+    for run in runs:
+        job = Job.from_config(run.config)
+        key = repr((job.model_options, job.task, job.task_options, job.depth, job.width))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            job.build()
+        except FactoryError as exc:
+            return str(exc)
+    return suite_mp_problem(None, runs) if census else None
+
+
+def check_factories(runs: list[Any], *, census: bool = False,
+                    time_limit: float | None = None) -> str | None:
+    """Check the user factories of ``runs`` (a suite's expanded runs) before anything is
+    computed, each in a child process (:mod:`probes.isolation`), so that its import, call and
+    forward cannot take the driver down: None when every factory builds its modules (and,
+    with ``census``, the mpN interpreter runs all their ops), else one line naming the
+    factory and what went wrong (an exception, an exit, a crash, or ``time_limit`` seconds
+    passed)."""
+    from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
+
+    by_family: dict[str, list[Any]] = {}
+    for run in runs:
+        family = run.config.get("family") if run.kind == "trained" else None
+        if isinstance(family, str) and is_factory_spec(family):
+            by_family.setdefault(family, []).append(run)
+    for family, family_runs in by_family.items():
+        try:
+            problem = call_isolated(_check_family, family_runs, census,
+                                    time_limit=time_limit or DEFAULT_USER_TIME_LIMIT)
+        except ChildFailure as exc:
+            problem = f"factory '{family}' cannot be built: {exc.message}"
+        if problem:
+            return problem
+    return None

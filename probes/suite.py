@@ -34,7 +34,7 @@ from __future__ import annotations
 import datetime
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -43,13 +43,14 @@ from precision.devices import DeviceError, resolve_device
 from precision.precisions import PrecisionError, parse_precision
 from probes.kinds import SuiteData, expand_all, trained
 from probes.kinds.subject import SUBJECT_TABLES
-from probes.run import Run, SuiteError
+from probes.run import Run, SuiteError, check_time_limit
 
 #: A suite name: it names the suite's rows in the store and its report folder.
 SUITE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 _TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers",
-             "constructions", "profiles", "tasks", "models", "studies", "device"}
+             "constructions", "profiles", "tasks", "models", "studies", "device",
+             "time_limit"}
 
 
 @dataclass(frozen=True)
@@ -254,13 +255,15 @@ def expand(suite: Suite) -> list[Run]:
         resolve_device(device)   # a GPU the machine lacks fails here, before any work
     except DeviceError as exc:
         raise SuiteError(f"{where}: {exc}") from None
+    limit = check_time_limit(data.get("time_limit"), where)  # an entry's own one wins
     runs = expand_all(SuiteData(suite.name, where, data, precisions, tuple(seeds), device))
     seen: set[str] = set()
     unique = []
     for r in runs:
         if r.run_id not in seen:
             seen.add(r.run_id)
-            unique.append(r)
+            unique.append(r if limit is None or r.time_limit is not None
+                          else replace(r, time_limit=limit))
     return unique
 
 
