@@ -216,7 +216,25 @@ def run_dask(todo: list[Run], compute: Compute, jobs: int, address: str | None =
                 except FutureCancelledError:
                     continue
                 yield run, records
+        except BaseException:   # Ctrl-C, SIGTERM, the consumer stopping: kill, do not wait
+            if cluster is not None:
+                _kill_local_workers(cluster)
+            else:
+                client.cancel(list(futures))
+            raise
         finally:
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+def _kill_local_workers(cluster: Any) -> None:
+    """SIGKILL the worker processes of a LocalCluster (a run in flight is dropped; closing
+    the cluster gracefully would wait for it)."""
+    for nanny in list(getattr(cluster, "workers", {}).values()):
+        pid = getattr(getattr(getattr(nanny, "process", None), "process", None), "pid", None)
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

@@ -131,6 +131,9 @@ def check_factories(runs: list[Any], *, census: bool = False,
         family = run.config.get("family") if run.kind == "trained" else None
         if isinstance(family, str) and is_factory_spec(family):
             by_family.setdefault(family, []).append(run)
+    if by_family:  # imported once here, not again in every forked child
+        import torch._dynamo  # noqa: F401
+        import torch.export  # noqa: F401
     for family, family_runs in by_family.items():
         try:
             problem = call_isolated(_check_family, family_runs, census,

@@ -95,8 +95,10 @@ def _context() -> Any:
                                        "fork" in methods else "spawn")
 
 
-def _child_main(conn: Any, parent_pid: int, fn: Callable[..., Any], args: tuple) -> None:
-    """What the child runs: ``fn(*args)``, its value or its exception's line sent back."""
+def _child_main(conn: Any, parent_pid: int, fn: Callable[..., Any], args: tuple,
+                kwargs: dict[str, Any]) -> None:
+    """What the child runs: ``fn(*args, **kwargs)``, its value or its exception's line sent
+    back (pickled: this child's own data, to its parent)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
@@ -105,7 +107,7 @@ def _child_main(conn: Any, parent_pid: int, fn: Callable[..., Any], args: tuple)
         pass
     die_with_parent(parent_pid)
     try:
-        payload: tuple[str, Any] = ("ok", fn(*args))
+        payload: tuple[str, Any] = ("ok", fn(*args, **kwargs))
     except BaseException as exc:  # noqa: BLE001 - anything the user's code raises is one line
         payload = ("error", one_line(exc))
     try:  # plain pickle: no shared-memory handles that die with this process
@@ -138,13 +140,14 @@ def _kill(proc: Any) -> None:
     proc.join(5)
 
 
-def call_isolated(fn: Callable[..., Any], *args: Any, time_limit: float | None = None) -> Any:
-    """``fn(*args)`` computed in a child process; its value, or :class:`ChildFailure`
+def call_isolated(fn: Callable[..., Any], *args: Any, time_limit: float | None = None,
+                  **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` computed in a child process; its value, or :class:`ChildFailure`
     (``failed``: its exception, exit or crash; ``timeout``: past ``time_limit`` seconds,
     None = no limit). An interrupt of this process (Ctrl-C) kills the child and propagates."""
     ctx = _context()
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(send, os.getpid(), fn, args),
+    proc = ctx.Process(target=_child_main, args=(send, os.getpid(), fn, args, kwargs),
                        name="precision-isolated", daemon=False)
     try:
         proc.start()

@@ -77,6 +77,15 @@ def time_limit_of(run: Run) -> float | None:
     return DEFAULT_USER_TIME_LIMIT if is_user_code(run) else None
 
 
+def _warm_for_children(run: Run) -> None:
+    """Import in this process what a trained run imports lazily (``torch._dynamo`` with the
+    optimizers, ``torch.export`` for the mpN interpreter: seconds each), once, so that every
+    forked child starts with them instead of importing them again."""
+    if run.kind == "trained":
+        import torch._dynamo  # noqa: F401
+        import torch.export  # noqa: F401
+
+
 def compute_records(run: Run) -> list[RunRecord]:
     """Compute one run (in whatever process calls it) with its kind's ``compute``: its store
     records (one for a solver, construction or study run, one per evaluation precision for a
@@ -90,6 +99,7 @@ def compute_records(run: Run) -> list[RunRecord]:
     if limit is None:
         records = kind_of(run).compute(run)
     else:
+        _warm_for_children(run)
         try:
             records = call_isolated(kind_of(run).compute, run, time_limit=limit)
         except ChildFailure as exc:
