@@ -94,20 +94,32 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 def _cmd_ops(args: argparse.Namespace) -> int:
     """Census of the ops of FACTORY's exported graph; exit 2 if mpN lacks any."""
-    from precision.op_census import CensusError
-    from probes.census import census_for_factory
-    from probes.factory import FactoryError
+    from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 
-    try:
-        c = census_for_factory(args.factory, args.d_in, args.d_out, args.depth, args.width,
-                               args.tokens)
-    except (FactoryError, CensusError) as exc:
-        raise UsageError(str(exc)) from None
+    try:  # the user's factory is imported and called in a child process
+        c = call_isolated(_census_or_error, args.factory, args.d_in, args.d_out, args.depth,
+                          args.width, args.tokens, time_limit=DEFAULT_USER_TIME_LIMIT)
+    except ChildFailure as exc:
+        raise UsageError(f"factory '{args.factory}' cannot be built: {exc.message}") from None
+    if isinstance(c, str):
+        raise UsageError(c)
     print(c.table())
     if not c.ok:
         print(f"precision: error: {c.summary()}", file=sys.stderr)
         return EXIT_USAGE
     return 0
+
+
+def _census_or_error(spec: str, *shape: int) -> object:
+    """In the child of ``ops``: the census of the factory's module, or its one-line error."""
+    from precision.op_census import CensusError
+    from probes.census import census_for_factory
+    from probes.factory import FactoryError
+
+    try:
+        return census_for_factory(spec, *shape)
+    except (FactoryError, CensusError) as exc:
+        return str(exc)
 
 
 def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:

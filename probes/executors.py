@@ -196,9 +196,7 @@ def run_dask(todo: list[Run], compute: Compute, jobs: int, address: str | None =
             if address:
                 client = Client(address, timeout="10s")
             else:
-                cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, memory_limit=0,
-                                       silence_logs=50)
+                cluster = _start_local_cluster(LocalCluster, jobs)
                 client = Client(cluster)
         except (OSError, TimeoutError, ValueError) as exc:
             raise ExecutorError(f"cannot start or reach the Dask cluster"
@@ -226,6 +224,24 @@ def run_dask(todo: list[Run], compute: Compute, jobs: int, address: str | None =
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+def _start_local_cluster(local_cluster: Any, jobs: int) -> Any:
+    """A LocalCluster of ``jobs`` single-threaded workers, started with Ctrl-C ignored: the
+    worker processes it spawns inherit that (a worker still importing would otherwise die of
+    a Ctrl-C with a traceback; ``dask_setup`` keeps it ignored in restarted ones). A Ctrl-C
+    in these seconds is lost; once the cluster runs, the driver handles it."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return local_cluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                             dashboard_address=None, memory_limit=0, silence_logs=50)
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return local_cluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                             dashboard_address=None, memory_limit=0, silence_logs=50)
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 def _kill_local_workers(cluster: Any) -> None:
