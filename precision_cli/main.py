@@ -63,7 +63,7 @@ def _check_factories(suite: Suite, args: argparse.Namespace, census: bool) -> No
     process before anything is computed: one that cannot build its module -- it raises,
     exits, crashes or hangs past the time limit -- is a one-line error (exit 2), nothing
     stored. What fails later, during a run, is that run's ``failed`` / ``timeout`` records."""
-    from probes.factory import check_factories
+    from probes.census import check_factories
     from probes.suite import expand
 
     _check_time_limit(args)
