@@ -64,9 +64,15 @@ def _check_factories(suite: Suite, args: argparse.Namespace, census: bool) -> No
     exits, crashes or hangs past the time limit -- is a one-line error (exit 2), nothing
     stored. What fails later, during a run, is that run's ``failed`` / ``timeout`` records."""
     from probes.census import check_factories
+    from probes.factory import is_factory_spec
     from probes.suite import expand
 
     _check_time_limit(args)
+    models = suite.data.get("models")
+    if not isinstance(models, dict) or not any(
+            isinstance(e, dict) and isinstance(e.get("family"), str) and
+            is_factory_spec(e["family"]) for e in models.values()):
+        return   # no user code (and no second expansion of a large suite)
     problem = check_factories(expand(suite), census=census, time_limit=args.time_limit)
     if problem:
         raise UsageError(problem)
