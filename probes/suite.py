@@ -6,6 +6,7 @@ A solver suite (``probes/suites/solvers.toml`` is the shipped example)::
     description = "..."
     precisions = ["float32", "float64", "mp50"]
     seeds = [0]
+    time_limit = 600           # optional: seconds a run may take, else stored as "timeout"
 
     [problems.well]            # a labelled problem: task family + generator arguments
     task = "least_squares"

@@ -20,6 +20,7 @@
     train = { recipe = "paper", steps = 2000, batch_size = 64, dtype = ["float32", "float64"] }
     test_size = 32               # sequences in the fixed seeded test set
     iterate = 0                  # explicit_gradient: iterations of w <- w - eta model(...)
+    time_limit = 600             # optional: seconds one job may take (else "timeout")
 
 Every combination of grid values (model options and ``train`` values alike) x task x seed is
 one *job* (:class:`~probes.job.Job`): trained once, measured in every evaluation precision.
