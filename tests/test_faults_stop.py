@@ -331,6 +331,18 @@ def test_time_limits_of_the_suite_and_of_an_entry(tmp_path: Path, capsys) -> Non
     assert "--time-limit must be a positive number" in capsys.readouterr().err
 
 
+def test_time_limit_stops_built_in_runs_in_the_pool(tmp_path: Path, capsys) -> None:
+    suite = _suite(tmp_path, SLOW.replace("seeds = [0, 1, 2, 3]", "seeds = [0, 1]"))
+    db = tmp_path / "r.db"
+    rc = main(["run", str(suite), "--db", str(db), "--jobs", "2", "--time-limit", "0.3",
+               "--no-progress", "--no-report"])
+    err = capsys.readouterr().err
+    assert rc == 1                       # every computed run timed out
+    assert "  gd ls: timed out after 0.3 s" in err
+    assert "every computed run failed or timed out (2 records" in err
+    assert [s for _, s, _ in _rows(db)] == ["timeout", "timeout"]
+
+
 def test_delete_accepts_the_timeout_status(tmp_path: Path, capsys) -> None:
     db = tmp_path / "r.db"
     with Store(db):
