@@ -17,6 +17,7 @@ group (so a kill reaches what the user's code started) and dies with its parent
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import multiprocessing
 import os
 import pickle
@@ -101,6 +102,7 @@ def _child_main(conn: Any, parent_pid: int, fn: Callable[..., Any], args: tuple,
     back (pickled: this child's own data, to its parent)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    faulthandler.disable()   # a crash is one line from the parent, not a dump of stacks
     try:
         os.setpgid(0, 0)
     except OSError:
