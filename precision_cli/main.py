@@ -90,7 +90,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
         solvers=_csv(args.solvers, "--solvers"),
         device=args.device,
     )
+    _check_factories(suite, args, census=False)
     return _run_loaded(suite, args)
+
+
+def _check_factories(suite: Suite, args: argparse.Namespace, census: bool) -> None:
+    """A suite's user factories are imported, called and (``census``) exported in a child
+    process before anything is computed: one that cannot build its module -- it raises,
+    exits, crashes or hangs past the time limit -- is a one-line error (exit 2), nothing
+    stored. What fails later, during a run, is that run's ``failed`` / ``timeout`` records."""
+    from probes.census import check_factories
+    from probes.factory import is_factory_spec
+    from probes.suite import expand
+
+    _check_time_limit(args)
+    models = suite.data.get("models")
+    if not isinstance(models, dict) or not any(
+            isinstance(e, dict) and isinstance(e.get("family"), str) and
+            is_factory_spec(e["family"]) for e in models.values()):
+        return   # no user code (and no second expansion of a large suite)
+    problem = check_factories(expand(suite), census=census, time_limit=args.time_limit)
+    if problem:
+        raise UsageError(problem)
+
+
+def _check_time_limit(args: argparse.Namespace) -> None:
+    import math
+
+    if args.time_limit is not None and not (math.isfinite(args.time_limit) and
+                                            args.time_limit > 0):
+        raise UsageError(f"--time-limit must be a positive number of seconds, "
+                         f"not {args.time_limit:g}")
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -102,15 +132,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks, "--tasks"),
                               label=args.label)
     _check_probe_label(suite, args)
-    from precision.op_census import CensusError
-    from probes.census import suite_mp_problem
-
-    try:  # an op mpN cannot run is a one-line error before any training
-        problem = suite_mp_problem(suite)
-    except CensusError as exc:
-        raise UsageError(str(exc)) from None
-    if problem:
-        raise UsageError(problem)
+    # the factory's import, build and op census (an op mpN cannot run) in a child process
+    _check_factories(suite, args, census=True)
     return _run_loaded(suite, args)
 
 
@@ -131,15 +154,15 @@ def _check_probe_label(suite: Suite, args: argparse.Namespace) -> None:
 
 def _cmd_ops(args: argparse.Namespace) -> int:
     """Census of the ops of FACTORY's exported graph; exit 2 if mpN lacks any."""
-    from precision.op_census import CensusError
-    from probes.census import census_for_factory
-    from probes.factory import FactoryError
+    from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 
-    try:
-        c = census_for_factory(args.factory, args.d_in, args.d_out, args.depth, args.width,
-                               args.tokens)
-    except (FactoryError, CensusError) as exc:
-        raise UsageError(str(exc)) from None
+    try:  # the user's factory is imported and called in a child process
+        c = call_isolated(_census_or_error, args.factory, args.d_in, args.d_out, args.depth,
+                          args.width, args.tokens, time_limit=DEFAULT_USER_TIME_LIMIT)
+    except ChildFailure as exc:
+        raise UsageError(f"factory '{args.factory}' cannot be built: {exc.message}") from None
+    if isinstance(c, str):
+        raise UsageError(c)
     print(c.table())
     if not c.ok:
         print(f"precision: error: {c.summary()}", file=sys.stderr)
@@ -147,8 +170,20 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def _census_or_error(spec: str, *shape: int) -> object:
+    """In the child of ``ops``: the census of the factory's module, or its one-line error."""
+    from precision.op_census import CensusError
+    from probes.census import census_for_factory
+    from probes.factory import FactoryError
+
+    try:
+        return census_for_factory(spec, *shape)
+    except (FactoryError, CensusError) as exc:
+        return str(exc)
+
+
 def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
-    from probes.runner import pending_runs, run_suite
+    from probes.runner import SweepInterrupted, pending_runs, run_suite
     from reports.model_table import model_tables
     from reports.solver_table import solver_tables
     from reports.study_table import study_tables
@@ -161,10 +196,10 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"cannot write the report to {report_folder}: "
                              f"{exc.strerror or exc} (use --report-dir or --no-report)") from None
+    _check_time_limit(args)
+    weights_dir = None
     if args.save_weights:
-        import os
-
-        from probes.weights import WEIGHTS_DIR_ENV
+        import tempfile
 
         folder = Path(args.save_weights).resolve()
         if folder.exists() and not folder.is_dir():
@@ -174,7 +209,13 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"--save-weights {args.save_weights}: cannot create the folder: "
                              f"{exc.strerror or exc}") from None
-        os.environ[WEIGHTS_DIR_ENV] = str(folder)   # workers inherit it
+        try:  # writable: a file can be created in it
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".precision-check-"):
+                pass
+        except OSError as exc:
+            raise UsageError(f"--save-weights {args.save_weights}: cannot write into the "
+                             f"folder: {exc.strerror or exc}") from None
+        weights_dir = str(folder)   # travels with each run, to any worker
     with Store(args.db) as store:
         store.check_writable()  # a damaged or read-only store fails here, before the work
         todo, skipped = pending_runs(suite, store)
@@ -189,7 +230,15 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
 
             bar = tqdm(total=len(todo), unit="run", file=sys.stderr, dynamic_ncols=True)
 
+        weights_errors: list[str] = []
+
         def progress(done: int, total: int, record: object) -> None:
+            error = record.result.get("weights_error")  # type: ignore[attr-defined]
+            if error:
+                weights_errors.append(error)
+                if len(weights_errors) == 1:   # once: a full disk fails every later save
+                    line = f"precision: warning: {error} (the run's results are stored)"
+                    (bar.write if bar is not None else print)(line, file=sys.stderr)
             if bar is not None:
                 bar.set_postfix_str(
                     f"{record.subject} {record.precision} {record.task}", refresh=False  # type: ignore[attr-defined]
@@ -198,7 +247,11 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
 
         try:
             summary = run_suite(suite, store, jobs=args.jobs, executor=args.executor,
-                                address=args.address, progress=progress)
+                                address=args.address, progress=progress,
+                                time_limit=args.time_limit, weights_dir=weights_dir)
+        except SweepInterrupted as exc:
+            exc.db = args.db  # type: ignore[attr-defined]
+            raise
         finally:
             if bar is not None:
                 bar.close()
@@ -217,6 +270,18 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
     print(f"\n{summary.computed} computed ({statuses}), {summary.skipped} reused; store: {args.db}")
     if report is not None:
         print(f"report: {report.markdown} (also {report.html.name}, {report.latex.name}, CSV)")
+    if weights_errors:
+        print(f"precision: warning: the weights of {len(weights_errors)} runs were not saved "
+              f"({weights_errors[0]})", file=sys.stderr)
+    failed = sum(summary.statuses.get(s, 0) for s in ("failed", "timeout"))
+    if failed:
+        for reason in summary.reasons:
+            print(f"  {reason}", file=sys.stderr)
+    if summary.all_failed:
+        print(f"precision: error: every computed run failed or timed out ({failed} records; "
+              f"reasons above; 'precision delete --status failed' drops them to recompute)",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -424,6 +489,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default=None,
                      help="where trained models train and evaluate their float precisions: "
                      "cpu or cuda[:N] (replaces the suite's 'device'; mpN runs on the CPU)")
+    run.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                     help="stop a run after SECONDS and store it as 'timeout' (replaces the "
+                     "suite's time_limit; default: none for built-in runs, 3600 s for a "
+                     "user factory's)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--report-dir", default="report",
                      help="the suite's report is refreshed in REPORT_DIR/SUITE (default report)")
@@ -493,7 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"SQLite results store (default {DEFAULT_DB})")
     dele.add_argument("--suite", default=None, help="only runs of this suite")
     dele.add_argument("--subject", default=None, help="only runs of this solver / model / entry")
-    dele.add_argument("--status", choices=["ok", "failed", "diverged"], default=None,
+    dele.add_argument("--status", choices=["ok", "failed", "diverged", "timeout"], default=None,
                       help="only runs with this status")
     dele.add_argument("--precision", default=None,
                       help=f"only runs in this precision ({ALIASES_TEXT})")
@@ -603,9 +672,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None = None) -> int:
     """The command of ``argv``; returns its exit code."""
     parser = build_parser()
+    stops = _StopSignals()
     try:
         args = parser.parse_args(argv)
         if args.command in ("run", "probe"):
+            stops.install()
             import torch
 
             # Small models and solvers: one intra-op thread per process is faster than two
@@ -625,9 +696,72 @@ def _main(argv: Sequence[str] | None = None) -> int:
         print(f"precision: error: {exc}; finished runs are stored, re-run to resume",
               file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("precision: interrupted; finished runs are stored, re-run to resume",
-              file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     except _VersionShown:
         return 0
+    finally:
+        stops.restore()
+
+
+class _Stop(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM of a ``run`` / ``probe`` (``signum``: which)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _StopSignals:
+    """While ``run`` / ``probe`` computes, the first Ctrl-C or SIGTERM raises :class:`_Stop`
+    (the executor then kills its workers) and every later one is ignored, so a second Ctrl-C
+    during the shutdown prints no traceback."""
+
+    def __init__(self) -> None:
+        self._old: dict[int, object] = {}
+        self._fired = False
+
+    def install(self) -> None:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._old[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        import signal
+
+        for s in self._old:
+            signal.signal(s, signal.SIG_IGN)
+        self._fired = True
+        raise _Stop(signum)
+
+    def restore(self) -> None:
+        """The handlers as they were, unless a stop fired (the process is exiting: the
+        signals stay ignored through its shutdown)."""
+        import signal
+
+        if self._fired:
+            return
+        for signum, handler in self._old.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        self._old.clear()
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """The one line of a stopped command and its exit code: 130 for Ctrl-C, 143 for
+    SIGTERM (128 + the signal)."""
+    import signal
+
+    signum = getattr(exc, "signum", signal.SIGINT)
+    what = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
+    stored = getattr(exc, "stored", None)
+    if stored is not None:
+        done = (f"{stored} of {exc.todo} runs stored in "  # type: ignore[attr-defined]
+                f"{getattr(exc, 'db', 'the store')}")
+    else:
+        done = "finished runs are stored"
+    print(f"precision: {what}; {done}, re-run the same command to resume", file=sys.stderr)
+    return 128 + int(signum)

@@ -9,7 +9,10 @@
 
 ``probe`` trains the factory's module on a task with a recipe and returns what each
 evaluation precision measured (test MSE and its approximation / rounding split), exactly as
-``precision probe`` does for the store.
+``precision probe`` does for the store. The factory, its module's forward and its training
+run in a child process (:mod:`probes.isolation`): a factory that raises, exits, crashes or
+runs past ``time_limit`` gives outcomes with status ``failed`` / ``timeout`` and the reason,
+and the calling test process goes on.
 
 Both work from any working directory (pytest run from another folder): a factory spec
 ``path/to/file.py:FACTORY`` or ``package.module:FACTORY`` is found relative to the working
@@ -30,7 +33,8 @@ from torch import nn
 
 from precision.devices import resolve_device
 from precision.precisions import parse_precision, parse_precisions
-from probes.factory import FactoryError
+from probes.factory import FactoryError, is_factory_spec
+from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from probes.job import Job
 from probes.names import check_name
 from probes.trained_run import PrecisionOutcome, run_trained
@@ -99,7 +103,8 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
           width: int = 32, train: dict[str, Any] | None = None,
           precisions: tuple[str, ...] = ("float32", "float64", "mp50"), seed: int = 0,
           task_options: dict[str, Any] | None = None, model_options: dict[str, Any] | None = None,
-          test_size: int = 16, device: str = "cpu") -> dict[str, PrecisionOutcome]:
+          test_size: int = 16, device: str = "cpu",
+          time_limit: float | None = DEFAULT_USER_TIME_LIMIT) -> dict[str, PrecisionOutcome]:
     """Train ``factory``'s module on ``task`` and measure it in each precision.
 
     ``factory``: a callable ``(d_in, d_out, depth, width, **model_options) -> nn.Module`` or a
@@ -108,6 +113,9 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
     where it trains and evaluates its float precisions (``"cuda"`` on a GPU; mpN on the CPU).
     Bad arguments (an unknown precision, a task name that is not a name, a factory that
     cannot be found) raise a ``ValueError`` with one line before anything is built.
+    A user factory (a callable or a spec) runs in a child process stopped after
+    ``time_limit`` seconds (None: no limit); its failure is every outcome's ``status``
+    (``failed`` / ``timeout``) and ``error``. A built-in family name runs in this process.
     """
     factory = resolve_factory(factory, _caller_dir())
     check_name(task, "task name")
@@ -117,7 +125,14 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
               train={**DEFAULT_TRAIN, **(train or {})}, seed=seed,
               task_options=dict(task_options or {}), model_options=dict(model_options or {}),
               test_size=test_size)
-    outcome = run_trained(job, parsed, device=device)
+    precs = list(parsed)
+    if not is_factory_spec(factory):
+        outcome = run_trained(job, precs, device=device)
+        return {o.precision: o for o in outcome.per_precision}
+    try:
+        outcome = call_isolated(run_trained, job, precs, device=device, time_limit=time_limit)
+    except ChildFailure as exc:
+        return {p.name: PrecisionOutcome(p.name, exc.status, exc.message) for p in precs}
     return {o.precision: o for o in outcome.per_precision}
 
 

@@ -2,7 +2,9 @@
 
 ``census_for_factory(spec, ...)`` builds the module from a user factory (``MODULE:FACTORY``
 or ``path/to/file.py:FACTORY``) and takes its census; ``suite_mp_problem(suite)`` names, in
-one line, every op that a trained suite's mpN evaluations would lack, before anything trains.
+one line, every op that a trained suite's mpN evaluations would lack, before anything trains;
+``check_factories(runs)`` builds (and takes the census of) a suite's user factories in a child
+process (:mod:`probes.isolation`), so their import cannot take the driver down.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import torch
 from torch import nn
 
 from precision.op_census import Census, CensusError, census
-from probes.factory import build_from_factory
+from probes.factory import FactoryError, build_from_factory, is_factory_spec
+from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from probes.job import Job
+from probes.run import Run
 from probes.suite import expand
 
 
@@ -29,15 +33,16 @@ def census_for_factory(spec: str | Callable[..., nn.Module], d_in: int = 20, d_o
     return census(model, torch.zeros(batch, tokens, d_in, dtype=torch.float64))
 
 
-def suite_mp_problem(suite: Any) -> str | None:
-    """For a trained suite: None if every model that is evaluated in an mpN precision uses
-    only supported ops, else one line naming all unsupported ops (of all its models).
+def suite_mp_problem(suite: Any, runs: list[Run] | None = None) -> str | None:
+    """For a trained suite (or only ``runs`` of it): None if every model that is evaluated in
+    an mpN precision uses only supported ops, else one line naming all unsupported ops (of
+    all its models).
 
     Each distinct (family, options, task shape, depth, width) is built and exported once,
     before anything is trained."""
     missing: dict[str, str] = {}
     seen: set[str] = set()
-    for run in expand(suite):
+    for run in (runs if runs is not None else expand(suite)):
         if run.kind != "trained" or not any(p.is_mp for p in run.precisions):
             continue
         job = Job.from_config(run.config)
@@ -59,3 +64,48 @@ def suite_mp_problem(suite: Any) -> str | None:
     parts = [f"{op} (in {where})" for op, where in missing.items()]
     return (f"{len(parts)} op{'s' if len(parts) != 1 else ''} without an arbitrary-precision "
             f"implementation (mpN is among the suite's precisions): " + "; ".join(parts))
+
+
+def _check_family(runs: list[Any], census: bool) -> str | None:
+    """In the child of :func:`check_factories`: build every distinct module of one factory
+    (import, call, shape check) and, with ``census``, take the op census of those evaluated
+    in an mpN precision; one line naming the first problem, or None."""
+    seen: set[str] = set()
+    for run in runs:
+        job = Job.from_config(run.config)
+        key = repr((job.model_options, job.task, job.task_options, job.depth, job.width))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            job.build()
+        except FactoryError as exc:
+            return str(exc)
+    return suite_mp_problem(None, runs) if census else None
+
+
+def check_factories(runs: list[Any], *, census: bool = False,
+                    time_limit: float | None = None) -> str | None:
+    """Check the user factories of ``runs`` (a suite's expanded runs) before anything is
+    computed, each in a child process (:mod:`probes.isolation`), so that its import, call and
+    forward cannot take the driver down: None when every factory builds its modules (and,
+    with ``census``, the mpN interpreter runs all their ops), else one line naming the
+    factory and what went wrong (an exception, an exit, a crash, or ``time_limit`` seconds
+    passed)."""
+    by_family: dict[str, list[Any]] = {}
+    for run in runs:
+        family = run.config.get("family") if run.kind == "trained" else None
+        if isinstance(family, str) and is_factory_spec(family):
+            by_family.setdefault(family, []).append(run)
+    if by_family:  # imported once here, not again in every forked child
+        import torch._dynamo  # noqa: F401
+        import torch.export  # noqa: F401
+    for family, family_runs in by_family.items():
+        try:
+            problem = call_isolated(_check_family, family_runs, census,
+                                    time_limit=time_limit or DEFAULT_USER_TIME_LIMIT)
+        except ChildFailure as exc:
+            problem = f"factory '{family}' cannot be built: {exc.message}"
+        if problem:
+            return problem
+    return None

@@ -13,6 +13,12 @@ touches SQLite. What happens when a worker dies:
   others and the cluster's nanny restarts it; a run that kills
   ``distributed.scheduler.allowed-failures`` + 1 workers is stored as ``failed``.
 
+What stops them: workers ignore Ctrl-C (the terminal sends it to every process of the
+foreground group) and die with their driver (:func:`probes.isolation.die_with_parent`: Linux's
+``PR_SET_PDEATHSIG``, so even ``kill -9`` of the driver leaves no worker computing). When the
+driver is interrupted (Ctrl-C, SIGTERM: a ``KeyboardInterrupt`` in it), the executor kills its
+workers at once, drops the runs in flight and re-raises; nothing half-done reaches the store.
+
 Why Dask and not Ray: ``distributed`` is pure Python (2.5 MB, installs in seconds here where a
 Ray wheel is 79 MB of native code), its ``LocalCluster`` gives real worker processes with a
 nanny that restarts killed workers, the same client code reaches a remote scheduler
@@ -22,11 +28,14 @@ independent runs needs.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from probes.isolation import die_with_parent
 from probes.kinds import kind_of
 from probes.run import Run
 from results.store import RunRecord
@@ -56,6 +65,8 @@ _DASK_CONFIG = {
     # local pool worker (34 s vs 21 s on a small job); workers get the driver's environment
     # like the pool's (torch is pinned to one thread in ``compute_in_worker`` either way).
     "distributed.nanny.pre-spawn-environ": {},
+    # Each worker runs this module's ``dask_setup`` when it starts: it ignores Ctrl-C.
+    "distributed.worker.preload": ["probes.executors"],
 }
 
 
@@ -73,12 +84,35 @@ def compute_in_worker(compute: Compute, run: Run) -> list[RunRecord]:
     return compute(run)
 
 
-def failed_records(run: Run, message: str) -> list[RunRecord]:
-    """Store records saying ``run`` could not be computed (one per record id)."""
+def worker_init(driver_pid: int) -> None:
+    """Initializer of a local pool worker: Ctrl-C is the driver's to handle (it kills the
+    workers), SIGTERM kills, and the worker dies with its driver."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent(driver_pid)
+
+
+def dask_setup(worker: Any) -> None:
+    """Preload of a Dask worker (``distributed.worker.preload``): ignore Ctrl-C, which the
+    driver handles by closing the cluster (no worker traceback on the terminal)."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def status_records(run: Run, status: str, message: str) -> list[RunRecord]:
+    """Store records saying ``run`` produced no measurement (one per record id):
+    ``status`` ``failed`` or ``timeout``, ``message`` why (one line)."""
     return [RunRecord(run_id=rid, suite=run.suite, kind=run.kind, subject=run.subject,
-                      task=run.label, precision=p.name, status="failed", error=message,
+                      task=run.label, precision=p.name, status=status, error=message,
                       config={**run.config, "precision": p.name}, result={})
             for rid, p in zip(run.ids, run.precisions, strict=True)]
+
+
+def failed_records(run: Run, message: str) -> list[RunRecord]:
+    """Store records saying ``run`` could not be computed (one per record id)."""
+    return status_records(run, "failed", message)
 
 
 def longest_first(todo: list[Run]) -> list[Run]:
@@ -93,15 +127,31 @@ def run_serial(todo: list[Run], compute: Compute) -> Iterator[tuple[Run, list[Ru
         yield run, compute(run)
 
 
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now: SIGKILL its workers (their runs in flight are dropped), cancel the
+    rest, do not wait for anything."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
+        try:
+            proc.kill()
+        except (OSError, ValueError):
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.join(5)
+
+
 def run_local_pool(todo: list[Run], compute: Compute, jobs: int
                    ) -> Iterator[tuple[Run, list[RunRecord]]]:
     """Compute in ``jobs`` local worker processes; resubmit the unfinished runs when a dead
-    worker breaks the pool."""
+    worker breaks the pool. An interrupt (or closing this generator) kills the workers."""
     pending = longest_first(todo)
     restarts = 0
     while pending:
         broken = False
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        pool = ProcessPoolExecutor(max_workers=jobs, initializer=worker_init,
+                                   initargs=(os.getpid(),))
+        try:
             futures = {pool.submit(compute_in_worker, compute, run): run for run in pending}
             while futures:
                 done, _ = wait(futures, return_when=FIRST_COMPLETED)
@@ -116,6 +166,10 @@ def run_local_pool(todo: list[Run], compute: Compute, jobs: int
                     yield run, records
                 if broken:
                     break
+        except BaseException:   # Ctrl-C, SIGTERM, the consumer stopping: kill, do not wait
+            _kill_pool(pool)
+            raise
+        pool.shutdown(wait=True)
         if broken:
             restarts += 1
             if restarts > MAX_POOL_RESTARTS:
@@ -142,9 +196,7 @@ def run_dask(todo: list[Run], compute: Compute, jobs: int, address: str | None =
             if address:
                 client = Client(address, timeout="10s")
             else:
-                cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, memory_limit=0,
-                                       silence_logs=50)
+                cluster = _start_local_cluster(LocalCluster, jobs)
                 client = Client(cluster)
         except (OSError, TimeoutError, ValueError) as exc:
             raise ExecutorError(f"cannot start or reach the Dask cluster"
@@ -162,7 +214,43 @@ def run_dask(todo: list[Run], compute: Compute, jobs: int, address: str | None =
                 except FutureCancelledError:
                     continue
                 yield run, records
+        except BaseException:   # Ctrl-C, SIGTERM, the consumer stopping: kill, do not wait
+            if cluster is not None:
+                _kill_local_workers(cluster)
+            else:
+                client.cancel(list(futures))
+            raise
         finally:
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+def _start_local_cluster(local_cluster: Any, jobs: int) -> Any:
+    """A LocalCluster of ``jobs`` single-threaded workers, started with Ctrl-C ignored: the
+    worker processes it spawns inherit that (a worker still importing would otherwise die of
+    a Ctrl-C with a traceback; ``dask_setup`` keeps it ignored in restarted ones). A Ctrl-C
+    in these seconds is lost; once the cluster runs, the driver handles it."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return local_cluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                             dashboard_address=None, memory_limit=0, silence_logs=50)
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return local_cluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                             dashboard_address=None, memory_limit=0, silence_logs=50)
+    finally:
+        signal.signal(signal.SIGINT, handler)
+
+
+def _kill_local_workers(cluster: Any) -> None:
+    """SIGKILL the worker processes of a LocalCluster (a run in flight is dropped; closing
+    the cluster gracefully would wait for it)."""
+    for nanny in list(getattr(cluster, "workers", {}).values()):
+        pid = getattr(getattr(getattr(nanny, "process", None), "process", None), "pid", None)
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

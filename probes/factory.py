@@ -93,3 +93,4 @@ def build_from_factory(spec: str | Callable[..., nn.Module], d_in: int, d_out: i
         raise FactoryError(f"module from '{spec}' returns {got} for input (2, {n_tokens}, "
                            f"{d_in}); expected {expected} (batch, tokens, d_out)")
     return model
+

@@ -78,13 +78,17 @@ class Job:
                 "train": self.train, "train_steps": self.train.get("steps"), "seed": self.seed,
                 "suite": self.suite, "test_size": self.test_size, "iterate": self.iterate}
 
+    def build_task(self) -> Task:
+        """The task instance alone (no model is built: no user code runs)."""
+        task_opts = dict(self.task_options)
+        if self.task == "read":
+            task_opts.setdefault("causal", bool(self.model_options.get("causal", True)))
+        return make_task(self.task, seed=self.seed, **task_opts)
+
     def build(self) -> tuple[Task, nn.Module]:
         """The task instance and the freshly initialised float64 model (seeded)."""
         opts = dict(self.model_options)
-        task_opts = dict(self.task_options)
-        if self.task == "read":
-            task_opts.setdefault("causal", bool(opts.get("causal", True)))
-        task = make_task(self.task, seed=self.seed, **task_opts)
+        task = self.build_task()
         with torch.random.fork_rng():
             torch.manual_seed(self.seed)
             if is_factory_spec(self.family):

@@ -36,6 +36,10 @@ class Run:
     construction or study run; every evaluation precision of a trained job, which writes one
     record per precision (``record_ids``, in the same order). ``device``: where a trained job
     trains and evaluates its float precisions (:mod:`precision.devices`; not part of the id).
+    ``time_limit``: seconds the run may take before it is stopped and stored as ``timeout``
+    (None: the default of its kind, :mod:`probes.isolation`); ``weights_dir``: the folder a
+    trained job saves its weights into (``--save-weights``; None: not saved). Neither is part
+    of the id.
     """
 
     run_id: str
@@ -47,6 +51,8 @@ class Run:
     config: dict[str, Any] = field(hash=False)
     record_ids: tuple[str, ...] = ()
     device: str = "cpu"
+    time_limit: float | None = None
+    weights_dir: str | None = None
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -59,13 +65,25 @@ class Run:
         return self.precisions[0]
 
 
+def check_time_limit(value: Any, where: str) -> float | None:
+    """A suite's ``time_limit`` (seconds, a positive number; None when absent), or a one-line
+    :class:`SuiteError`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not math.isfinite(value) or value <= 0:
+        raise SuiteError(f"{where}: time_limit must be a positive number of seconds, "
+                         f"got {value!r}")
+    return float(value)
+
+
 def new_run(kind: str, subject: str, label: str, precisions: list[Precision],
             config: dict[str, Any], record_ids: tuple[str, ...] = (),
-            device: str = "cpu") -> Run:
+            device: str = "cpu", time_limit: float | None = None) -> Run:
     """A :class:`Run` whose id is the hash of ``config`` (which holds the suite's name)."""
     return Run(run_id=config_hash(config), suite=config["suite"], kind=kind, subject=subject,
                label=label, precisions=tuple(precisions), config=config,
-               record_ids=record_ids, device=device)
+               record_ids=record_ids, device=device, time_limit=time_limit)
 
 
 def finite_or_none(x: Any) -> float | None:

@@ -7,33 +7,103 @@ store, so the next ``precision run`` computes them, and nothing is written twice
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 from precision.provenance import provenance
-from probes.executors import EXECUTORS, ExecutorError, run_dask, run_local_pool, run_serial
+from probes.executors import (
+    EXECUTORS,
+    ExecutorError,
+    run_dask,
+    run_local_pool,
+    run_serial,
+    status_records,
+)
+from probes.factory import is_factory_spec
+from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from probes.kinds import kind_of
 from probes.run import Run
 from probes.suite import Suite, expand
 from results.store import RunRecord, Store
 
+#: Statuses of a run that produced no measurement (what "every cell failed" counts).
+FAILED_STATUSES = ("failed", "timeout")
+#: Distinct failure reasons a summary keeps.
+MAX_REASONS = 5
+
 
 @dataclass
 class SweepSummary:
-    """What a sweep did: runs in the suite, already present, computed now, and by status."""
+    """What a sweep did: runs in the suite, already present, computed now, by status, and the
+    first distinct reasons of its failed / timed-out records (``reasons``, one line each)."""
 
     total: int
     skipped: int
     computed: int
     statuses: dict[str, int]
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def all_failed(self) -> bool:
+        """True when runs were computed and every record of them failed or timed out."""
+        n = sum(self.statuses.values())
+        return n > 0 and sum(self.statuses.get(s, 0) for s in FAILED_STATUSES) == n
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep stopped by Ctrl-C or SIGTERM: ``stored`` of ``todo`` runs were written (each
+    whole, in its own transaction), ``signum`` the signal that stopped it."""
+
+    def __init__(self, stored: int, todo: int, signum: int = signal.SIGINT) -> None:
+        super().__init__(f"interrupted after {stored} of {todo} runs")
+        self.stored, self.todo, self.signum = stored, todo, signum
+
+
+def is_user_code(run: Run) -> bool:
+    """True for a run of a user's model factory (``MODULE:FACTORY``): its factory, forward
+    and training are user code, computed in a child process."""
+    family = run.config.get("family") if run.kind == "trained" else None
+    return isinstance(family, str) and is_factory_spec(family)
+
+
+def time_limit_of(run: Run) -> float | None:
+    """The run's time limit: its own (suite, ``--time-limit``), else
+    :data:`~probes.isolation.DEFAULT_USER_TIME_LIMIT` for user code, else none."""
+    if run.time_limit is not None:
+        return run.time_limit
+    return DEFAULT_USER_TIME_LIMIT if is_user_code(run) else None
+
+
+def _warm_for_children(run: Run) -> None:
+    """Import in this process what a trained run imports lazily (``torch._dynamo`` with the
+    optimizers, ``torch.export`` for the mpN interpreter: seconds each), once, so that every
+    forked child starts with them instead of importing them again."""
+    if run.kind == "trained":
+        import torch._dynamo  # noqa: F401
+        import torch.export  # noqa: F401
 
 
 def compute_records(run: Run) -> list[RunRecord]:
     """Compute one run (in whatever process calls it) with its kind's ``compute``: its store
     records (one for a solver, construction or study run, one per evaluation precision for a
     trained job), each with the provenance of the process that computed it
-    (``result["provenance"]``, with the device a trained job used)."""
-    records = kind_of(run).compute(run)
+    (``result["provenance"]``, with the device a trained job used).
+
+    User code and any run with a time limit compute in a child process
+    (:mod:`probes.isolation`): an exception, an exit, a crash or a hang there is this run's
+    ``failed`` / ``timeout`` records, and the sweep goes on."""
+    limit = time_limit_of(run)
+    if limit is None:
+        records = kind_of(run).compute(run)
+    else:
+        _warm_for_children(run)
+        try:
+            records = call_isolated(kind_of(run).compute, run, time_limit=limit)
+        except ChildFailure as exc:
+            records = status_records(run, exc.status, exc.message)
     where = provenance(run.device)
     for record in records:
         record.result["provenance"] = where
@@ -48,6 +118,21 @@ def pending_runs(suite: Suite, store: Store) -> tuple[list[Run], int]:
     return todo, len(runs) - len(todo)
 
 
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block is done (a run's transaction is written whole
+    and counted); in the main thread, elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stops = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def run_suite(
     suite: Suite,
     store: Store,
@@ -56,15 +141,25 @@ def run_suite(
     executor: str = "local",
     address: str | None = None,
     progress: Callable[[int, int, RunRecord], None] | None = None,
+    time_limit: float | None = None,
+    weights_dir: str | None = None,
 ) -> SweepSummary:
     """Compute and store every run of ``suite`` missing from ``store``.
 
     ``executor`` ``local``: in this process (``jobs`` 1) or a pool of ``jobs`` processes;
     ``dask``: a LocalCluster of ``jobs`` workers, or the scheduler at ``address``
     (:mod:`probes.executors`). Whatever computes, this driver alone writes the store.
+    ``time_limit`` replaces every run's time limit (``--time-limit``); ``weights_dir`` is
+    where trained jobs save their weights (``--save-weights``). Ctrl-C or SIGTERM stops the
+    workers and raises :class:`SweepInterrupted`; the runs written so far are whole.
     """
     todo, skipped = pending_runs(suite, store)
+    if time_limit is not None or weights_dir is not None:
+        todo = [replace(r, time_limit=time_limit if time_limit is not None else r.time_limit,
+                        weights_dir=weights_dir) for r in todo]
     statuses: dict[str, int] = {}
+    reasons: list[str] = []
+    reasons_seen: set[str] = set()
     done = 0
     compute = compute_records  # looked up now: tests replace it
     if executor == "dask":
@@ -75,13 +170,26 @@ def run_suite(
     else:
         raise ExecutorError(f"unknown executor '{executor}' (choose from: "
                             f"{', '.join(EXECUTORS)})")
-    for _run, records in results:
-        store.write_runs(records)
-        done += 1
-        record = records[0]
-        for r in records:
-            statuses[r.status] = statuses.get(r.status, 0) + 1
-        if progress is not None:
-            progress(done, len(todo), record)
+    try:
+        for _run, records in results:
+            with _signals_deferred():
+                store.write_runs(records)
+                done += 1
+            record = records[0]
+            for r in records:
+                statuses[r.status] = statuses.get(r.status, 0) + 1
+                why = r.error or r.status
+                if r.status in FAILED_STATUSES and why not in reasons_seen and \
+                        len(reasons) < MAX_REASONS:
+                    reasons_seen.add(why)
+                    reasons.append(f"{r.subject} {r.task}: {why}")
+            if progress is not None:
+                progress(done, len(todo), record)
+    except KeyboardInterrupt as exc:
+        results.close()   # the executor stops its workers
+        raise SweepInterrupted(done, len(todo), getattr(exc, "signum", signal.SIGINT)) \
+            from None
+    finally:
+        results.close()
     return SweepSummary(total=len(todo) + skipped, skipped=skipped, computed=done,
-                        statuses=statuses)
+                        statuses=statuses, reasons=reasons)

@@ -6,6 +6,7 @@ A solver suite (``probes/suites/solvers.toml`` is the shipped example)::
     description = "..."
     precisions = ["float32", "float64", "mp50"]
     seeds = [0]
+    time_limit = 600           # optional: seconds a run may take, else stored as "timeout"
 
     [problems.well]            # a labelled problem: task family + generator arguments
     task = "least_squares"
@@ -37,7 +38,7 @@ from __future__ import annotations
 import datetime
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -54,13 +55,14 @@ from probes.names import (
     check_name,
     shown,
 )
-from probes.run import Run, SuiteError
+from probes.run import Run, SuiteError, check_time_limit
 
 #: A suite name: it names the suite's rows in the store and its report folder.
 SUITE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 _TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers",
-             "constructions", "profiles", "tasks", "models", "studies", "device"}
+             "constructions", "profiles", "tasks", "models", "studies", "device",
+             "time_limit"}
 #: Tables whose keys are labels that name stored rows (``probes.names`` checks them).
 _LABEL_TABLES = {"problems": "problem label", "solvers": "solver name",
                  "constructions": "construction name", "tasks": "task label",
@@ -305,6 +307,7 @@ def expand(suite: Suite) -> list[Run]:
         resolve_device(device)   # a GPU the machine lacks fails here, before any work
     except DeviceError as exc:
         raise SuiteError(f"{where}: {exc}") from None
+    limit = check_time_limit(data.get("time_limit"), where)  # an entry's own one wins
     suite_data = SuiteData(suite.name, where, data, precisions, tuple(seeds), device)
     size = grid_size(suite_data)  # arithmetic: nothing is built before the size is known
     if size > MAX_GRID_RUNS:
@@ -317,7 +320,8 @@ def expand(suite: Suite) -> list[Run]:
     for r in runs:
         if r.run_id not in seen:
             seen.add(r.run_id)
-            unique.append(r)
+            unique.append(r if limit is None or r.time_limit is not None
+                          else replace(r, time_limit=limit))
     return unique
 
 

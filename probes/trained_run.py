@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from precision.truth import least_squares_truth, truth_bits
 from probes.job import Job
 from probes.tasks import Task, gradient_query_row
 from probes.training import TrainConfig, TrainResult, train
-from probes.weights import save_weights, weights_dir
+from probes.weights import save_weights
 from results.store import config_hash
 
 #: The high precision the decomposition's f_mp is computed in.
@@ -71,6 +72,8 @@ class TrainedOutcome:
     n_params: int
     task: str
     wall_time: float
+    #: Why the weights could not be saved (one line; None: saved, or not asked for).
+    weights_error: str | None = None
 
 
 def _rounded_inputs(x: torch.Tensor, p: Any) -> torch.Tensor:
@@ -164,28 +167,49 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: P
 
 
 def run_trained(job: Job, precisions: Sequence[Precision | str], *,
-                save_as: dict[str, Any] | None = None, device: str = "cpu") -> TrainedOutcome:
+                save_as: dict[str, Any] | None = None, device: str = "cpu",
+                weights_dir: str | Path | None = None) -> TrainedOutcome:
     """Train ``job`` and measure it in each of ``precisions``, training and float evaluation
     on ``device`` (:mod:`precision.devices`; mpN on the CPU). When the sweep saves weights
-    (``--save-weights``), a job of a suite (``save_as``: its config) writes them to
-    ``<hash of save_as>.safetensors`` with ``save_as`` as the file's metadata."""
+    (``--save-weights``: ``weights_dir``), a job of a suite (``save_as``: its config) writes
+    them to ``weights_dir/<hash of save_as>.safetensors`` with ``save_as`` as the file's
+    metadata; a failed write (a full disk) is the outcome's ``weights_error``, and the job's
+    measurements go on."""
     t0 = time.perf_counter()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small models: 1 thread beats 2 (see docs/architecture.md)
     try:
-        return _run_trained(job, [parse_precision(p) for p in precisions], save_as, t0, device)
+        return _run_trained(job, [parse_precision(p) for p in precisions], save_as, t0, device,
+                            Path(weights_dir) if weights_dir else None)
     finally:
         torch.set_num_threads(threads)
 
 
+def _save(model: nn.Module, folder: Path, save_as: dict[str, Any]) -> str | None:
+    """Save the weights of a suite's job; None, or why it failed (one line; the partial
+    temporary file removed)."""
+    name = config_hash(save_as)
+    try:
+        save_weights(model, folder / f"{name}.safetensors", save_as)
+    except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error on a full disk
+        for tmp in folder.glob(f"{name}.tmp*"):
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+        text = getattr(exc, "strerror", None) or (str(exc).splitlines() or [""])[0]
+        return f"weights not saved to {folder}: {text or type(exc).__name__}"
+    return None
+
+
 def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] | None,
-                 t0: float, device: str) -> TrainedOutcome:
+                 t0: float, device: str, folder: Path | None) -> TrainedOutcome:
     task, model = job.build()
     tcfg = TrainConfig(**{**job.train, "seed": job.seed, "device": device})
     result = train(model, task.sample, lambda m, x: task.select(m(x)), tcfg)
-    folder = weights_dir()
+    weights_error = None
     if folder is not None and save_as is not None and result.status == "ok":
-        save_weights(model, folder / f"{config_hash(save_as)}.safetensors", save_as)
+        weights_error = _save(model, folder, save_as)
     model = model.double().eval()
     outcomes = []
     if result.status != "ok":
@@ -215,4 +239,4 @@ def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] 
             outcomes.append(out)
     n_params = sum(t.numel() for t in model.parameters())
     return TrainedOutcome(result, outcomes, n_params, task.describe(),
-                          time.perf_counter() - t0)
+                          time.perf_counter() - t0, weights_error)

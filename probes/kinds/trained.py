@@ -20,6 +20,7 @@
     train = { recipe = "paper", steps = 2000, batch_size = 64, dtype = ["float32", "float64"] }
     test_size = 32               # sequences in the fixed seeded test set
     iterate = 0                  # explicit_gradient: iterations of w <- w - eta model(...)
+    time_limit = 600             # optional: seconds one job may take (else "timeout")
 
 Every combination of grid values (model options and ``train`` values alike) x task x seed is
 one *job* (:class:`~probes.job.Job`): trained once, measured in every evaluation precision.
@@ -45,7 +46,7 @@ from probes.factory import FactoryError, is_factory_spec
 from probes.job import Job
 from probes.kinds.base import RunKind, SuiteData, entry_precisions
 from probes.names import axis_length, list_length
-from probes.run import Run, SuiteError, make_record, new_run
+from probes.run import Run, SuiteError, check_time_limit, make_record, new_run
 from probes.tasks import TaskError
 from probes.trained_run import run_trained
 from probes.training import RECIPES, SECOND_ORDER, UNTIL
@@ -54,7 +55,7 @@ from results.store import RunRecord, config_hash
 #: 3: the suite name is part of every job's config (and so of its id).
 VERSION = 3
 
-_RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions"}
+_RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions", "time_limit"}
 #: The keys of a model entry that are not family-specific (what a user factory is given).
 ENTRY_KEYS = _RESERVED | {"depth", "width"}
 _TRAIN_KEYS = {"recipe", "steps", "batch_size", "lr", "dtype", "step_size", "gamma",
@@ -166,6 +167,7 @@ def expand(suite: SuiteData) -> list[Run]:
         if not isinstance(train, dict):
             raise SuiteError(f"{at}: needs a 'train' table (recipe, steps, batch_size, ...)")
         precisions = entry_precisions(entry, suite, at)
+        limit = check_time_limit(entry.get("time_limit"), at)
         entry_params = {}
         for key, param in ENTRY_PARAMS.items():
             try:
@@ -212,7 +214,7 @@ def expand(suite: SuiteData) -> list[Run]:
                             "trained", label, tl, precisions,
                             {**config, "precisions": [p.name for p in precisions]},
                             record_ids=tuple(record_id(config, p.name) for p in precisions),
-                            device=suite.device))
+                            device=suite.device, time_limit=limit))
     return runs
 
 
@@ -239,10 +241,12 @@ def _check_model_size(depth: Any, width: Any, where: str) -> None:
 
 
 def _validate_job(job: Job, where: str) -> None:
-    """Impossible shapes, bad options and broken factories fail here, before anything is
-    trained or stored."""
+    """Impossible shapes and bad options fail here, before anything is trained or stored.
+    A user factory is not called here, in the driver: its module is built and checked in a
+    child process (:func:`probes.factory.check_factories`) and each run builds it in its own
+    child (:mod:`probes.isolation`)."""
     try:
-        task, _model = job.build()
+        task = job.build_task() if is_factory_spec(job.family) else job.build()[0]
     except (TaskError, FactoryError) as exc:
         raise SuiteError(f"{where}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 -- any option the family rejects is a user error
@@ -260,7 +264,8 @@ def _validate_job(job: Job, where: str) -> None:
 def compute(run: Run) -> list[RunRecord]:
     """Train and measure the job of ``run``; one record per evaluation precision."""
     job = {k: v for k, v in run.config.items() if k != "precisions"}
-    outcome = run_trained(Job.from_config(job), run.precisions, save_as=job, device=run.device)
+    outcome = run_trained(Job.from_config(job), run.precisions, save_as=job, device=run.device,
+                          weights_dir=run.weights_dir)
     tr = outcome.training
     curve = [(s, math.log10(v) if v > 0 else None) for s, v in tr.curve
              if v is not None and math.isfinite(v)]
@@ -297,6 +302,8 @@ def compute(run: Run) -> list[RunRecord]:
         }
         if floor is not None:
             result["floor"] = floor.to_dict()
+        if outcome.weights_error:
+            result["weights_error"] = outcome.weights_error
         records.append(make_record(
             run, record_id=record_id(job, p.name), precision=p, status=out.status,
             error=out.error, mse=out.total, log10_mse=out.log10_total, floor=floor,
