@@ -1,0 +1,197 @@
+"""Kernel-independent numerics for generating data: the same float64 values on every machine.
+
+A BLAS product (``X @ w``, a QR, a Cholesky, an eigen-decomposition) sums in an order chosen
+by the library's kernel for this CPU and by its thread count, and numpy's transcendental
+ufuncs (``exp``, ``log10``, ``power``) dispatch to SIMD code that may differ in the last bit
+from the scalar code. Problem data built with them differ between machines, and so do the
+mpN digits measured on them. Every generator of problem data (:mod:`precision.problems`,
+the trained tasks, the studies' data, the constructions' step sizes) computes through this
+module instead, whose every result is defined by IEEE-754 binary64 arithmetic alone:
+
+* random draws come from numpy's ``Generator`` (PCG64; ``standard_normal``, ``random``,
+  ``integers``), which is plain C compiled once, with no CPU dispatch;
+* a sum is :func:`tree_sum`: pairwise, in a fixed tree (element ``i`` plus element
+  ``i + h`` at each level), made of elementwise additions only, each of them correctly rounded
+  whatever vector unit computes it; products are elementwise multiplications;
+* square roots and divisions are IEEE operations (correctly rounded everywhere);
+* a transcendental value (a power, a logarithm) and the eigenvalues of a symmetric matrix are
+  evaluated in certified ball arithmetic (python-flint ``arb``, integer software) at
+  :data:`BITS` bits and rounded to the nearest float64.
+
+What this does not cover: the rare tail and wedge cases of numpy's ziggurat normal sampler
+call the C library's ``exp``/``log1p`` (the same library on one machine, whatever the
+kernel); a platform whose compiler fuses ``a * b + c`` inside numpy's sampler would need
+checking (x86-64 builds do not fuse).
+
+:data:`DATA_VERSION` names this way of generating data; every stored run records it (and its
+id hashes it), so a run computed from data of another version is never reused or mixed.
+"""
+
+from __future__ import annotations
+
+import flint
+import numpy as np
+
+#: Version of the data every generator produces. 1: float64 BLAS/LAPACK and torch sampling
+#: (machine-dependent, before this module); 2: the kernel-independent numerics of this module.
+DATA_VERSION = 2
+
+#: Working precision (bits) of the ball-arithmetic evaluations before rounding to float64.
+BITS = 160
+
+#: Most entries of one elementwise-product block in :func:`matmul` (bounds its memory).
+_BLOCK = 1 << 22
+
+
+def tree_sum(a: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Sum of ``a`` along ``axis`` in a fixed pairwise tree: at each level the first half plus
+    the second half (an odd last element carried up unchanged). Elementwise IEEE additions
+    only, so the result is the same on every CPU, kernel and thread count. An empty axis sums
+    to 0."""
+    x = np.moveaxis(np.asarray(a, dtype=np.float64), axis, 0)
+    if x.shape[0] == 0:
+        return np.zeros(x.shape[1:])
+    while x.shape[0] > 1:
+        half = x.shape[0] // 2
+        s = x[:half] + x[half:2 * half]
+        x = np.concatenate([s, x[2 * half:]], axis=0) if x.shape[0] % 2 else s
+    return x[0].copy()
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Dot products along the last axis (broadcast): ``tree_sum(a * b, -1)``."""
+    return tree_sum(np.asarray(a, dtype=np.float64) * np.asarray(b, dtype=np.float64), -1)
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for a (..., n, k) and b (..., k, m) (or b (k,): a matrix-vector product), each
+    entry a :func:`tree_sum` of elementwise products; blocks of rows bound the memory."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if b.ndim == 1:
+        return dot(a, b)
+    if a.ndim == 1:
+        return tree_sum(a[:, None] * b, axis=-2)
+    n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = int(np.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), dtype=np.int64))
+    rows = max(1, _BLOCK // max(1, batch * k * m))
+    parts = [tree_sum(a[..., i:i + rows, :, None] * b[..., None, :, :], axis=-2)
+             for i in range(0, n, rows)]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-2)
+
+
+def orthonormal_columns(g: np.ndarray) -> np.ndarray:
+    """The Q of the QR decomposition of ``g`` (n, k), n >= k, full column rank, whose R has a
+    positive diagonal: classical Gram-Schmidt with one re-orthogonalisation (orthogonal to
+    about the float64 epsilon), every inner product a :func:`tree_sum`."""
+    g = np.asarray(g, dtype=np.float64)
+    n, k = g.shape
+    q = np.empty((n, k))
+    for j in range(k):
+        v = g[:, j].copy()
+        for _ in range(2 if j else 0):
+            basis = q[:, :j]
+            r = tree_sum(basis * v[:, None], axis=0)
+            v = v - tree_sum(basis * r[None, :], axis=1)
+        q[:, j] = v / np.sqrt(tree_sum(v * v))
+    return q
+
+
+def orthonormal(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    """n x k matrix with orthonormal columns, Haar-distributed: :func:`orthonormal_columns` of
+    an n x k standard Gaussian matrix drawn from ``rng``."""
+    return orthonormal_columns(rng.standard_normal((n, k)))
+
+
+def uniform(rng: np.random.Generator, low: float, high: float,
+            size: int | tuple[int, ...] | None = None) -> np.ndarray | float:
+    """Uniform draws on [low, high): ``low + (high - low) * u`` with u from ``rng.random`` (two
+    separate IEEE operations, never fused)."""
+    u = rng.random(size)
+    if size is None:
+        return float(low) + (float(high) - float(low)) * float(u)
+    return float(low) + (float(high) - float(low)) * u
+
+
+def _nearest(x: flint.arb) -> float:
+    """The float64 nearest to the midpoint of ``x`` (computed at :data:`BITS` bits)."""
+    return float(x.mid())
+
+
+def _ball(x: float | tuple[int, int]) -> flint.arb:
+    """A float (exactly) or an exact fraction ``(p, q)`` as a ball."""
+    if isinstance(x, tuple):
+        return flint.arb(flint.fmpq(int(x[0]), int(x[1])))
+    return flint.arb(float(x))
+
+
+def power(base: float, exponent: float | tuple[int, int], scale: float = 1.0) -> float:
+    """``scale * base ** exponent`` (base > 0) rounded to float64 from a :data:`BITS`-bit
+    evaluation; ``exponent`` a float or an exact fraction ``(p, q)``."""
+    old = flint.ctx.prec
+    flint.ctx.prec = BITS
+    try:
+        e = _ball(exponent)
+        if e.is_zero():
+            return float(scale)
+        return _nearest(flint.arb(float(scale)) * (flint.arb(float(base)).log() * e).exp())
+    finally:
+        flint.ctx.prec = old
+
+
+def geometric(base: float, stop: tuple[int, int], count: int) -> np.ndarray:
+    """``count`` log-spaced values ``base ** (stop * i / (count - 1))``, i = 0 .. count - 1
+    (``stop`` an exact fraction ``(p, q)``; like ``numpy.logspace``), each rounded to float64
+    from a :data:`BITS`-bit evaluation; ``[1.0]`` when count is 1."""
+    if count == 1:
+        return np.ones(1)
+    p, q = stop
+    return np.array([power(base, (p * i, q * (count - 1))) for i in range(count)])
+
+
+def log10(x: float) -> float:
+    """log10(x), x > 0, rounded to float64 from a :data:`BITS`-bit evaluation."""
+    old = flint.ctx.prec
+    flint.ctx.prec = BITS
+    try:
+        return _nearest(flint.arb(float(x)).log() / flint.arb(10).log())
+    finally:
+        flint.ctx.prec = old
+
+
+def eigvalsh(h: np.ndarray) -> np.ndarray:
+    """Eigenvalues (ascending) of the symmetric part of ``h`` (its float64 entries taken
+    exactly), computed in certified ball arithmetic and rounded to float64."""
+    h = np.asarray(h, dtype=np.float64)
+    sym = (h + h.T) / 2
+    old = flint.ctx.prec
+    flint.ctx.prec = BITS
+    try:
+        m = flint.arb_mat(sym.tolist())
+        try:
+            ev = m.eig()
+        except ValueError:          # repeated (or nearly repeated) eigenvalues
+            try:
+                ev = m.eig(multiple=True)
+            except ValueError:      # uncertified, still integer software: deterministic
+                ev = m.eig(algorithm="approx")
+        return np.sort(np.array([_nearest(e.real) for e in ev]))
+    finally:
+        flint.ctx.prec = old
+
+
+def mean(a: np.ndarray) -> float:
+    """Mean of the entries of ``a``: a :func:`tree_sum` divided by their count."""
+    a = np.asarray(a, dtype=np.float64).ravel()
+    return float(tree_sum(a)) / a.size
+
+
+def linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares line ``y ~ slope x + intercept`` (``numpy.polyfit(x, y, 1)`` without
+    LAPACK): the centred closed form, every sum a :func:`tree_sum`."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    xm, ym = mean(x), mean(y)
+    dx = x - xm
+    slope = float(tree_sum(dx * (y - ym))) / float(tree_sum(dx * dx))
+    return slope, ym - slope * xm
