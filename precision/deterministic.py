@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import flint
 import numpy as np
+import torch
 
 #: Version of the data every generator produces. 1: float64 BLAS/LAPACK and torch sampling
 #: (machine-dependent, before this module); 2: the kernel-independent numerics of this module.
@@ -101,6 +102,15 @@ def orthonormal(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
     """n x k matrix with orthonormal columns, Haar-distributed: :func:`orthonormal_columns` of
     an n x k standard Gaussian matrix drawn from ``rng``."""
     return orthonormal_columns(rng.standard_normal((n, k)))
+
+
+def rng_from(gen: torch.Generator) -> np.random.Generator:
+    """A numpy ``Generator`` (PCG64) seeded by two 62-bit integers drawn from the torch
+    generator ``gen`` (integer draws: the same whatever the CPU kernel), so a stream of batches
+    drawn from one seeded torch generator is the same on every machine, while torch's own
+    samplers (whose vectorised paths depend on the CPU capability) are never used for data."""
+    words = torch.randint(0, 2**62, (2,), generator=gen, dtype=torch.int64)
+    return np.random.default_rng([int(v) for v in words])
 
 
 def uniform(rng: np.random.Generator, low: float, high: float,
@@ -195,3 +205,16 @@ def linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     dx = x - xm
     slope = float(tree_sum(dx * (y - ym))) / float(tree_sum(dx * dx))
     return slope, ym - slope * xm
+
+
+def tanh(x: np.ndarray) -> np.ndarray:
+    """Elementwise tanh rounded to float64 from a :data:`BITS`-bit evaluation (numpy's tanh
+    has SIMD paths that may differ from the scalar one in the last bit)."""
+    x = np.asarray(x, dtype=np.float64)
+    old = flint.ctx.prec
+    flint.ctx.prec = BITS
+    try:
+        flat = [_nearest(flint.arb(float(v)).tanh()) for v in x.ravel()]
+    finally:
+        flint.ctx.prec = old
+    return np.array(flat, dtype=np.float64).reshape(x.shape)

@@ -43,7 +43,7 @@ from precision.models import MODELS
 from precision.params import Param, ParamError, count, positive
 from probes.factory import FactoryError, is_factory_spec
 from probes.job import Job
-from probes.kinds.base import RunKind, SuiteData, entry_precisions
+from probes.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
 from probes.run import Run, SuiteError, make_record, new_run
 from probes.tasks import TaskError
 from probes.trained_run import run_trained
@@ -186,7 +186,8 @@ def expand(suite: SuiteData) -> list[Run]:
                                   label=label, problem_label=tl, suite=suite.name,
                                   **entry_params)
                         _validate_job(job, at)
-                        config = job.config(VERSION)
+                        # the data version first: the record ids hash it (see base.py)
+                        config = {**job.config(VERSION), "data_version": DATA_VERSION}
                         runs.append(new_run(
                             "trained", label, tl, precisions,
                             {**config, "precisions": [p.name for p in precisions]},
