@@ -49,7 +49,10 @@ def tree_sum(a: np.ndarray, axis: int = -1) -> np.ndarray:
     the second half (an odd last element carried up unchanged). Elementwise IEEE additions
     only, so the result is the same on every CPU, kernel and thread count. An empty axis sums
     to 0."""
-    x = np.moveaxis(np.asarray(a, dtype=np.float64), axis, 0)
+    x = np.asarray(a, dtype=np.float64)
+    if axis % max(x.ndim, 1):
+        x = np.moveaxis(x, axis, 0)
+    x = np.ascontiguousarray(x)
     if x.shape[0] == 0:
         return np.zeros(x.shape[1:])
     while x.shape[0] > 1:
@@ -110,7 +113,7 @@ def rng_from(gen: torch.Generator) -> np.random.Generator:
     drawn from one seeded torch generator is the same on every machine, while torch's own
     samplers (whose vectorised paths depend on the CPU capability) are never used for data."""
     words = torch.randint(0, 2**62, (2,), generator=gen, dtype=torch.int64)
-    return np.random.default_rng([int(v) for v in words])
+    return np.random.default_rng(words.tolist())
 
 
 def uniform(rng: np.random.Generator, low: float, high: float,
