@@ -62,6 +62,15 @@ def tree_sum(a: np.ndarray, axis: int = -1) -> np.ndarray:
     return x[0].copy()
 
 
+def prefix_sum(a: np.ndarray, axis: int) -> np.ndarray:
+    """Running sums along ``axis``, left to right (``numpy.cumsum``'s order, one elementwise
+    addition per step: fast for a short axis of long rows)."""
+    x = np.moveaxis(np.array(a, dtype=np.float64), axis, 0)
+    for i in range(1, x.shape[0]):
+        x[i] += x[i - 1]
+    return np.moveaxis(x, 0, axis)
+
+
 def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Dot products along the last axis (broadcast): ``tree_sum(a * b, -1)``."""
     return tree_sum(np.asarray(a, dtype=np.float64) * np.asarray(b, dtype=np.float64), -1)

@@ -208,12 +208,13 @@ def feature_rows(X: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
     """
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     b, n, d = X.shape
-    feats = np.concatenate([y[..., None] * X,
-                            (X[..., :, None] * X[..., None, :]).reshape(b, n, d * d)], axis=-1)
     if k == 0:
-        feats = np.zeros_like(feats)
-    elif k == 2:
-        feats = np.cumsum(feats, axis=1)
+        feats = np.zeros((b, n, d + d * d))
+    else:       # [y x, x_1 x_1, x_1 x_2, ..., x_D x_D]: flt(x x^T) row by row
+        outer = np.repeat(X, d, axis=-1) * np.tile(X, d)
+        feats = np.concatenate([y[..., None] * X, outer], axis=-1)
+    if k == 2:
+        feats = det.prefix_sum(feats, axis=1)
     return np.concatenate([X, y[..., None], feats], axis=-1)
 
 
