@@ -20,6 +20,7 @@ from typing import Any
 import flint
 import numpy as np
 
+from precision import deterministic
 from precision.backends.mp_backend import workprec
 
 __all__ = [
@@ -298,7 +299,7 @@ def _slope(values: np.ndarray) -> float:
     """Least-squares slope of values against their position."""
     if len(values) < 2:
         return 0.0
-    return float(np.polyfit(np.arange(len(values), dtype=np.float64), values, 1)[0])
+    return deterministic.linear_fit(np.arange(len(values), dtype=np.float64), values)[0]
 
 
 #: Smallest fitted drop (decades) across a tail that can count as "still falling": a trace
@@ -330,15 +331,16 @@ def _still_falling(tail: np.ndarray, tol: float) -> bool:
         return len(tail) == 2 and tail[0] - tail[1] > tol
     half = tail[len(tail) // 2 :]
     pos = np.arange(len(tail), dtype=np.float64)
-    slope, intercept = np.polyfit(pos, tail, 1)
-    drop = -float(slope) * (len(tail) - 1)
-    scatter = float(np.std(tail - (slope * pos + intercept)))
+    slope, intercept = deterministic.linear_fit(pos, tail)     # no LAPACK: the same on
+    drop = -float(slope) * (len(tail) - 1)                       # every machine
+    resid = tail - (slope * pos + intercept)
+    scatter = math.sqrt(deterministic.mean((resid - deterministic.mean(resid)) ** 2))
     if drop > max(tol, 3 * scatter) and -_slope(half) * (len(half) - 1) > tol / 2:
         return True
     blocks = min(_FALL_BLOCKS, len(tail))
     if blocks < _MIN_FALL_BLOCKS:
         return False
-    means = np.array([part.mean() for part in np.array_split(tail, blocks)])
+    means = np.array([deterministic.mean(part) for part in np.array_split(tail, blocks)])
     return bool(np.all(np.diff(means) < 0) and means[0] - means[-1] > _MIN_FALL_DECADES)
 
 

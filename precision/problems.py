@@ -2,7 +2,11 @@
 
 Generators never compute solutions: a subject's truth is computed later, in certified high
 precision, from the inputs *after* they were rounded into the subject's precision
-(:mod:`precision.truth`). Same seed, same arrays, bit for bit (``numpy.random.default_rng``).
+(:mod:`precision.truth`). Same seed, same arrays, bit for bit, on every machine: draws come
+from ``numpy.random.default_rng`` and every product, sum, orthonormalisation and power from
+:mod:`precision.deterministic` (never BLAS, LAPACK or a SIMD-dispatched ufunc), so the arrays
+do not depend on the CPU kernel or the thread count (data version
+:data:`~precision.deterministic.DATA_VERSION`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from precision import deterministic as det
+from precision.deterministic import orthonormal
 
 
 @dataclass(frozen=True)
@@ -85,17 +92,11 @@ def _check_seed(seed: Any) -> None:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
 
 
-def orthonormal(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
-    """n x k matrix with orthonormal columns (QR of a Gaussian matrix, signs fixed)."""
-    q, r = np.linalg.qr(rng.standard_normal((n, k)))
-    return q * np.sign(np.diag(r))[None, :]
-
-
 def _targets(rng: np.random.Generator, X: np.ndarray, w: np.ndarray, noise_std: float
              ) -> np.ndarray:
-    y = X @ w
+    y = det.matmul(X, w)
     if noise_std > 0:
-        y = y + noise_std * rng.standard_normal(y.shape)
+        y = y + float(noise_std) * rng.standard_normal(y.shape)
     return y
 
 
@@ -117,13 +118,21 @@ def population_covariance(dim: int, kappa: float, rng: np.random.Generator
                           ) -> tuple[np.ndarray, np.ndarray]:
     """000 App. D: Sigma = U S U^T with lambda_max ~ U[1, 100], lambda_min = lambda_max/kappa,
     the other eigenvalues uniform in [lambda_min, lambda_max]. Returns (Sigma, eigenvalues)."""
-    lam_max = rng.uniform(1.0, 100.0)
-    lam_min = lam_max / kappa
-    inner = rng.uniform(lam_min, lam_max, size=max(dim - 2, 0))
+    sigma, ev, _ = _covariance(dim, kappa, rng)
+    return sigma, ev
+
+
+def _covariance(dim: int, kappa: float, rng: np.random.Generator
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`population_covariance` and a square root R of Sigma (Sigma = R R^T):
+    R = U diag(sqrt(lambda)), so x = R z ~ N(0, Sigma) needs no Cholesky factorisation."""
+    lam_max = det.uniform(rng, 1.0, 100.0)
+    lam_min = lam_max / float(kappa)
+    inner = det.uniform(rng, lam_min, lam_max, size=max(dim - 2, 0))
     ev = np.concatenate([[lam_max], inner, [lam_min]])[:dim] if dim > 1 else np.array([lam_max])
     U = orthonormal(rng, dim, dim)
-    sigma = (U * ev[None, :]) @ U.T
-    return (sigma + sigma.T) / 2, np.sort(ev)
+    sigma = det.matmul(U * ev[None, :], U.T)
+    return (sigma + sigma.T) / 2, np.sort(ev), U * np.sqrt(ev)[None, :]
 
 
 def conditioned_least_squares(dim: int, n_samples: int, kappa: float, *,
@@ -137,12 +146,11 @@ def conditioned_least_squares(dim: int, n_samples: int, kappa: float, *,
     _check(dim, n_samples, n_query, noise_std, kappa)
     _check_seed(seed)
     rng = np.random.default_rng(seed)
-    sigma, ev = population_covariance(dim, kappa, rng)
-    root = np.linalg.cholesky(sigma + 0.0)
-    X = rng.standard_normal((n_samples, dim)) @ root.T
+    sigma, ev, root = _covariance(dim, kappa, rng)
+    X = det.matmul(rng.standard_normal((n_samples, dim)), root.T)
     w = rng.standard_normal(dim)
     y = _targets(rng, X, w, noise_std)
-    Xq = rng.standard_normal((n_query, dim)) @ root.T
+    Xq = det.matmul(rng.standard_normal((n_query, dim)), root.T)
     return LeastSquaresProblem(X, y, w, Xq, float(noise_std), "conditioned", {
         "seed": seed, "kappa": kappa, "eigenvalues": ev.tolist(), "sigma": sigma.tolist()})
 
@@ -162,8 +170,8 @@ def design_with_condition(dim: int, n_samples: int, kappa: float, *, seed: int =
     rng = np.random.default_rng(seed)
     U = orthonormal(rng, n_samples, dim)
     V = orthonormal(rng, dim, dim)
-    s = np.logspace(0.0, -0.5 * np.log10(kappa), dim) if dim > 1 else np.ones(1)
-    return np.sqrt(n_samples) * (U * s[None, :]) @ V.T
+    s = det.geometric(kappa, (-1, 2), dim)        # 1 .. kappa^(-1/2)
+    return det.matmul(math.sqrt(n_samples) * (U * s[None, :]), V.T)
 
 
 def controlled_least_squares(dim: int, n_samples: int, kappa: float, *, noise_std: float = 0.0,
@@ -198,13 +206,15 @@ def noniso_least_squares(dim: int = 5, n_samples: int = 20, *, n_query: int = 32
     rng = np.random.default_rng(seed)
     U = orthonormal(rng, dim, dim)
     ev = np.asarray(eigenvalues, dtype=np.float64)
-    sigma = U.T @ np.diag(ev) @ U
+    sigma = det.matmul(U.T * ev[None, :], U)
     sigma = (sigma + sigma.T) / 2
-    inv = U.T @ np.diag(1.0 / ev) @ U
-    X = rng.multivariate_normal(np.zeros(dim), sigma, size=n_samples, method="eigh")
-    w = rng.multivariate_normal(np.zeros(dim), (inv + inv.T) / 2, method="eigh")
+    # rows x = z diag(sqrt(ev)) U ~ N(0, Sigma); w = z diag(1/sqrt(ev)) U ~ N(0, Sigma^-1)
+    root = np.sqrt(ev)[:, None] * U
+    inv_root = (1.0 / np.sqrt(ev))[:, None] * U
+    X = det.matmul(rng.standard_normal((n_samples, dim)), root)
+    w = det.matmul(rng.standard_normal(dim), inv_root)
     y = _targets(rng, X, w, noise_std)
-    Xq = rng.multivariate_normal(np.zeros(dim), sigma, size=n_query, method="eigh")
+    Xq = det.matmul(rng.standard_normal((n_query, dim)), root)
     return LeastSquaresProblem(X, y, w, Xq, float(noise_std), "noniso",
                                {"seed": seed, "sigma": sigma.tolist()})
 
@@ -216,8 +226,8 @@ def spd_matrix(dim: int, kappa: float, *, seed: int = 0) -> np.ndarray:
     _check_seed(seed)
     rng = np.random.default_rng(seed)
     Q = orthonormal(rng, dim, dim)
-    ev = np.logspace(0.0, -np.log10(kappa), dim) if dim > 1 else np.ones(1)
-    A = (Q * ev[None, :]) @ Q.T
+    ev = det.geometric(kappa, (-1, 1), dim)       # 1 .. 1/kappa
+    A = det.matmul(Q * ev[None, :], Q.T)
     return (A + A.T) / 2
 
 
@@ -236,11 +246,11 @@ def logistic_regression(dim: int = 5, n_samples: int = 26, *, mu: float = 0.1, s
         A = rng.standard_normal((n_samples, dim))
     else:
         _check(dim, n_samples, kappa=kappa)
-        sigma, _ = population_covariance(dim, kappa, rng)
-        A = rng.standard_normal((n_samples, dim)) @ np.linalg.cholesky(sigma).T
-    A = A / max(1.0, float(np.max(np.linalg.norm(A, axis=1))))
+        _, _, root = _covariance(dim, kappa, rng)
+        A = det.matmul(rng.standard_normal((n_samples, dim)), root.T)
+    A = A / max(1.0, float(np.max(np.sqrt(det.tree_sum(A * A, axis=1)))))
     w = rng.standard_normal(dim)
-    y = np.where(A @ w >= 0, 1.0, -1.0)
+    y = np.where(det.matmul(A, w) >= 0, 1.0, -1.0)
     return LogisticProblem(A, y, float(mu), w, "logistic",
                            {"seed": seed, "kappa": kappa, "mu": mu})
 

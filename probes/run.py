@@ -15,6 +15,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+from precision.deterministic import DATA_VERSION
 from precision.metrics import Floor
 from precision.precisions import Precision
 from results.store import RunRecord, config_hash
@@ -80,7 +81,13 @@ def check_time_limit(value: Any, where: str) -> float | None:
 def new_run(kind: str, subject: str, label: str, precisions: list[Precision],
             config: dict[str, Any], record_ids: tuple[str, ...] = (),
             device: str = "cpu", time_limit: float | None = None) -> Run:
-    """A :class:`Run` whose id is the hash of ``config`` (which holds the suite's name)."""
+    """A :class:`Run` whose id is the hash of ``config`` (which holds the suite's name).
+
+    ``config`` gets the ``data_version`` of the problem generators
+    (:data:`~precision.deterministic.DATA_VERSION`) when it has none, so every run id and
+    every stored config names the data its numbers were computed from (a kind that derives
+    ``record_ids`` from its config puts it there first)."""
+    config = {**config, "data_version": config.get("data_version", DATA_VERSION)}
     return Run(run_id=config_hash(config), suite=config["suite"], kind=kind, subject=subject,
                label=label, precisions=tuple(precisions), config=config,
                record_ids=record_ids, device=device, time_limit=time_limit)

@@ -16,9 +16,12 @@ supervised entries out of that output, shaped like the target ``y``.
 | ls_feature (k)    | D.2.4 | [x_i, y_i, features_k] (N rows)      | w* (last token)         |
 | explicit_gradient | D.2.5 | ls_feature rows, then [w_0, 0, 0]    | grad L(w_0), eq. 13     |
 
-Inputs are drawn from N(0, 1) per entry (D.3). The parameters of READ (i, j) and AFFINE (h)
-are *not* in the input, so they are fixed per task instance (drawn from the task seed), not
-redrawn per batch: a model can only learn one fixed map. A causal model needs i < j for READ.
+Inputs are drawn from N(0, 1) per entry (D.3), by numpy's PCG64 generator seeded from the
+caller's torch generator, and built with :mod:`precision.deterministic` (the same values on
+every machine, kernel and thread count; :data:`precision.deterministic.DATA_VERSION`).
+The parameters of READ (i, j) and AFFINE (h) are *not* in the input, so they are fixed per
+task instance (drawn from the task seed), not redrawn per batch: a model can only learn one
+fixed map. A causal model needs i < j for READ.
 
 :meth:`Task.truth` computes the target exactly (arb at ``bits``) from the inputs *as the model
 received them*, i.e. after rounding into the evaluation precision.
@@ -34,6 +37,7 @@ import flint
 import numpy as np
 import torch
 
+from precision import deterministic as det
 from precision.backends.mp_backend import exact_array, workprec
 from precision.truth import least_squares_truth
 
@@ -61,31 +65,41 @@ class Task:
         return x, self.target(x)
 
     def inputs(self, batch: int, gen: torch.Generator) -> torch.Tensor:
+        """``batch`` input sequences (float64), the same on every machine: ``gen`` seeds the
+        numpy ``Generator`` that draws them (:func:`~precision.deterministic.rng_from`), and
+        every product in them is :mod:`precision.deterministic`'s (never torch's sampling or
+        BLAS kernels, which depend on the CPU and the thread count)."""
+        return torch.from_numpy(self.inputs_numpy(batch, det.rng_from(gen)))
+
+    def inputs_numpy(self, batch: int, rng: np.random.Generator) -> np.ndarray:
+        """:meth:`inputs` as a numpy array, drawn from ``rng``."""
         o = self.options
         if self.name in _PRIMITIVES:
-            return torch.randn(batch, o["n"], o["dim"], generator=gen, dtype=torch.float64)
+            return rng.standard_normal((batch, o["n"], o["dim"]))
         d, n = o["dim"], o["n"]
-        X = torch.randn(batch, n, d, generator=gen, dtype=torch.float64)
-        w = torch.randn(batch, d, generator=gen, dtype=torch.float64)
-        y = (X @ w[:, :, None])[..., 0]
+        X = rng.standard_normal((batch, n, d))
+        w = rng.standard_normal((batch, d))
+        y = det.dot(X, w[:, None, :])                       # y_i = w^T x_i, (batch, n)
         if self.name == "ls_parallel":
-            xq = torch.randn(batch, 1, d, generator=gen, dtype=torch.float64)
-            tok = torch.zeros(batch, 2 * n + 1, d, dtype=torch.float64)
+            xq = rng.standard_normal((batch, d))
+            tok = np.zeros((batch, 2 * n + 1, d))
             tok[:, 0:2 * n:2] = X
             tok[:, 1:2 * n:2, 0] = y
-            tok[:, -1] = xq[:, 0]
+            tok[:, -1] = xq
             return tok
         if self.name == "ls_fixed_n":
-            xq = torch.randn(batch, 1, d, generator=gen, dtype=torch.float64)
-            tok = torch.zeros(batch, n + 1, d + 1, dtype=torch.float64)
+            xq = rng.standard_normal((batch, d))
+            tok = np.zeros((batch, n + 1, d + 1))
             tok[:, :n, :d], tok[:, :n, d] = X, y
-            tok[:, n, :d] = xq[:, 0]
+            tok[:, n, :d] = xq
             return tok
         rows = feature_rows(X, y, o["k"])
         if self.name == "ls_feature":
             return rows
-        w0 = torch.randn(batch, d, generator=gen, dtype=torch.float64)
-        return torch.cat([rows, gradient_query_row(w0, rows.shape[-1])], dim=1)
+        w0 = rng.standard_normal((batch, d))
+        last = np.zeros((batch, 1, rows.shape[-1]))
+        last[:, 0, :d] = w0
+        return np.concatenate([rows, last], axis=1)
 
     # --- targets ----------------------------------------------------------------------
 
@@ -184,21 +198,24 @@ def _dot(a: np.ndarray, b: np.ndarray) -> flint.arb:
     return sum((a[i] * b[i] for i in range(len(a))), flint.arb(0))
 
 
-def feature_rows(X: torch.Tensor, y: torch.Tensor, k: int) -> torch.Tensor:
+def feature_rows(X: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
     """001 App. D.2.4 rows [x_i, y_i, f_i] of width D^2 + 2D + 1 for X (batch, N, D), y (batch, N).
 
     k = 0: f_i = 0; k = 1: f_i = [y_i x_i, flt(x_i x_i^T)] (the output of layer 1 of the causal
     GD construction, C.2.2); k = 2: the causal prefix sums of those (layer 2's output: token t
-    holds sum_{i <= t}, so the last token holds the full sums the paper writes).
+    holds sum_{i <= t}, so the last token holds the full sums the paper writes). Elementwise
+    products and sequential prefix sums only: the same on every machine.
     """
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     b, n, d = X.shape
-    feats = torch.cat([y[..., None] * X, (X[..., :, None] * X[..., None, :]).reshape(b, n, d * d)],
-                      dim=-1)
     if k == 0:
-        feats = torch.zeros_like(feats)
-    elif k == 2:
-        feats = torch.cumsum(feats, dim=1)
-    return torch.cat([X, y[..., None], feats], dim=-1)
+        feats = np.zeros((b, n, d + d * d))
+    else:       # [y x, x_1 x_1, x_1 x_2, ..., x_D x_D]: flt(x x^T) row by row
+        outer = np.repeat(X, d, axis=-1) * np.tile(X, d)
+        feats = np.concatenate([y[..., None] * X, outer], axis=-1)
+    if k == 2:
+        feats = det.prefix_sum(feats, axis=1)
+    return np.concatenate([X, y[..., None], feats], axis=-1)
 
 
 def gradient_query_row(w0: torch.Tensor, width: int) -> torch.Tensor:
@@ -257,7 +274,7 @@ def make_task(name: str, seed: int = 0, **options: Any) -> Task:
                             "position j cannot see a later token")
         params = {"i": i, "j": j}
     if name == "affine":
-        params = {"h": rng.normal(0.0, np.sqrt(3.0), size=d)}   # h ~ N(0, 3 I) (D.3)
+        params = {"h": np.sqrt(3.0) * rng.standard_normal(d)}   # h ~ N(0, 3 I) (D.3)
     if name in _LS:
         if n < d:
             raise TaskError(f"task '{name}' needs n >= dim (fully determined), got n={n}, dim={d}")

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from precision import deterministic
 from precision.backends import backend_for
 from precision.backends.graph_interpreter import UnsupportedOpError
 from precision.backends.mp_backend import exact_array
@@ -145,8 +146,8 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: P
     ctx = exact_array(_rounded_inputs(x[:, :n], p).numpy())          # context rows, rounded
     Xr = x[:, :n, :d].numpy()
     etas = []
-    for X in Xr:
-        ev = np.linalg.eigvalsh(X.T @ X / n)
+    for X in Xr:      # no BLAS or LAPACK: the same step, so the same mpN trace, everywhere
+        ev = deterministic.eigvalsh(deterministic.matmul(X.T, X) / n)
         etas.append(float(np.float32(2.0 / (ev[0] + ev[-1]))))     # exact in every precision
     bits = truth_bits(p)
     w_star = [least_squares_truth(c[:, :d], c[:, d], bits) for c in ctx]

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from precision.deterministic import dot
 from probes.studies.noisy_regression_data import (
     NoiseSpecError,
     noise_label,
@@ -22,7 +23,11 @@ def test_batch_shapes_and_noiseless_query() -> None:
 def test_noise_laws() -> None:
     rng = np.random.default_rng(1)
     clean = sample_batch(50, 3, 4, 0, rng)
-    np.testing.assert_array_equal(clean.y, np.einsum("bnd,bd->bn", clean.X, clean.w))
+    # noiseless: y = <w, x> exactly as precision.deterministic.dot defines it (no BLAS, the
+    # same on every machine), within rounding of any other summation order
+    np.testing.assert_array_equal(clean.y, dot(clean.X, clean.w[:, None, :]))
+    np.testing.assert_allclose(clean.y, np.einsum("bnd,bd->bn", clean.X, clean.w),
+                               rtol=1e-13, atol=1e-15)
     s = sample_batch(20000, 1, 1, "uniform:4", rng).sigma
     assert s.min() >= 0 and s.max() <= 4 and abs(s.mean() - 2.0) < 0.05
     c = sample_batch(3000, 1, 1, [1, 3, 5], rng).sigma

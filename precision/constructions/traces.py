@@ -5,6 +5,7 @@ exact values (:func:`~precision.constructions.registry.run_construction` scores 
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -12,6 +13,7 @@ import flint
 import numpy as np
 import torch
 
+from precision import deterministic as det
 from precision.backends import backend_for
 from precision.backends.mp_backend import workprec
 from precision.constructions import (
@@ -41,8 +43,17 @@ from precision.truth import (
 
 
 def pow2_below(x: float) -> float:
-    """The largest power of two <= 1/x: exact in every precision."""
-    return 2.0 ** -int(np.ceil(np.log2(x)))
+    """The largest power of two <= 1/x (x > 0): exact in every precision, and found from the
+    binary exponent of x (no logarithm, so the same on every machine)."""
+    mantissa, exponent = math.frexp(float(x))        # x = mantissa 2^exponent, in [1/2, 1)
+    return math.ldexp(1.0, -(exponent - 1 if mantissa == 0.5 else exponent))
+
+
+def step_from_spectrum(Xr: np.ndarray) -> float:
+    """2 / (lambda_min + lambda_max) of X^T X / N, the optimal fixed GD step, computed without
+    BLAS or LAPACK (:mod:`precision.deterministic`): the same on every machine."""
+    ev = det.eigvalsh(det.matmul(Xr.T, Xr) / Xr.shape[0])
+    return 2.0 / (ev[0] + ev[-1])
 
 
 def trace_lsa_gd(p: Any, prob: Any, layers: int, step: float | None
@@ -51,9 +62,7 @@ def trace_lsa_gd(p: Any, prob: Any, layers: int, step: float | None
     xp = backend_for(p)
     X, y = xp.asarray(prob.X), xp.asarray(prob.y)
     Xr, yr = xp.to_numpy(X), xp.to_numpy(y)  # the inputs as the model receives them
-    n = Xr.shape[0]
-    ev = np.linalg.eigvalsh(Xr.T @ Xr / n)
-    eta = step if step is not None else 2.0 / (ev[0] + ev[-1])  # the optimal fixed step
+    eta = step if step is not None else step_from_spectrum(Xr)  # the optimal fixed step
     q = prob.X_query[0]
     iterates = gd(xp, X, y, step=eta, iters=layers)
     tokens = lsa_gd.tokens(Xr, yr, q)
@@ -92,8 +101,7 @@ def trace_baseconv_gd(p: Any, prob: Any, iters: int, step: float | None, causal:
     X, y = xp.asarray(prob.X), xp.asarray(prob.y)
     Xr, yr = xp.to_numpy(X), xp.to_numpy(y)
     n, d = Xr.shape
-    ev = np.linalg.eigvalsh(Xr.T @ Xr / n)
-    eta = step if step is not None else 2.0 / (ev[0] + ev[-1])
+    eta = step if step is not None else step_from_spectrum(Xr)
     eta = eta if causal else baseconv_gd.exact_step(eta, n)
     q = prob.X_query[0]
     iterates = gd(xp, X, y, step=eta, iters=iters)
@@ -156,7 +164,7 @@ def trace_lsa_newton(p: Any, A: np.ndarray, steps: int) -> tuple[list[Any], list
     Ap = xp.asarray(A)
     Ar = xp.to_numpy(Ap)
     d = Ar.shape[0]
-    alpha = pow2_below(float(np.sum(Ar * Ar)))
+    alpha = pow2_below(float(det.tree_sum((Ar * Ar).ravel())))
     iterates = newton_schulz(xp, Ap, iters=steps, alpha=alpha)
     tokens = lsa_newton.tokens(alpha * Ar.T, Ar)
     model = lsa_newton.newton_schulz(d, steps)
@@ -213,8 +221,8 @@ def trace_lsa_least_squares(p: Any, prob: Any, steps: int, mu: float
     Xr, yr = xp.to_numpy(X), xp.to_numpy(y)  # the inputs as the model receives them
     n, d = Xr.shape
     mu = float(mu)
-    R64 = Xr.T @ Xr + mu * np.eye(d)
-    eps = pow2_below(float(np.sum(R64 * R64)))
+    R64 = det.matmul(Xr.T, Xr) + mu * np.eye(d)
+    eps = pow2_below(float(det.tree_sum((R64 * R64).ravel())))
     if mu < 0 or Fraction(mu) - 1 != Fraction(mu - 1.0) or (
             Fraction(eps) * Fraction(mu) - 1 != Fraction(eps * mu - 1.0)):
         raise SolverError(f"lsa ridge: mu={mu!r} must be >= 0 with mu - 1 and eps mu - 1 "
@@ -249,7 +257,7 @@ def trace_lsa_newton_symmetric(p: Any, A: np.ndarray, steps: int
     d = Ar.shape[0]
     if not np.array_equal(Ar, Ar.T):
         raise SolverError("lsa_newton_schulz_sym needs an exactly symmetric matrix")
-    alpha = pow2_below(float(np.sum(Ar * Ar)))
+    alpha = pow2_below(float(det.tree_sum((Ar * Ar).ravel())))
     iterates = newton_schulz(xp, Ap, iters=steps, alpha=alpha)   # X_0 = alpha A^T = alpha A
     model = lsa_newton.newton_schulz_symmetric(d, steps)
     outs = layerwise(model, lsa_newton.symmetric_tokens(alpha * Ar, Ar), p,

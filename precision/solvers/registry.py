@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from precision import problems
+from precision import deterministic, problems
 from precision.backends import backend_for
 from precision.backends.mp_backend import exact_array
 from precision.metrics import ErrorSummary, Floor, detect_floor, error_summary
@@ -60,14 +60,21 @@ class SolverSpec(Declared):
 
 
 def _spectrum(H: np.ndarray) -> tuple[float, float]:
-    ev = np.linalg.eigvalsh((H + H.T) / 2)
+    """Smallest and largest eigenvalue of the symmetric part of H, computed without LAPACK
+    (:func:`precision.deterministic.eigvalsh`): step sizes, so mpN traces, are the same on
+    every machine."""
+    ev = deterministic.eigvalsh(H)
     return float(ev[0]), float(ev[-1])
+
+
+def _gram(Xf: np.ndarray) -> np.ndarray:
+    """X^T X / N in float64 without BLAS (:func:`precision.deterministic.matmul`)."""
+    return deterministic.matmul(Xf.T, Xf) / Xf.shape[0]
 
 
 def _ls_spectrum(xp: Any, X: Any) -> tuple[float, float]:
     """Smallest and largest eigenvalue of H = X^T X / N (the symbolic step sizes' source)."""
-    Xf = xp.to_numpy(X)
-    return _spectrum(Xf.T @ Xf / Xf.shape[0])
+    return _spectrum(_gram(xp.to_numpy(X)))
 
 
 def _run_gd(xp: Any, X: Any, y: Any, step: Any = "optimal", iters: int = 200) -> list[Any]:
@@ -84,7 +91,7 @@ def _run_pgd(xp: Any, X: Any, y: Any, step: Any = "optimal", iters: int = 200) -
     if step in ("optimal", "1/L"):
         Xf, Pf = xp.to_numpy(X), xp.to_numpy(P)
         root = np.sqrt(np.diag(Pf))
-        lo, hi = _spectrum(root[:, None] * (Xf.T @ Xf / Xf.shape[0]) * root[None, :])
+        lo, hi = _spectrum(root[:, None] * _gram(Xf) * root[None, :])
         step = 2.0 / (lo + hi) if step == "optimal" else 1.0 / hi
     return preconditioned_gd(xp, X, y, P=P, step=float(step), iters=iters)
 

@@ -8,7 +8,11 @@ that defines one and listing it in ``probes.kinds.KINDS``.
 
 Version policy (one for every kind): a kind's ``version`` is part of every config it expands,
 so of every run id; bump it when the meaning of its configs changes and old records are never
-reused for new runs.
+reused for new runs. The data the runs are computed on have a version of their own,
+:data:`DATA_VERSION` (:mod:`precision.deterministic`: how problems, task data and test sets
+are generated), which :func:`probes.run.new_run` writes into every config as
+``data_version``: a change of the generators changes every run id, so a store never mixes
+rows computed on old data with new ones, and each stored row names its data version.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from precision.deterministic import DATA_VERSION as DATA_VERSION  # re-exported: the kinds
 from precision.precisions import Precision, PrecisionError, parse_precision
 from probes.run import Run, SuiteError
 from results.store import RunRecord

@@ -44,7 +44,7 @@ from precision.models import MODELS
 from precision.params import Param, ParamError, count, positive
 from probes.factory import FactoryError, is_factory_spec
 from probes.job import Job
-from probes.kinds.base import RunKind, SuiteData, entry_precisions
+from probes.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
 from probes.names import axis_length, list_length
 from probes.run import Run, SuiteError, check_time_limit, make_record, new_run
 from probes.tasks import TaskError
@@ -209,7 +209,8 @@ def expand(suite: SuiteData) -> list[Run]:
                                   **entry_params)
                         if seed == suite.seeds[0]:  # a seed changes values, not shapes
                             _validate_job(job, at)
-                        config = job.config(VERSION)
+                        # the data version first: the record ids hash it (see base.py)
+                        config = {**job.config(VERSION), "data_version": DATA_VERSION}
                         runs.append(new_run(
                             "trained", label, tl, precisions,
                             {**config, "precisions": [p.name for p in precisions]},

@@ -50,6 +50,7 @@ import flint
 import numpy as np
 import torch
 
+from precision import deterministic as det
 from precision.backends import backend_for
 from precision.backends.mp_backend import workprec
 from precision.evaluate import evaluate_method
@@ -128,8 +129,8 @@ def covariance(params: dict[str, Any], seed: int) -> tuple[np.ndarray, np.ndarra
     U = orthonormal(np.random.default_rng([seed, 3]), d, d)
     ev = np.asarray(params["eigenvalues"], dtype=np.float64)
 
-    def sym(f: np.ndarray) -> np.ndarray:
-        m = U.T @ np.diag(f) @ U
+    def sym(f: np.ndarray) -> np.ndarray:          # U^T diag(f) U, without BLAS
+        m = det.matmul(U.T * f[None, :], U)
         return (m + m.T) / 2
 
     return sym(np.sqrt(ev)), sym(1 / np.sqrt(ev)), sym(1 / ev)
@@ -140,9 +141,9 @@ def sample_instances(params: dict[str, Any], root: np.ndarray, inv_root: np.ndar
     """``count`` instances: tokens (count, n + 1, d + 1) float64 (query label 0) and targets
     w*^T x_q (count,). x = Sigma^{1/2} g, w* = Sigma^{-1/2} g' with g, g' ~ N(0, I)."""
     d, n = params["d"], params["n"]
-    x = rng.standard_normal((count, n + 1, d)) @ root          # root is symmetric
-    w = rng.standard_normal((count, d)) @ inv_root
-    y = np.einsum("bnd,bd->bn", x, w)
+    x = det.matmul(rng.standard_normal((count, n + 1, d)), root)    # root is symmetric
+    w = det.matmul(rng.standard_normal((count, d)), inv_root)
+    y = det.dot(x, w[:, None, :])                      # no BLAS: the same on every machine
     target = y[:, -1].copy()
     y[:, -1] = 0.0
     tokens = np.concatenate([x, y[..., None]], axis=-1)

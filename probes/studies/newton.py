@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from precision import deterministic as det
 from precision.backends import backend_for
 from precision.constructions.registry import get_construction
 from precision.constructions.traces import pow2_below
@@ -116,7 +117,10 @@ def _iterated_matrix(p: Precision, prob: Any, target: str) -> tuple[Any, np.ndar
         X = xp.asarray(prob.X)
         M = X.T @ X
     Mr = np.asarray(xp.to_numpy(M), dtype=np.float64)
-    return M, np.linalg.svd(Mr, compute_uv=False), pow2_below(float(np.sum(Mr * Mr)))
+    # M is symmetric positive (semi)definite: its singular values are its eigenvalues,
+    # computed without LAPACK (precision.deterministic), like the Frobenius norm
+    sv = np.sort(np.abs(det.eigvalsh(Mr)))[::-1]
+    return M, sv, pow2_below(float(det.tree_sum((Mr * Mr).ravel())))
 
 
 def _order_p_trace(p: Precision, prob: Any, target: str, M: Any, alpha: float, steps: int,
@@ -215,12 +219,13 @@ def regression_prompts(batch: int, d: int, n: int, gen: torch.Generator
                        ) -> tuple[torch.Tensor, torch.Tensor]:
     """000 Sec. 6 prompts: x_i, x_test, w ~ N(0, I_d), y_i = w^T x_i. Returns tokens
     (batch, n + 1, d + 1) with the query (x_test, 0) last, and targets w^T x_test (batch,)."""
-    X = torch.randn(batch, n + 1, d, generator=gen, dtype=torch.float64)
-    w = torch.randn(batch, d, 1, generator=gen, dtype=torch.float64)
-    y = (X @ w)[..., 0]
-    tokens = torch.cat([X, y[..., None]], dim=-1)
+    rng = det.rng_from(gen)     # numpy draws and products: the same prompts on every machine
+    X = rng.standard_normal((batch, n + 1, d))
+    w = rng.standard_normal((batch, d))
+    y = det.dot(X, w[:, None, :])
+    tokens = torch.from_numpy(np.concatenate([X, y[..., None]], axis=-1))
     tokens[:, -1, -1] = 0.0
-    return tokens, y[:, -1]
+    return tokens, torch.from_numpy(y[:, -1].copy())
 
 
 _TRAINED: dict[str, tuple[dict[str, torch.Tensor], Any]] = {}
@@ -294,12 +299,12 @@ def _reference_traces(p: Precision, tokens: np.ndarray, ref_steps: int
         truths.append(matvec(qe.reshape(1, -1), w, bits)[0])
         R = X.T @ X
         Rr = np.asarray(xp.to_numpy(R), dtype=np.float64)
-        alpha = pow2_below(float(np.sum(Rr * Rr)))
+        alpha = pow2_below(float(det.tree_sum((Rr * Rr).ravel())))
         b = X.T @ y
         for order in (2, 3):
             its = newton_schulz(xp, R, iters=ref_steps, order=order, alpha=alpha)
             traces[f"newton{order}"].append([_scalar(xp, q @ (it @ b)) for it in its])
-        ev = np.linalg.eigvalsh(Rr / Rr.shape[0])
+        ev = det.eigvalsh(Rr / Rr.shape[0])
         its = gd(xp, X, y, step=2.0 / (ev[0] + ev[-1]), iters=ref_steps)
         traces["gd"].append([_scalar(xp, q @ it) for it in its])
     return (np.asarray(truths, dtype=object),

@@ -8,7 +8,9 @@ is noiseless (002 App. C evaluates against <w, x_query>). The noise distribution
 * ``"choice:1,3,5"``  sigma_tau uniform over the listed values (002 Fig. 4),
 * ``"fixed:S"``       sigma_tau = S for every sequence (eq. 6).
 
-All arrays are float64 numpy (the exact inputs; a subject rounds them into its precision).
+All arrays are float64 numpy (the exact inputs; a subject rounds them into its precision),
+the same on every machine: numpy's PCG64 draws and :mod:`precision.deterministic`'s
+products (no BLAS or einsum kernel).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from precision import deterministic as det
 
 
 class NoiseSpecError(ValueError):
@@ -77,7 +81,7 @@ def sample_sigma(spec: str | float | int | list[float], size: int,
     """(size,) noise standard deviations drawn from ``spec``."""
     kind, values = parse_noise(spec)
     if kind == "uniform":
-        return rng.uniform(0.0, values[0], size=size)
+        return np.asarray(det.uniform(rng, 0.0, values[0], size=size))
     if kind == "choice":
         return np.asarray(values)[rng.integers(0, len(values), size=size)]
     return np.full(size, values[0])
@@ -92,6 +96,6 @@ def sample_batch(batch: int, d: int, n: int, noise: str | float | int | list[flo
     w = rng.standard_normal((batch, d))
     X = rng.standard_normal((batch, n, d))
     xq = rng.standard_normal((batch, d))
-    y = np.einsum("bnd,bd->bn", X, w) + sigma[:, None] * rng.standard_normal((batch, n))
-    yq = np.einsum("bd,bd->b", xq, w)
+    y = det.dot(X, w[:, None, :]) + sigma[:, None] * rng.standard_normal((batch, n))
+    yq = det.dot(xq, w)
     return NoisyRegressionBatch(X=X, y=y, x_query=xq, y_query=yq, w=w, sigma=sigma)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from precision import deterministic as det
 from precision.solvers.linalg import cholesky_solve
 
 
@@ -71,12 +72,14 @@ def representation_problem(
     seed: int, *, d: int, N: int, K: int, m: int, tau: float  # noqa: N803
 ) -> RepresentationProblem:
     """Seeded instance: K Gaussian tokens normalised to unit norm (distinct a.s., so
-    Assumption 2 holds a.s.), m tanh basis functions, prompt = the first N tokens."""
+    Assumption 2 holds a.s.), m tanh basis functions, prompt = the first N tokens. The same
+    arrays on every machine (:mod:`precision.deterministic`: no BLAS, tanh rounded from ball
+    arithmetic)."""
     rng = np.random.default_rng(seed)
     tokens = rng.standard_normal((d, K))
-    tokens /= np.linalg.norm(tokens, axis=0, keepdims=True)
+    tokens /= np.sqrt(det.tree_sum(tokens * tokens, axis=0))[None, :]
     U, b = tanh_basis(rng, m, d)
-    features = np.tanh(U @ tokens + b[:, None])
+    features = det.tanh(det.matmul(U, tokens) + b[:, None])
     return RepresentationProblem(tokens, features, int(N), float(tau))
 
 

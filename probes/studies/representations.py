@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from precision import deterministic as det
 from precision.backends import backend_for
 from precision.metrics import detect_floor, max_abs_error
 from precision.models.softmax_icl import SoftmaxICL
@@ -131,7 +132,7 @@ def ridge_prediction_error(precision: Precision, prob: pl.RepresentationProblem,
     for _ in range(prompts):
         lam = rng.standard_normal(prob.m)
         eps = math.sqrt(prob.tau) * rng.standard_normal((prob.m, N))
-        y = xp.asarray((prob.features[:, :N] + eps).T @ lam)
+        y = xp.asarray(det.matmul((prob.features[:, :N] + eps).T, lam))   # no BLAS
         ref = pl.ridge_predictions(hi, Zhat[:, :N], Zhat, hi.asarray(xp.to_exact(y)),
                                    prob.m_tau)
         worst = max(worst, max_abs_error(xp.to_exact(Ahat.T @ y), hi.to_exact(ref)))
@@ -353,17 +354,17 @@ def monte_carlo_loss(prob: pl.RepresentationProblem, model: SoftmaxICL, samples:
                      seed: int, chunk: int = 20000) -> tuple[float, float]:
     """(mean, standard error) of the model's loss (1/2K) sum_k (y_hat_k - y_k)^2 (eq. 7) over
     lambda ~ N(0, I_m) (Assumption 1) and eps_k ~ N(0, tau I_m) (eq. 1), float64."""
-    gen = torch.Generator().manual_seed(int(seed))
+    rng = np.random.default_rng([int(seed), 6])      # numpy draws: the same samples everywhere
     tokens = torch.tensor(prob.tokens.T, dtype=torch.float64)       # (K, d)
     feats = torch.tensor(prob.features, dtype=torch.float64)        # (m, K)
     total, total_sq, done = 0.0, 0.0, 0
     with torch.no_grad():
         while done < samples:
             b = min(chunk, samples - done)
-            lam = torch.randn(b, prob.m, generator=gen, dtype=torch.float64)
+            lam = torch.from_numpy(rng.standard_normal((b, prob.m)))
             # noise variance tau (eq. 1); 004 eq. 75 misprints it as tau^2
-            eps = math.sqrt(prob.tau) * torch.randn(b, prob.m, prob.K, generator=gen,
-                                                    dtype=torch.float64)
+            eps = math.sqrt(prob.tau) * torch.from_numpy(rng.standard_normal((b, prob.m,
+                                                                              prob.K)))
             y = torch.einsum("bm,bmk->bk", lam, feats[None] + eps)  # (b, K)
             pred = model(SoftmaxICL.embed(tokens, y[:, : prob.n_prompt]))[..., 0]
             loss = 0.5 * ((pred - y) ** 2).mean(dim=1)
