@@ -139,9 +139,9 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
         return None
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(names), figsize=(4.4 * len(names), 3.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(names), figsize=(4.4 * len(names), 3.4), squeeze=False)
     for ax, name in zip(axes.flat, names, strict=False):
-        for r in runs[:max_lines]:
+        for i, r in enumerate(runs[:max_lines]):
             traces = series.get(r["run_id"], {})
             pts = traces.get(name, [])
             if name.startswith("sigma_") and pts and len(traces.get("sigma", [])) == len(pts):
@@ -149,12 +149,34 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
             pts = [(s, v) for s, v in pts if v is not None and math.isfinite(v)]
             if pts:
                 xs, ys = zip(*pts, strict=True)
-                ax.plot(xs, ys, lw=1.1, label=f"{r['task']} {r['precision']}")
-        ax.set_title(name, fontsize=10)
-        ax.set_xlabel("sigma" if name.startswith("sigma_") else "step")
+                ax.plot(xs, ys, lw=1.1, color=plt.cm.tab20(i % 20),
+                        label=plots.label(f"{r['task']} {r['precision']}", 36))
+        ax.set_title(plots.label(name, 40), fontsize=10)
+        ax.set_xlabel(_x_label(name))
+        ax.set_ylabel(plots.label(name.replace("_", " "), 40))
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6)
-    fig.suptitle(entry, fontsize=11)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    for ax in list(axes.flat)[1:]:   # one legend for the figure: the union of the panels'
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    shown = min(len(runs), max_lines)
+    more = f" (first {shown} of {len(runs)} runs)" if len(runs) > shown else ""
+    fig.suptitle(plots.label(f"{entry}: traces, one line per grid point and precision{more}",
+                             100), fontsize=11)
     fig.tight_layout()
+    if handles:
+        fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.92),
+                   frameon=False, title="grid point, precision", title_fontsize=7)
     return plots._save(fig, path)
+
+
+def _x_label(name: str) -> str:
+    """What a study trace's steps count: noise level for the per-variance profiles, layers
+    for per-layer series, otherwise iterations."""
+    if name.startswith("sigma_"):
+        return "noise level sigma"
+    if "layer" in name:
+        return "layer"
+    return "iteration"

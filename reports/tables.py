@@ -148,5 +148,6 @@ def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
             suffix = "" if metric == "log10_mse" else f"-{metric}"
             out.append(Pivot(f"grid-{task}-{subject}-{prec}{suffix}".replace(" ", ""),
                              f"{task} / {subject} / {prec}: {label} by depth x width "
-                             "(median [min, max] over seeds)", frame))
+                             "(median [min, max] over seeds)", frame,
+                             {"task": task, "subject": subject, "precision": prec}))
     return out
