@@ -187,7 +187,8 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
         stem = names.stem("study", pivot.meta["suite"], pivot.meta["entry"])
         fig = study_series_figure(pivot.meta["entry"], runs_of, traces, figures / f"{stem}.png")
         if fig is not None:
-            sec.figures.append((f"{pivot.meta['entry']}: traces", fig))
+            sec.figures.append((f"{pivot.meta['entry']}: the traces the study stored, a panel "
+                                "per trace, a line per grid point and precision", fig))
         sections.append(sec)
 
     if not unmeasured.frame.empty:

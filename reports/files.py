@@ -28,7 +28,7 @@ from typing import BinaryIO
 FIGURES, TABLES, DATA = "figures", "tables", "data"
 
 #: Longest file stem (before the extension); longer ones are cut and end in a short hash.
-MAX_STEM = 72
+MAX_STEM = 96
 _HASH = 8
 
 
@@ -40,9 +40,9 @@ def slug(*parts: object) -> str:
     """A file stem a person can read from ``parts`` (joined by ``-``): ASCII lowercase letters,
     digits and single hyphens, at most :data:`MAX_STEM` characters.
 
-    Accents are dropped (``é`` -> ``e``), every other character that is not a letter or a digit
-    becomes a hyphen, ``+`` reads ``plus`` (``+LN`` and ``-LN`` stay apart). A stem that would be
-    longer, or that would be empty, ends in a hash of the original text.
+    Accents are dropped (``é`` -> ``e``), ``+`` reads ``plus``, every other character that is
+    not a letter or a digit becomes a hyphen. A stem that would be longer, or that would be
+    empty, ends in a hash of the original text.
     """
     raw = "-".join(str(p) for p in parts)
     text = unicodedata.normalize("NFKD", raw.replace("+", "-plus-"))

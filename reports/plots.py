@@ -38,14 +38,14 @@ DPI = 150
 _PNG_META = {"Software": None}
 _SVG_META = {"Date": None, "Creator": None}
 matplotlib.rcParams["svg.hashsalt"] = "precision-report"   # the same ids every time
-matplotlib.rcParams["text.parse_math"] = False              # '$' in a stored name is a '$'
 
 
 def label(text: object, width: int | None = None) -> str:
-    """A store value as figure text: control characters (NUL, newlines) become spaces, and
-    ``width`` wraps a long label over lines."""
+    """A store value as figure text: control characters (NUL, newlines) become spaces, ``$``
+    is a dollar sign (not mathtext), and ``width`` wraps a long label over lines."""
     out = re.sub(r"[\x00-\x1f\x7f]", " ", str(text))
-    return textwrap.fill(out, width) if width else out
+    out = textwrap.fill(out, width) if width else out
+    return out.replace("$", r"\$")
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -152,6 +152,15 @@ _MIN_DECADES = 1.0
 _PRECISION_DIFF = 0.1
 
 
+def _longest_training(runs: pd.DataFrame) -> pd.DataFrame:
+    """Of each subject, the runs at its longest training (``train_steps``), so a depth x width
+    figure does not mix budgets (the training-length figure shows the others)."""
+    if runs.empty or "train_steps" not in runs or runs["train_steps"].isna().all():
+        return runs
+    longest = runs.groupby("subject")["train_steps"].transform("max")
+    return runs[(runs["train_steps"] == longest) | runs["train_steps"].isna()]
+
+
 def depth_panel(g: pd.DataFrame) -> dict[str, Any]:
     """What one subject's panel of :func:`grid_lines` draws, from its ok runs ``g``:
     ``reference`` (the highest precision), ``lines`` {width: median log10 MSE by depth in
@@ -189,7 +198,7 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
     drawn (dashed) only at depths where they differ from it by more than 0.1 decades; the
     float32 / float64 rounding levels (u^2) are dotted reference lines. Hollow markers are
     training-limited runs (the validation curve was still falling: ``T``)."""
-    sub = runs[(runs["task"] == task) & (runs["status"] == "ok")]
+    sub = _longest_training(runs[(runs["task"] == task) & (runs["status"] == "ok")])
     if sub.empty:
         return None
     subjects = sorted(sub["subject"].unique())
@@ -244,8 +253,10 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
     if refs:
         handles.append(Line2D([], [], ls=":", color="grey", lw=1.0,
                               label="rounding level u² of " + " / ".join(sorted(refs))))
+    budgets = runs[(runs["task"] == task) & (runs["status"] == "ok")]["train_steps"]
+    longest = ", each model at its longest training" if budgets.nunique() > 1 else ""
     fig.suptitle(label(f"{task}: test MSE against depth, one line per width "
-                       "(median over seeds)", 90), fontsize=11)
+                       f"(median over seeds{longest})", 100), fontsize=11)
     fig.tight_layout()
     fig.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 0.95),
                frameon=False)
@@ -263,8 +274,8 @@ def _legend_order(key: str) -> tuple[int, int, str]:
 def grid_heatmap(task: str, subject: str, precision: str, runs: pd.DataFrame, path: Path
                  ) -> Path | None:
     """Median log10 MSE over depth x width."""
-    sub = runs[(runs["task"] == task) & (runs["subject"] == subject)
-               & (runs["precision"] == precision) & (runs["status"] == "ok")]
+    sub = _longest_training(runs[(runs["task"] == task) & (runs["subject"] == subject)
+                                 & (runs["precision"] == precision) & (runs["status"] == "ok")])
     if sub.empty:
         return None
     table = sub.groupby(["depth", "width"])["log10_mse"].median().unstack("width")
@@ -293,9 +304,11 @@ def training_length(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
     if sub.empty or sub["train_steps"].nunique() < 2:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for (subject, prec), g in sub.groupby(["subject", "precision"], sort=True):
-        med = g.groupby("train_steps")["log10_mse"].median()
-        ax.plot(med.index, med.values, marker="o", label=label(f"{subject}, {prec}", 40))
+    for subject, g in sub.groupby("subject", sort=True):   # its highest precision
+        prec = max(g["precision"].unique(), key=precision_order)
+        med = g[g["precision"] == prec].groupby("train_steps")["log10_mse"].median()
+        ax.plot(med.index, med.values, marker="o", label=label(f"{subject} ({prec})", 40))
     ax.set_xscale("log")
-    return _finish(fig, ax, "training steps (log scale)", "log10 test MSE (median over seeds)",
+    return _finish(fig, ax, "training steps (log scale)",
+                   "log10 test MSE\n(median over depth, width, seed)",
                    label(f"{task}: test MSE against training length", 60), path)

@@ -21,6 +21,8 @@ from reports.text_table import precision_order, text_table
 #: At most this many metric columns per text table (the primary metric, then the others in
 #: the order the study lists them); the report's tables and CSV carry every metric.
 MAX_COLUMNS = 12
+#: A study trace whose positive values span more than this factor is drawn on a log axis.
+_LOG_SPAN = 1e3
 
 
 def format_value(v: Any) -> str:
@@ -138,9 +140,15 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
     if not names:
         return None
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(1, len(names), figsize=(4.4 * len(names), 3.4), squeeze=False)
+    cols = min(2, len(names))
+    rows = math.ceil(len(names) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.3 * rows), squeeze=False)
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
     for ax, name in zip(axes.flat, names, strict=False):
+        drawn: list[float] = []
         for i, r in enumerate(runs[:max_lines]):
             traces = series.get(r["run_id"], {})
             pts = traces.get(name, [])
@@ -149,11 +157,19 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
             pts = [(s, v) for s, v in pts if v is not None and math.isfinite(v)]
             if pts:
                 xs, ys = zip(*pts, strict=True)
+                drawn += ys
                 ax.plot(xs, ys, lw=1.1, color=plt.cm.tab20(i % 20),
                         label=plots.label(f"{r['task']} {r['precision']}", 36))
         ax.set_title(plots.label(name, 40), fontsize=10)
         ax.set_xlabel(_x_label(name))
-        ax.set_ylabel(plots.label(name.replace("_", " "), 40))
+        if not name.startswith("sigma_"):   # steps and layers are whole numbers
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ylabel = name.replace("_", " ").replace("mse", "MSE")
+        positive = [v for v in drawn if v > 0]
+        if positive and min(drawn) >= 0 and max(positive) > _LOG_SPAN * min(positive):
+            ax.set_yscale("log")     # a gap that falls to 1e-50 is a line on a log axis
+            ylabel += " (log scale)"
+        ax.set_ylabel(plots.label(ylabel, 40))
         ax.grid(alpha=0.3)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     for ax in list(axes.flat)[1:]:   # one legend for the figure: the union of the panels'
