@@ -28,7 +28,7 @@ from typing import BinaryIO
 FIGURES, TABLES, DATA = "figures", "tables", "data"
 
 #: Longest file stem (before the extension); longer ones are cut and end in a short hash.
-MAX_STEM = 96
+MAX_STEM = 80
 _HASH = 8
 
 

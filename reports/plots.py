@@ -50,11 +50,12 @@ def label(text: object, width: int | None = None) -> str:
 
 def _save(fig: Any, path: Path) -> Path:
     """Write ``fig`` as ``path`` (PNG) and beside it as SVG, each atomically; close it."""
-    try:
+    try:   # the tight box (legends outside the axes included) is measured once for both
+        box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1)
         for target, fmt, meta in ((path, "png", _PNG_META),
                                   (path.with_suffix(".svg"), "svg", _SVG_META)):
             buf = io.BytesIO()
-            fig.savefig(buf, format=fmt, dpi=DPI, metadata=meta, bbox_inches="tight")
+            fig.savefig(buf, format=fmt, dpi=DPI, metadata=meta, bbox_inches=box)
             write_bytes(target, buf.getvalue())
     finally:
         plt.close(fig)
@@ -119,7 +120,7 @@ def solver_floors(problem: str, runs: pd.DataFrame, path: Path) -> Path | None:
     """Floor log10 MSE against precision (ordered by bits), one line per solver: the median
     over seeds, with the seeds' range as error bars."""
     sub = runs[(runs["problem"] == problem) & (runs["status"] == "ok")]
-    if sub.empty:
+    if sub["precision"].nunique() < 2:   # one precision: the table says it all
         return None
     precs = sorted(sub["precision"].unique(), key=precision_order)
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
