@@ -18,8 +18,8 @@ its real output in the code block under the mark::
     ```
 
 The commands of one file run in order in one fresh temporary folder (a later command sees
-the stores of the earlier ones); ``precision`` runs as ``python -m precision_cli`` of this
-checkout. ``head=N`` / ``tail=M`` keep the first N / last M lines of the output with a line
+the stores of the earlier ones; ``examples/`` is linked into it); ``precision`` runs as
+``python -m precision_cli`` of this checkout. ``head=N`` / ``tail=M`` keep the first N / last M lines of the output with a line
 saying how many were left out; ``show=TEXT`` is the command line shown after ``$`` (the
 command itself is shown by default, without ``--no-progress``). A command that fails stops
 the tool (exit 1) and leaves the file unchanged.
@@ -50,6 +50,9 @@ from reports.study_table import study_tables  # noqa: E402
 from results.store import Store  # noqa: E402
 
 COMMAND = "python tools/regenerate_docs.py"
+#: Folders of this checkout that the README's commands name by relative path; they are linked
+#: into the temporary folder the commands run in.
+EXAMPLE_FOLDERS = ("examples",)
 
 
 # ---------------------------------------------------------------------------- results.md
@@ -170,6 +173,8 @@ def write_readme(path: Path) -> Path:
     """Regenerate the marked blocks of ``path`` in a fresh temporary folder."""
     text = path.read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="regenerate-docs-") as tmp:
+        for shared in EXAMPLE_FOLDERS:   # commands name examples/... as from the repo root
+            (Path(tmp) / shared).symlink_to(ROOT / shared, target_is_directory=True)
         new = regenerate_blocks(text, Path(tmp))
     write_text(path, new)
     return path
