@@ -106,7 +106,8 @@ def _provenance_paragraph(rows: list[dict[str, Any]]) -> str:
     return ("Computed with: " + "; ".join(f"{line} ({n} runs)" for line, n in
                                           sorted(where.items())) +
             ". Float32/float64 digits vary with the CPU's kernels (AVX-512, AVX2, default) and "
-            "the BLAS; mpN digits do not.")
+            "the BLAS; which digits are the same on every machine is stated in the toolkit's "
+            "docs/reproducibility.md.")
 
 
 def _write_report(store: Store, known: list[str], chosen: list[str], folder: Path) -> Report:
@@ -130,7 +131,7 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
             " (the claims not measured are listed at the end, each with its command).",
             _provenance_paragraph(rows),
         ],
-        tables=[claims],
+        tables=[claims] if not claims.frame.empty else [],
     )]
 
     names = FileNames()

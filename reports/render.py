@@ -85,7 +85,7 @@ th, td { border: 1px solid #cdd3dc; padding: .3em .7em; text-align: right;
 table.text td { white-space: normal; min-width: 8em; }
 th { background: #eef2f8; } td:first-child, th:first-child { text-align: left; }
 table.text td, table.text th { text-align: left; }
-caption { caption-side: top; text-align: left; font-weight: 600; padding-bottom: .3em; }
+p.caption { font-weight: 600; margin: 0 0 .3em; }
 .holds { background: #e3f4e1; } .fails { background: #fbe3e1; } .nm { color: #7a8291; }
 figure { margin: 1em 0; } figcaption { font-size: .85em; color: #5a6270; }
 img { max-width: 100%; height: auto; border: 1px solid #e2e6ec; }
@@ -115,8 +115,9 @@ def html_table(t: Pivot) -> str:
             else f"<td>{html.escape(str(v))}</td>" for v in cells)
         body.append(f"<tr>{tds}</tr>")
     kind = ' class="text"' if t.key == "claims" else ""
-    return (f'<div class="table-wrap"><table{kind}><caption>{html.escape(t.title)}</caption>'
-            f"<thead><tr>{ths}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+    return (f'<div class="table-wrap"><p class="caption">{html.escape(t.title)}</p>'
+            f"<table{kind}><thead><tr>{ths}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            "</div>")
 
 
 #: The PNGs are drawn at reports.plots.DPI; shown at this many CSS pixels per inch, every

@@ -41,7 +41,7 @@ def test_results_page_holds_each_suites_tables_and_provenance(tmp_path):
     out = tmp_path / "results.md"
     assert regen.main(["results", str(db), "--out", str(out)]) == 0
     text = out.read_text()
-    assert f"`python tools/regenerate_docs.py results {db}`" in text
+    assert "`python tools/regenerate_docs.py results tiny.db`" in text   # no temporary path
     assert "## prims" in text and "## solvers" in text
     # median of the two seeds' floors 1e-14 and 1e-12: their geometric mean, at step 41
     assert "gd      1.0e-13 ±1.0 @41" in text

@@ -19,10 +19,10 @@ its real output in the code block under the mark::
 
 The commands of one file run in order in one fresh temporary folder (a later command sees
 the stores of the earlier ones; ``examples/`` is linked into it); ``precision`` runs as
-``python -m precision_cli`` of this checkout. ``head=N`` / ``tail=M`` keep the first N / last M lines of the output with a line
-saying how many were left out; ``show=TEXT`` is the command line shown after ``$`` (the
-command itself is shown by default, without ``--no-progress``). A command that fails stops
-the tool (exit 1) and leaves the file unchanged.
+``python -m precision_cli`` of this checkout. ``head=N`` / ``tail=M`` keep the first N /
+last M lines of the output with a line saying how many were left out; ``show=TEXT`` is the
+command line shown after ``$`` (by default the command itself, without ``--no-progress``).
+A command that fails stops the tool (exit 1) and leaves the file unchanged.
 """
 
 from __future__ import annotations
@@ -108,8 +108,10 @@ def _anchor(title: str) -> str:
 
 def write_results(store_path: Path, out: Path) -> Path:
     """Write ``out`` from the store at ``store_path`` (opened read-only)."""
+    rel = os.path.relpath(store_path)
+    label = rel if not rel.startswith("..") else Path(store_path).name   # no /tmp/... paths
     with Store(store_path, create=False) as store:
-        text = results_markdown(store, str(store_path))
+        text = results_markdown(store, label)
     write_text(out, text)
     return out
 
