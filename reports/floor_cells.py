@@ -19,9 +19,9 @@ from typing import Any
 
 #: Printed under a table of floor cells.
 FLOOR_LEGEND = (
-    "cells: median floor MSE over seeds (of an even number of seeds: the geometric mean of the "
-    "two middle ones),\n±half the seeds' range in decades, @ median step reached; "
-    "'falling' = still converging when the iterations ran out"
+    "cells: median floor MSE over seeds (of an even number: the geometric mean of the two "
+    "middle ones),\n±half the seeds' range in decades, @ median step reached;\n"
+    "'falling' = still converging when the iterations ran out (no floor reached)"
 )
 
 
