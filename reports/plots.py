@@ -62,6 +62,24 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+def _title_width(cols: int) -> int:
+    """Characters per line of a figure title over ``cols`` panels: within the panels."""
+    return max(40, 48 * cols)
+
+
+def figure_legend(fig: Any, handles: list[Any], labels: list[str] | None = None,
+                  title: str | None = None, fontsize: float = 8) -> None:
+    """One legend for the whole figure, right of its panels, its top level with the top of
+    the highest panel (not beside the title); call after ``tight_layout``."""
+    if not handles:
+        return
+    top = max(ax.get_position().y1 for ax in fig.axes if ax.axison)
+    if labels is None:
+        labels = [h.get_label() for h in handles]
+    fig.legend(handles, labels, fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.0, top),
+               frameon=False, title=title, title_fontsize=fontsize)
+
+
 def _legend_outside(ax: Any, fontsize: float = 7, ncol: int = 1) -> None:
     """The legend right of the axes, where it cannot cover data."""
     if ax.get_legend_handles_labels()[0]:
@@ -109,10 +127,9 @@ def solver_traces(problem: str, runs: pd.DataFrame, series: dict[str, list[tuple
         ax.axis("off")
     handles = [Line2D([], [], color=colors[p], lw=1.5, label=label(p)) for p in precs]
     fig.suptitle(label(f"{problem}: error per iteration against the certified truth "
-                       "(one line per seed)", 90), fontsize=11)
+                       "(one line per seed)", _title_width(cols)), fontsize=11)
     fig.tight_layout()
-    fig.legend(handles=handles, title="precision", fontsize=8, title_fontsize=8,
-               loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
+    figure_legend(fig, handles, title="precision")
     return _save(fig, path)
 
 
@@ -257,10 +274,9 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
     budgets = runs[(runs["task"] == task) & (runs["status"] == "ok")]["train_steps"]
     longest = ", each model at its longest training" if budgets.nunique() > 1 else ""
     fig.suptitle(label(f"{task}: test MSE against depth, one line per width "
-                       f"(median over seeds{longest})", 100), fontsize=11)
+                       f"(median over seeds{longest})", _title_width(cols)), fontsize=11)
     fig.tight_layout()
-    fig.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 0.95),
-               frameon=False)
+    figure_legend(fig, handles)
     return _save(fig, path)
 
 

@@ -144,6 +144,7 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
 
     cols = min(2, len(names))
     rows = math.ceil(len(names) / cols)
+    palette = plt.cm.tab10 if min(len(runs), max_lines) <= 10 else plt.cm.tab20
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.3 * rows), squeeze=False)
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
@@ -158,7 +159,7 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
             if pts:
                 xs, ys = zip(*pts, strict=True)
                 drawn += ys
-                ax.plot(xs, ys, lw=1.1, color=plt.cm.tab20(i % 20),
+                ax.plot(xs, ys, lw=1.1, color=palette(i % palette.N),
                         label=plots.label(f"{r['task']} {r['precision']}", 36))
         ax.set_title(plots.label(name, 40), fontsize=10)
         ax.set_xlabel(_x_label(name))
@@ -180,11 +181,9 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
     shown = min(len(runs), max_lines)
     more = f" (first {shown} of {len(runs)} runs)" if len(runs) > shown else ""
     fig.suptitle(plots.label(f"{entry}: traces, one line per grid point and precision{more}",
-                             100), fontsize=11)
+                             48 * cols), fontsize=11)
     fig.tight_layout()
-    if handles:
-        fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.92),
-                   frameon=False, title="grid point, precision", title_fontsize=7)
+    plots.figure_legend(fig, handles, labels, title="grid point, precision", fontsize=7)
     return plots._save(fig, path)
 
 
