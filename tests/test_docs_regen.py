@@ -107,11 +107,15 @@ def test_readme_regeneration_runs_the_real_command(tmp_path):
     assert "lines left out)" in text and "stale output" not in text
 
 
-def test_a_failing_command_leaves_the_file(tmp_path):
+def test_a_failing_command_leaves_the_file(tmp_path, capsys):
     readme = tmp_path / "README.md"
-    readme.write_text("<!-- regenerate: precision no-such-command -->\n```text\nkeep\n```\n")
+    readme.write_text("<!-- regenerate: python -c 'raise SystemExit(3)' -->\n```text\nkeep\n"
+                      "```\n")
     assert regen.main(["readme", "--file", str(readme)]) == 1
     assert readme.read_text().endswith("keep\n```\n")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "exited 3" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]   # no temporary left
 
 
 def test_the_readme_marks_parse():
