@@ -2,8 +2,16 @@
 
 ``build_report(store, suites, out)`` is what ``precision report`` and the end of
 ``precision run`` call. It reads only the store (and the claims shipped in
-``reports/claims.toml``), and writes ``report.md`` + PNGs, ``report.html`` (self-contained),
-one CSV per table plus ``runs.csv`` (the stored numbers, long format) and ``tables.tex``.
+``reports/claims.toml``) and writes, into ``out``::
+
+    report.md        the report (figures linked from figures/)
+    report.html      the same, one self-contained file (figures embedded)
+    tables.tex       every table in booktabs
+    figures/         each figure as NAME.png and NAME.svg
+    tables/          one CSV per table (claims.csv, solvers-ls-gauss.csv, ...)
+    data/            the stored numbers, one row per run (solver-runs.csv, model-runs.csv)
+
+File names are sanitised labels (:mod:`reports.files`); every file is written atomically.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import pandas as pd
 from precision.provenance import provenance_line
 from reports import plots
 from reports.claims import check_claims
+from reports.files import DATA, FIGURES, TABLES, FileNames, write_text
 from reports.render import (
     Section,
     render_csv,
@@ -27,6 +36,7 @@ from reports.render import (
 )
 from reports.study_table import latest_runs, study_pivots, study_series_figure
 from reports.tables import Pivot, grid_pivots, grid_runs, solver_pivots, solver_runs
+from reports.text_table import precision_order
 from results.store import Store
 
 
@@ -42,17 +52,24 @@ class Report:
     markdown: Path
     html: Path
     latex: Path
-    csv: list[Path]  # one per table, plus solver_runs.csv / model_runs.csv
+    csv: list[Path]  # tables/*.csv, one per table, and data/*.csv, one row per run
 
 
-def _claims_pivot(rows: list[dict]) -> Pivot:
+def _claims_pivots(rows: list[dict]) -> tuple[Pivot, Pivot]:
+    """The claims the store measures (holds / does not hold) and those it does not, with the
+    command that would measure them: two tables, so a reader sees the verdicts first."""
     claims = check_claims(rows)
     frame = pd.DataFrame(
         [[c.claim, c.published, c.measured, c.verdict, c.command] for c in claims],
         index=pd.Index([c.id for c in claims], name="claim"),
         columns=["what", "published", "measured", "verdict", "to measure"],
     )
-    return Pivot("claims", "Published claims against the store", frame)
+    missing = frame["verdict"] == "not measured"
+    return (Pivot("claims", "Published claims this store measures",
+                  frame[~missing].drop(columns="to measure")),
+            Pivot("claims-not-measured", "Published claims this store does not measure yet, "
+                  "and the command that measures each", frame[missing].drop(
+                      columns=["measured", "verdict"])))
 
 
 def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Report:
@@ -68,12 +85,16 @@ def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Rep
                               f"(suites there: {', '.join(known)})")
     chosen = sorted(suites or known)
     folder = Path(out)
+    if str(out).strip() == "":
+        raise ReportError("the report folder is empty text; name a folder (--out DIR)")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        for sub in ("", FIGURES, TABLES, DATA):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
         return _write_report(store, known, chosen, folder)
     except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
         raise ReportError(f"cannot write the report to {folder}: "
-                          f"{exc.strerror or exc}") from None
+                          f"{exc.strerror or exc}{where}") from None
 
 
 def _provenance_paragraph(rows: list[dict[str, Any]]) -> str:
@@ -85,7 +106,8 @@ def _provenance_paragraph(rows: list[dict[str, Any]]) -> str:
     return ("Computed with: " + "; ".join(f"{line} ({n} runs)" for line, n in
                                           sorted(where.items())) +
             ". Float32/float64 digits vary with the CPU's kernels (AVX-512, AVX2, default) and "
-            "the BLAS; mpN digits do not.")
+            "the BLAS; which digits are the same on every machine is stated in the toolkit's "
+            "docs/reproducibility.md.")
 
 
 def _write_report(store: Store, known: list[str], chosen: list[str], folder: Path) -> Report:
@@ -93,8 +115,9 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
     rows = [r for s in chosen for r in store.runs(suite=s)]
     statuses = Counter(r["status"] for r in rows)
     summary = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
-    claims = _claims_pivot([r for s in known for r in store.runs(suite=s)])
+    claims, unmeasured = _claims_pivots([r for s in known for r in store.runs(suite=s)])
     verdicts = Counter(claims.frame["verdict"])
+    verdicts["not measured"] = len(unmeasured.frame)
     sections = [Section(
         "Summary",
         paragraphs=[
@@ -103,11 +126,16 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
             "MSE floors are plateaus detected on per-step error traces against a certified "
             "high-precision truth computed from the inputs each subject received after "
             "rounding into its precision.",
-            "Claims: " + ", ".join(f"{v} {k}" for k, v in sorted(verdicts.items())) + ".",
+            "Claims of the five papers: " + ", ".join(
+                f"{v} {k}" for k, v in sorted(verdicts.items()) if v) +
+            " (the claims not measured are listed at the end, each with its command).",
             _provenance_paragraph(rows),
         ],
-        tables=[claims],
+        tables=[claims] if not claims.frame.empty else [],
     )]
+
+    names = FileNames()
+    figures = folder / FIGURES
 
     runs = solver_runs(rows)
     for pivot in solver_pivots(runs):
@@ -116,32 +144,39 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
         sec = Section(f"{suite}: {problem}", tables=[pivot])
         series = {rid: store.series(rid, "log10_mse").get("log10_mse", [])
                   for rid in sub["run_id"]}
-        trace = plots.solver_traces(problem, sub, series, folder / f"{pivot.key}-traces.png")
+        stem = names.stem(suite, problem)
+        trace = plots.solver_traces(problem, sub, series, figures / f"{stem}-traces.png")
         if trace is not None:
-            sec.figures.append((f"{problem}: log10 MSE per iteration, one line per precision",
-                                trace))
-        floors = plots.solver_floors(problem, sub, folder / f"{pivot.key}-floors.png")
+            sec.figures.append((f"{problem}: log10 MSE per iteration, one panel per iterative "
+                                "solver, one line per seed, colour = precision", trace))
+        floors = plots.solver_floors(problem, sub, figures / f"{stem}-floors.png")
         if floors is not None:
-            sec.figures.append((f"{problem}: floor against precision", floors))
+            sec.figures.append((f"{problem}: floor against precision, one line per solver "
+                                "(median over seeds; bars: the seeds' range)", floors))
         sections.append(sec)
 
     grid = grid_runs(rows)
     pivots = grid_pivots(grid)
-    if pivots:
-        sec = Section("Models: MSE against depth and width", tables=pivots)
-        for task in sorted(grid["task"].unique()):
-            line = plots.grid_lines(task, grid, folder / f"grid-{task}-depth.png")
-            if line is not None:
-                sec.figures.append((f"{task}: log10 MSE against depth", line))
-            length = plots.training_length(task, grid, folder / f"grid-{task}-length.png")
-            if length is not None:
-                sec.figures.append((f"{task}: log10 MSE against training length", length))
-        ok = grid[grid["status"] == "ok"]
-        for (task, subject, prec), _ in ok.groupby(["task", "subject", "precision"], sort=True):
-            key = f"grid-{task}-{subject}-{prec}".replace(" ", "")
-            heat = plots.grid_heatmap(task, subject, prec, grid, folder / f"{key}.png")
+    ok = grid[grid["status"] == "ok"] if not grid.empty else grid
+    for task in sorted({p.meta["task"] for p in pivots}):
+        sec = Section(f"Models on {task}: test MSE against depth and width", figures_first=True,
+                      tables=[p for p in pivots if p.meta["task"] == task])
+        stem = names.stem("grid", task)
+        line = plots.grid_lines(task, grid, figures / f"{stem}-depth.png")
+        if line is not None:
+            sec.figures.append((f"{task}: log10 test MSE against depth, a panel per model, "
+                                "a line per width (hollow: training-limited)", line))
+        length = plots.training_length(task, grid, figures / f"{stem}-length.png")
+        if length is not None:
+            sec.figures.append((f"{task}: log10 test MSE against training length", length))
+        task_runs = ok[ok["task"] == task]
+        for subject, g in task_runs.groupby("subject", sort=True):   # highest precision only:
+            prec = max(g["precision"].unique(), key=precision_order)  # the tables have all
+            stem = names.stem("heatmap", task, subject, prec)
+            heat = plots.grid_heatmap(task, subject, prec, grid, figures / f"{stem}.png")
             if heat is not None:
-                sec.figures.append((f"{task} / {subject} / {prec}: MSE heatmap", heat))
+                sec.figures.append((f"{task} / {subject} / {prec}: median log10 test MSE by "
+                                    "depth x width", heat))
         sections.append(sec)
 
     study_rows = [r for r in rows if r.get("kind") == "study"]
@@ -150,19 +185,22 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
         runs_of = [r for r in latest_runs(study_rows) if r["suite"] == pivot.meta["suite"]
                    and r["subject"] == pivot.meta["entry"] and r["status"] == "ok"]
         traces = {r["run_id"]: store.series(r["run_id"]) for r in runs_of}
-        fig = study_series_figure(pivot.meta["entry"], runs_of, traces,
-                                  folder / f"{pivot.key}.png")
+        stem = names.stem("study", pivot.meta["suite"], pivot.meta["entry"])
+        fig = study_series_figure(pivot.meta["entry"], runs_of, traces, figures / f"{stem}.png")
         if fig is not None:
-            sec.figures.append((f"{pivot.meta['entry']}: traces", fig))
+            sec.figures.append((f"{pivot.meta['entry']}: the traces the study stored, a panel "
+                                "per trace, a line per grid point and precision", fig))
         sections.append(sec)
 
+    if not unmeasured.frame.empty:
+        sections.append(Section("Claims not measured yet", tables=[unmeasured]))
     title = "Precision report: " + ", ".join(chosen)
-    md = render_markdown(title, sections, folder)
-    page = render_html(title, sections, folder)
-    tex = render_latex(sections, folder)
-    csvs = render_csv(sections, folder)
-    for name, frame in (("solver_runs.csv", runs), ("model_runs.csv", grid)):
+    csvs = render_csv(sections, folder / TABLES)
+    for name, frame in (("solver-runs.csv", runs), ("model-runs.csv", grid)):
         if not frame.empty:  # the stored numbers, long format, one row per run
-            frame.to_csv(folder / name, index=False, lineterminator="\n")
-            csvs.append(folder / name)
+            csvs.append(write_text(folder / DATA / name,
+                                   frame.to_csv(index=False, lineterminator="\n")))
+    tex = render_latex(sections, folder)
+    page = render_html(title, sections, folder)
+    md = render_markdown(title, sections, folder)   # last: its presence means "complete"
     return Report(folder, md, page, tex, csvs)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from reports.floor_cells import floor_reached, format_log10
+from reports.floor_cells import floor_reached, format_log10, median
 
 SELECT_KEYS = ("suite", "subject", "task", "precision")
 
@@ -227,7 +227,7 @@ def _judge(check: dict[str, Any], chosen: list[dict[str, Any]],
         return ok, measured
     values = sorted(float(metric_value(r, metric)) for r in chosen)
     ok = all(check["min"] <= v <= check["max"] for v in values)   # every run must lie in range
-    measured = _format_metric(metric, values[(len(values) - 1) // 2])
+    measured = _format_metric(metric, median(values))
     if len(values) > 1:
         measured += (f" (median of {len(values)}; range {_format_metric(metric, values[0])}"
                      f" .. {_format_metric(metric, values[-1])})")

@@ -2,7 +2,9 @@
 
 A float32 floor is one sample of a rounding process whose summation order depends on the
 CPU's kernels (AVX-512, AVX2, MKL's compatible path), so a single number is luck as much as
-measurement. A cell therefore shows the **median over the seeds** of the run's floor, the
+measurement. A cell therefore shows the **median over the seeds** of the run's floor (taken
+on log10 values; for an even number of seeds the mean of the two middle log10 floors, i.e.
+the geometric mean of the two middle MSEs: :func:`median`), the
 **spread** as half the range of the seeds' log10 floors (``±0.4`` = the seeds lie within
 0.4 decades of the middle of their range), and the median step at which the floor was
 reached. A trace still falling when its iterations ran out has no floor yet: its cell says
@@ -17,8 +19,9 @@ from typing import Any
 
 #: Printed under a table of floor cells.
 FLOOR_LEGEND = (
-    "cells: median floor MSE over seeds, ±half the seeds' range in decades, @ median step "
-    "reached;\n'falling' = still converging when the iterations ran out (no floor reached)"
+    "cells: median floor MSE over seeds (of an even number: the geometric mean of the two "
+    "middle ones),\n±half the seeds' range in decades, @ median step reached;\n"
+    "'falling' = still converging when the iterations ran out (no floor reached)"
 )
 
 
@@ -99,7 +102,7 @@ def floor_cell(runs: Sequence[dict[str, Any]]) -> str:
     logs = [v for v in logs if v is not None]
     if not logs:
         return "-"
-    text = format_log10(_median(logs))
+    text = format_log10(median(logs))
     finite = [v for v in logs if math.isfinite(v)]
     if len(logs) > 1 and len(finite) > 1:
         text += f" ±{(max(finite) - min(finite)) / 2:.1f}"
@@ -108,7 +111,7 @@ def floor_cell(runs: Sequence[dict[str, Any]]) -> str:
     steps = [int(i) for r in ok if r["reached"] and (i := stored_log10(r.get("floor_index")))
              is not None]
     if iterative and steps:
-        text += f" @{int(_median(steps))}"
+        text += f" @{math.floor(median(steps) + 0.5)}"
     if falling:
         text += " falling" if falling == len(ok) == n else f" falling {falling}/{n}"
     for status, k in sorted(bad.items()):
@@ -116,7 +119,17 @@ def floor_cell(runs: Sequence[dict[str, Any]]) -> str:
     return text
 
 
-def _median(values: Sequence[float]) -> float:
-    """The median (the lower middle value for an even count: a value that was measured)."""
+def median(values: Sequence[float]) -> float:
+    """The median: the middle value of an odd count, the mean of the two middle values of an
+    even count. Every median of the report uses this rule, on log10 values where the values
+    are MSEs (so the median of two seeds' floors 1e-14 and 1e-12 is 1e-13, their geometric
+    mean, not the lower one)."""
+    if not values:
+        raise ValueError("median of no values")
     ordered = sorted(values)
-    return ordered[(len(ordered) - 1) // 2]
+    n = len(ordered)
+    mid = n // 2
+    if n % 2:
+        return ordered[mid]
+    lo, hi = ordered[mid - 1], ordered[mid]
+    return lo if lo == hi else (lo + hi) / 2   # lo == hi also keeps -inf (exact) exact

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from reports.files import FileNames, slug, write_text
 from reports.tables import Pivot
 
 
@@ -26,6 +28,7 @@ class Section:
     paragraphs: list[str] = field(default_factory=list)
     tables: list[Pivot] = field(default_factory=list)
     figures: list[tuple[str, Path]] = field(default_factory=list)  # (caption, png path)
+    figures_first: bool = False   # figures above the tables (an overview, then the numbers)
 
 
 def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[object]]]:
@@ -34,27 +37,40 @@ def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[object]]]:
             [[idx, *row.tolist()] for idx, row in frame.iterrows()])
 
 
+def _one_line(value: object) -> str:
+    """A cell or title as one line: control characters (NUL, newlines, tabs) from stored names
+    become spaces, so they cannot break a table row or a heading."""
+    return re.sub(r"[\x00-\x1f\x7f]", " ", str(value))
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (index as the first column)."""
     head, rows = _cells(frame)
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in rows]
+    cell = lambda v: _one_line(v).replace("|", "\\|")   # noqa: E731
+    lines = ["| " + " | ".join(cell(h) for h in head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
+def _figure_markdown(caption: str, path: Path, out: Path) -> list[str]:
+    rel = path.relative_to(out).as_posix()
+    text = _one_line(caption).replace("[", "(").replace("]", ")")
+    return [f"![{text}]({rel})", "", f"[SVG]({Path(rel).with_suffix('.svg').as_posix()})", ""]
+
+
 def render_markdown(title: str, sections: list[Section], out: Path) -> Path:
-    parts = [f"# {title}", ""]
+    """``report.md``: the sections in order, figures linked from ``figures/``."""
+    parts = [f"# {_one_line(title)}", ""]
     for s in sections:
-        parts += ["#" * s.level + " " + s.title, ""]
+        parts += ["#" * s.level + " " + _one_line(s.title), ""]
         for p in s.paragraphs:
-            parts += [p, ""]
-        for t in s.tables:
-            parts += [f"**{t.title}**", "", markdown_table(t.frame), ""]
-        for caption, path in s.figures:
-            parts += [f"![{caption}]({path.name})", ""]
-    path = out / "report.md"
-    path.write_text("\n".join(parts), encoding="utf-8")
-    return path
+            parts += [_one_line(p), ""]
+        tables = [line for t in s.tables
+                  for line in (f"**{_one_line(t.title)}**", "", markdown_table(t.frame), "")]
+        figures = [line for caption, path in s.figures
+                   for line in _figure_markdown(caption, path, out)]
+        parts += figures + tables if s.figures_first else tables + figures
+    return write_text(out / "report.md", "\n".join(parts))
 
 
 _CSS = """
@@ -62,14 +78,18 @@ body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; mar
        max-width: 1100px; color: #1d2430; line-height: 1.45; padding: 0 1em; }
 h1 { border-bottom: 2px solid #2b5797; padding-bottom: .3em; }
 h2 { margin-top: 2em; color: #2b5797; }
-table { border-collapse: collapse; margin: .6em 0 1.4em; font-size: 0.9em; }
-th, td { border: 1px solid #cdd3dc; padding: .3em .7em; text-align: right; }
+.table-wrap { overflow-x: auto; max-width: 100%; margin: .6em 0 1.4em; }
+table { border-collapse: collapse; font-size: 0.9em; }
+th, td { border: 1px solid #cdd3dc; padding: .3em .7em; text-align: right;
+         white-space: nowrap; }
+table.text td { white-space: normal; min-width: 8em; }
 th { background: #eef2f8; } td:first-child, th:first-child { text-align: left; }
 table.text td, table.text th { text-align: left; }
-caption { caption-side: top; text-align: left; font-weight: 600; padding-bottom: .3em; }
+p.caption { font-weight: 600; margin: 0 0 .3em; }
 .holds { background: #e3f4e1; } .fails { background: #fbe3e1; } .nm { color: #7a8291; }
 figure { margin: 1em 0; } figcaption { font-size: .85em; color: #5a6270; }
-img { max-width: 100%; border: 1px solid #e2e6ec; }
+img { max-width: 100%; height: auto; border: 1px solid #e2e6ec; }
+nav ol { columns: 2; font-size: .9em; } nav summary { cursor: pointer; font-weight: 600; }
 #image-check { font-size: .8em; color: #7a8291; }
 """
 
@@ -95,32 +115,58 @@ def html_table(t: Pivot) -> str:
             else f"<td>{html.escape(str(v))}</td>" for v in cells)
         body.append(f"<tr>{tds}</tr>")
     kind = ' class="text"' if t.key == "claims" else ""
-    return (f"<table{kind}><caption>{html.escape(t.title)}</caption><thead><tr>{ths}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+    return (f'<div class="table-wrap"><p class="caption">{html.escape(t.title)}</p>'
+            f"<table{kind}><thead><tr>{ths}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            "</div>")
+
+
+#: The PNGs are drawn at reports.plots.DPI; shown at this many CSS pixels per inch, every
+#: figure has the same type size on the page whatever its pixel width.
+_CSS_PPI = 100
+
+
+def _png_width(data: bytes) -> int | None:
+    """A PNG's pixel width from its header (None when it is not a PNG)."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or len(data) < 24:
+        return None
+    return int.from_bytes(data[16:20], "big")
+
+
+def _figure_html(caption: str, path: Path, out: Path) -> str:
+    from reports.plots import DPI
+
+    raw = path.read_bytes()
+    data = base64.b64encode(raw).decode("ascii")
+    px = _png_width(raw)
+    width = f' style="width: {round(px * _CSS_PPI / DPI)}px"' if px else ""
+    svg = html.escape(path.relative_to(out).with_suffix(".svg").as_posix())
+    return (f'<figure><img alt="{html.escape(caption)}"{width} '
+            f'src="data:image/png;base64,{data}"><figcaption>'
+            f'{html.escape(caption)} (<a href="{svg}">SVG</a>)</figcaption></figure>')
 
 
 def render_html(title: str, sections: list[Section], out: Path) -> Path:
-    """One file, images embedded as data URIs: opens offline, no external assets."""
-    parts = [f"<h1>{html.escape(title)}</h1>", '<p id="image-check"></p>']
-    for s in sections:
-        parts.append(f"<h{s.level}>{html.escape(s.title)}</h{s.level}>")
+    """One file, images embedded as data URIs: opens offline, no external assets. A list of
+    contents links to every section; wide tables scroll sideways inside their own box."""
+    toc = "".join(f'<li><a href="#s{i}">{html.escape(s.title)}</a></li>'
+                  for i, s in enumerate(sections))
+    parts = [f"<h1>{html.escape(title)}</h1>", '<p id="image-check"></p>',
+             f'<nav><details open><summary>Contents</summary><ol>{toc}</ol></details></nav>']
+    for i, s in enumerate(sections):
+        parts.append(f'<h{s.level} id="s{i}">{html.escape(s.title)}</h{s.level}>')
         parts += [f"<p>{html.escape(p)}</p>" for p in s.paragraphs]
-        parts += [html_table(t) for t in s.tables]
-        for caption, path in s.figures:
-            data = base64.b64encode(path.read_bytes()).decode("ascii")
-            parts.append(f'<figure><img alt="{html.escape(caption)}" '
-                         f'src="data:image/png;base64,{data}"><figcaption>'
-                         f"{html.escape(caption)}</figcaption></figure>")
+        tables = [html_table(t) for t in s.tables]
+        figures = [_figure_html(caption, path, out) for caption, path in s.figures]
+        parts += figures + tables if s.figures_first else tables + figures
     doc = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>\n<body>\n"
            + "\n".join(parts) + f"\n<script>{_SCRIPT}</script>\n</body></html>\n")
-    path = out / "report.html"
-    path.write_text(doc, encoding="utf-8")
-    return path
+    return write_text(out / "report.html", doc)
 
 
-_TEX = str.maketrans({"_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "$": r"\$",
-                      "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"})
+_TEX = str.maketrans({"\\": r"\textbackslash{}", "\x00": " ", "_": r"\_", "%": r"\%",
+                      "&": r"\&", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
+                      "~": r"\textasciitilde{}", "^": r"\^{}"})
 
 
 def latex_table(t: Pivot) -> str:
@@ -134,7 +180,7 @@ def latex_table(t: Pivot) -> str:
              rf"\caption{{{t.title.translate(_TEX)}}}", rf"\begin{{tabular}}{{{cols}}}",
              r"\toprule", " & ".join(c.translate(_TEX) for c in head) + r" \\", r"\midrule"]
     lines += [" & ".join(str(v).translate(_TEX) for v in row) + r" \\" for row in rows]
-    lines += [r"\bottomrule", r"\end{tabular}", rf"\label{{tab:{t.key}}}", r"\end{table}", ""]
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\label{{tab:{slug(t.key)}}}", r"\end{table}", ""]
     return "\n".join(lines)
 
 
@@ -143,17 +189,16 @@ def render_latex(sections: list[Section], out: Path) -> Path:
     body = ["% Generated by `precision report`; needs \\usepackage{booktabs}.", ""]
     for s in sections:
         body += [latex_table(t) for t in s.tables]
-    path = out / "tables.tex"
-    path.write_text("\n".join(body), encoding="utf-8")
-    return path
+    return write_text(out / "tables.tex", "\n".join(body))
 
 
-def render_csv(sections: list[Section], out: Path) -> list[Path]:
-    """One CSV per table, named by its key."""
+def render_csv(sections: list[Section], out: Path, names: FileNames | None = None
+               ) -> list[Path]:
+    """One CSV per table in folder ``out``, named by the sanitised key of the table."""
+    names = names or FileNames()
     paths = []
     for s in sections:
         for t in s.tables:
-            path = out / f"{t.key}.csv"
-            t.frame.to_csv(path, lineterminator="\n")
-            paths.append(path)
+            path = out / f"{names.stem(t.key)}.csv"
+            paths.append(write_text(path, t.frame.to_csv(lineterminator="\n")))
     return paths

@@ -21,6 +21,8 @@ from reports.text_table import precision_order, text_table
 #: At most this many metric columns per text table (the primary metric, then the others in
 #: the order the study lists them); the report's tables and CSV carry every metric.
 MAX_COLUMNS = 12
+#: A study trace whose positive values span more than this factor is drawn on a log axis.
+_LOG_SPAN = 1e3
 
 
 def format_value(v: Any) -> str:
@@ -138,10 +140,17 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
     if not names:
         return None
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(1, len(names), figsize=(4.4 * len(names), 3.2), squeeze=False)
+    cols = min(2, len(names))
+    rows = math.ceil(len(names) / cols)
+    palette = plt.cm.tab10 if min(len(runs), max_lines) <= 10 else plt.cm.tab20
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.3 * rows), squeeze=False)
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
     for ax, name in zip(axes.flat, names, strict=False):
-        for r in runs[:max_lines]:
+        drawn: list[float] = []
+        for i, r in enumerate(runs[:max_lines]):
             traces = series.get(r["run_id"], {})
             pts = traces.get(name, [])
             if name.startswith("sigma_") and pts and len(traces.get("sigma", [])) == len(pts):
@@ -149,12 +158,40 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
             pts = [(s, v) for s, v in pts if v is not None and math.isfinite(v)]
             if pts:
                 xs, ys = zip(*pts, strict=True)
-                ax.plot(xs, ys, lw=1.1, label=f"{r['task']} {r['precision']}")
-        ax.set_title(name, fontsize=10)
-        ax.set_xlabel("sigma" if name.startswith("sigma_") else "step")
+                drawn += ys
+                ax.plot(xs, ys, lw=1.1, color=palette(i % palette.N),
+                        label=plots.label(f"{r['task']} {r['precision']}", 36))
+        ax.set_title(plots.label(name, 40), fontsize=10)
+        ax.set_xlabel(_x_label(name))
+        if not name.startswith("sigma_"):   # steps and layers are whole numbers
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ylabel = name.replace("_", " ").replace("mse", "MSE")
+        positive = [v for v in drawn if v > 0]
+        if positive and min(drawn) >= 0 and max(positive) > _LOG_SPAN * min(positive):
+            ax.set_yscale("log")     # a gap that falls to 1e-50 is a line on a log axis
+            ylabel += " (log scale)"
+        ax.set_ylabel(plots.label(ylabel, 40))
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6)
-    fig.suptitle(entry, fontsize=11)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    for ax in list(axes.flat)[1:]:   # one legend for the figure: the union of the panels'
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    shown = min(len(runs), max_lines)
+    more = f" (first {shown} of {len(runs)} runs)" if len(runs) > shown else ""
+    fig.suptitle(plots.label(f"{entry}: traces, one line per grid point and precision{more}",
+                             48 * cols), fontsize=11)
     fig.tight_layout()
+    plots.figure_legend(fig, handles, labels, title="grid point, precision", fontsize=7)
     return plots._save(fig, path)
+
+
+def _x_label(name: str) -> str:
+    """What a study trace's steps count: noise level for the per-variance profiles, layers
+    for per-layer series, otherwise iterations."""
+    if name.startswith("sigma_"):
+        return "noise level sigma"
+    if "layer" in name:
+        return "layer"
+    return "iteration"

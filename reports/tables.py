@@ -77,16 +77,19 @@ def solver_pivots(runs: pd.DataFrame) -> list[Pivot]:
 
 
 def _model_label(row: dict[str, Any]) -> str:
-    """Subject, LayerNorm (+LN / -LN), recipe and training dtype where not the default."""
+    """Subject, LayerNorm (``LN`` / ``no LN``), recipe and training dtype where not the
+    default, comma-separated: ``baseconv, no LN, gauss-newton, trained in float64`` (it reads
+    the same as a file name: ``baseconv-no-ln-gauss-newton-trained-in-float64``)."""
     cfg = row["config"]
-    label = row["subject"] + ("" if cfg.get("layernorm") is None else
-                              (" +LN" if cfg["layernorm"] else " -LN"))
+    parts = [str(row["subject"])]
+    if cfg.get("layernorm") is not None:
+        parts.append("LN" if cfg["layernorm"] else "no LN")
     train = cfg.get("train") or {}
     if train.get("recipe", "paper") != "paper":
-        label += f" {train['recipe']}"
+        parts.append(str(train["recipe"]))
     if train.get("dtype", "float32") != "float32":
-        label += f" (trained in {train['dtype']})"
-    return label
+        parts.append(f"trained in {train['dtype']}")
+    return ", ".join(parts)
 
 
 def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -146,7 +149,8 @@ def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
             frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
                                  columns=[f"width {w}" for w in widths])
             suffix = "" if metric == "log10_mse" else f"-{metric}"
-            out.append(Pivot(f"grid-{task}-{subject}-{prec}{suffix}".replace(" ", ""),
+            out.append(Pivot(f"grid-{task}-{subject}-{prec}{suffix}",
                              f"{task} / {subject} / {prec}: {label} by depth x width "
-                             "(median [min, max] over seeds)", frame))
+                             "(median [min, max] over seeds)", frame,
+                             {"task": task, "subject": subject, "precision": prec}))
     return out

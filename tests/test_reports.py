@@ -2,6 +2,7 @@
 
 import csv
 import math
+import re
 import shutil
 import subprocess
 import tempfile
@@ -25,17 +26,38 @@ def test_report_is_deterministic(store_path, tmp_path):
     with Store(store_path) as store:
         a = build_report(store, None, tmp_path / "a")
         b = build_report(store, ["solvers"], tmp_path / "b")
-    for name in ["report.md", "tables.tex", "solver_runs.csv", "claims.csv",
-                 "solvers-ls_gauss.csv"]:
+    for name in ["report.md", "report.html", "tables.tex", "data/solver-runs.csv",
+                 "tables/claims.csv", "tables/solvers-ls-gauss.csv",
+                 "figures/solvers-ls-gauss-traces.png", "figures/solvers-ls-gauss-traces.svg"]:
         assert (a.folder / name).read_bytes() == (b.folder / name).read_bytes(), name
     assert (a.folder / "report.html").stat().st_size > 50_000  # figures embedded
+
+
+def test_report_layout_figures_tables_data_in_their_folders(store_path, tmp_path):
+    with Store(store_path) as store:
+        rep = build_report(store, None, tmp_path)
+    top = sorted(p.name for p in rep.folder.iterdir())
+    assert top == ["data", "figures", "report.html", "report.md", "tables", "tables.tex"]
+    figures = sorted(p.name for p in (rep.folder / "figures").iterdir())
+    pngs = [f for f in figures if f.endswith(".png")]
+    assert pngs and figures == sorted(pngs + [f[:-4] + ".svg" for f in pngs])  # PNG + SVG
+    for name in figures + [p.name for p in (rep.folder / "tables").iterdir()]:
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*\.(png|svg|csv)", name), name
+    assert rep.csv == sorted(rep.csv, key=lambda p: p.parent.name != "tables")
+    assert {p.parent.name for p in rep.csv} == {"tables", "data"}
+    md = rep.markdown.read_text()
+    assert "](figures/solvers-ls-gauss-traces.png)" in md
+    assert "[SVG](figures/solvers-ls-gauss-traces.svg)" in md
+    assert (rep.folder / "figures" / "solvers-ls-gauss-traces.svg").read_text().startswith(
+        "<?xml")
+    assert '<div class="table-wrap">' in rep.html.read_text()
 
 
 def test_report_numbers_equal_the_store(store_path, tmp_path):
     with Store(store_path) as store:
         rep = build_report(store, None, tmp_path)
         stored = {r["run_id"]: r for r in store.runs()}
-    with open(rep.folder / "solver_runs.csv") as fh:
+    with open(rep.folder / "data" / "solver-runs.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == len(stored)
     for row in rows:
@@ -55,7 +77,8 @@ def test_report_numbers_equal_the_store(store_path, tmp_path):
 def test_every_claim_is_listed_and_checked(store_path, tmp_path):
     with Store(store_path) as store:
         rep = build_report(store, None, tmp_path)
-    text = (rep.folder / "claims.csv").read_text()
+    text = (rep.folder / "tables" / "claims.csv").read_text()
+    text += (rep.folder / "tables" / "claims-not-measured.csv").read_text()
     for claim in load_claims():
         assert claim["id"] in text
     with Store(store_path) as store:
@@ -90,12 +113,15 @@ def test_model_grid_tables_aggregate_seeds(tmp_path):
     md = rep.markdown.read_text()
     # depth 2: median of (-8, -10, -9) = -9, range [-10, -8]
     assert "| 2 | 1.0e-09 [1.0e-10, 1.0e-08] | 1.0e-09 [1.0e-10, 1.0e-08] |" in md
-    assert "read / transformer +LN / float32: approximation error" in md
+    assert "read / transformer, LN / float32: approximation error" in md
     assert "| 2 | 1.0e-10 [1.0e-11, 1.0e-09] |" in md  # approximation = total / 10 here
-    assert "read / transformer +LN / float32: rounding error" in md
-    assert (rep.folder / "grid-read-transformer+LN-float32.png").exists()
-    assert (rep.folder / "grid-read-depth.png").exists()
-    assert (rep.folder / "grid-read-length.png").exists()
+    assert "read / transformer, LN / float32: rounding error" in md
+    figures = rep.folder / "figures"
+    assert (figures / "heatmap-read-transformer-ln-float32.png").exists()
+    assert (figures / "grid-read-depth.png").exists()
+    assert (figures / "grid-read-length.png").exists()
+    tables = rep.folder / "tables"
+    assert (tables / "grid-read-transformer-ln-float32-approximation.csv").exists()
 
 
 def test_empty_store_and_unknown_suite(tmp_path, store_path, capsys):
@@ -247,7 +273,9 @@ def test_study_figure_draws_sigma_series_against_sigma_and_tolerates_runs_withou
     axes = list(captured["axes"].flat)
     assert [ax.get_title() for ax in axes] == ["layer_loss", "sigma_profile"]
     line = axes[1].get_lines()[0]
-    assert list(line.get_xdata()) == [0.0, 2.5, 5.0] and axes[1].get_xlabel() == "sigma"
+    assert list(line.get_xdata()) == [0.0, 2.5, 5.0]
+    assert axes[1].get_xlabel() == "noise level sigma"
+    assert axes[0].get_xlabel() == "layer" and axes[0].get_ylabel() == "layer loss"
 
 
 def test_depth_panel_draws_precisions_only_where_they_differ_and_marks_training_limited():
@@ -270,3 +298,105 @@ def test_depth_panel_draws_precisions_only_where_they_differ_and_marks_training_
     assert list(panel["lines"][32].values) == [-6.0, -7.0, -9.0]
     assert panel["differing"] == {(32, "float32"): [(4, -6.0)]}
     assert panel["hollow"] == {16: [1], 32: [1]}
+
+
+HOSTILE = ["a/b", "A/B", "a-b", "nul\x00 new\nline", "ü" * 200 + "/$\\frac{1}{0}$ % & # {} .."]
+
+
+def _hostile_store(path):
+    """Runs stored under names a report must survive (written through SQL, as an older
+    version without name validation would have left them)."""
+    import sqlite3
+
+    with Store(path) as store:
+        for i, _ in enumerate(HOSTILE):
+            store.write_run(RunRecord(
+                run_id=f"s{i}", suite="s", kind="solver", subject=f"solver{i}", task=f"p{i}",
+                precision="float64", status="ok", floor_log10=-30.0 - i, log10_mse=-30.0,
+                steps=3, floor_index=2, config={"problem": {"seed": 0}},
+                series={"log10_mse": [0.0, -20.0, -30.0 - i]}))
+            store.write_run(RunRecord(
+                run_id=f"m{i}", suite="s", kind="trained", subject=f"model{i}", task="read",
+                precision="float32", status="ok", log10_mse=-5.0 - i,
+                config={"depth": 1, "width": 8, "seed": 0, "layernorm": True}))
+            store.write_run(RunRecord(
+                run_id=f"t{i}", suite="s", kind="study", subject=f"entry{i}", task="k=1",
+                precision="float64", status="ok",
+                config={"study": "x.y", "seed": 0},
+                result={"primary": "err", "metrics": {"err": 0.5}},
+                series={"gap": [1.0, 1e-10]}))
+    con = sqlite3.connect(path)
+    for i, name in enumerate(HOSTILE):
+        con.execute("UPDATE runs SET task = ? WHERE run_id = ?", (name, f"s{i}"))
+        con.execute("UPDATE runs SET subject = ? WHERE run_id IN (?, ?)", (name, f"m{i}", f"t{i}"))
+    con.execute("DELETE FROM runs WHERE run_id IN ('t0', 't1', 't2', 't3', 'm0', 'm1', 'm2', "
+                "'m3')")   # fewer figures, a faster test
+    con.commit()
+    con.close()
+
+
+def test_a_report_never_fails_on_a_name_in_the_store(tmp_path):
+    db = tmp_path / "hostile.db"
+    _hostile_store(db)
+    before = db.read_bytes()
+    with Store(db) as store:
+        assert {r["task"] for r in store.runs() if r["kind"] == "solver"} == set(HOSTILE)
+        rep = build_report(store, None, tmp_path / "out")
+    assert db.read_bytes() == before                  # the report only read the store
+    names = [p for sub in ("figures", "tables", "data") for p in (rep.folder / sub).iterdir()]
+    stems = [p.name for p in names]
+    assert len(stems) == len(set(stems))
+    for p in names:        # every file readable-named, ASCII, at most 100 bytes
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*\.(png|svg|csv)", p.name), p.name
+        assert len(p.name) <= 100
+    # a/b, A/B and a-b read the same after sanitising: three files, not one overwritten
+    traces = [s for s in stems if s.startswith("s-a-b-") and s.endswith("-traces.png")]
+    assert len(traces) == 3, stems
+    md = rep.markdown.read_text()
+    assert "\x00" not in md and "## s: nul  new line" in md
+    assert "| solver0 | 1.0e-30 @2 |" in md   # the table under the hostile problem name
+    assert '<div class="table-wrap">' in rep.html.read_text()
+
+
+def test_report_into_an_unwritable_folder_is_one_line_and_leaves_the_store(tmp_path, capsys):
+    db = tmp_path / "s.db"
+    _hostile_store(db)
+    before = db.read_bytes()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")   # a folder that cannot be made, even by root
+    rc = main(["report", "--db", str(db), "--out", str(blocker / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot write the report to" in err and err.count("\n") == 1, err
+    assert "Not a directory" in err and "Traceback" not in err
+    assert db.read_bytes() == before and blocker.read_text() == "not a folder"
+
+
+def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path):
+    from reports.files import atomic_write, write_text
+
+    target = write_text(tmp_path / "report.md", "old")
+
+    def fail(fh):
+        fh.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        atomic_write(target, fail)
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
+
+
+def test_file_names_are_short_readable_and_unique():
+    from reports.files import FileNames, slug
+
+    assert slug("solvers", "ls_gauss") == "solvers-ls-gauss"
+    assert slug("grid", "read", "transformer, LN, gauss-newton, trained in float64") == (
+        "grid-read-transformer-ln-gauss-newton-trained-in-float64")
+    assert slug("Über/Straße") == "uber-strae"
+    long = slug("x" * 400)
+    assert len(long) <= 80 and re.fullmatch(r"x+-[0-9a-f]{8}", long)
+    assert re.fullmatch(r"x-[0-9a-f]{8}", slug("\x00/"))
+    names = FileNames()
+    first, second = names.stem("a/b"), names.stem("A-B")
+    assert first == "a-b" and second.startswith("a-b-") and second != first
+    assert names.stem("a/b") == first          # the same key, the same name

@@ -76,7 +76,7 @@ def test_study_report_and_text_table(tmp_path: Path) -> None:
                  str(out)]) == 0
     md = (out / "st" / "report.md").read_text()
     assert "st / heron (test.newton_sqrt2)" in md
-    assert (out / "st" / "study-st-heron.png").exists()
+    assert (out / "st" / "figures" / "study-st-heron.png").exists()
     with Store(db, create=False) as store:
         text = study_tables(store.runs(suite="st"))
     assert text.splitlines()[1].split() == ["grid", "point", "precision", "error", "first"]

@@ -1,0 +1,112 @@
+"""Where a report's files go, what they are called, and how they are written.
+
+A report folder holds ``report.md``, ``report.html`` and ``tables.tex`` at its top and three
+sub-folders: ``figures/`` (each figure as PNG and SVG), ``tables/`` (one CSV per table) and
+``data/`` (the stored numbers, one row per run). File names are built from labels that come
+from the store (suite, problem, solver and model names), which may hold anything a store has
+ever accepted: ``/``, NUL, spaces, unicode, hundreds of bytes. :func:`slug` turns any label
+into a short, lowercase, hyphenated ASCII name; :class:`FileNames` keeps the names of one
+report unique (two labels that read the same after sanitising get a short hash of the
+original), so a report never fails on a name in the store.
+
+Every file is written by :func:`atomic_write`: into a temporary file beside the target, then
+renamed into place, so a full disk or a killed process leaves the previous file (or none),
+never a truncated one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import unicodedata
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+FIGURES, TABLES, DATA = "figures", "tables", "data"
+
+#: Longest file stem (before the extension); longer ones are cut and end in a short hash.
+MAX_STEM = 80
+_HASH = 8
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH]
+
+
+def slug(*parts: object) -> str:
+    """A file stem a person can read from ``parts`` (joined by ``-``): ASCII lowercase letters,
+    digits and single hyphens, at most :data:`MAX_STEM` characters.
+
+    Accents are dropped (``é`` -> ``e``), ``+`` reads ``plus``, every other character that is
+    not a letter or a digit becomes a hyphen. A stem that would be longer, or that would be
+    empty, ends in a hash of the original text.
+    """
+    raw = "-".join(str(p) for p in parts)
+    text = unicodedata.normalize("NFKD", raw.replace("+", "-plus-"))
+    text = text.encode("ascii", "ignore").decode("ascii").lower()
+    stem = re.sub(r"[^a-z0-9]+", "-", text).strip("-")
+    if not stem:
+        return "x-" + _digest(raw)
+    if len(stem) > MAX_STEM:
+        stem = stem[:MAX_STEM - _HASH - 1].rstrip("-") + "-" + _digest(raw)
+    return stem
+
+
+class FileNames:
+    """Unique stems within one report: the same key gives the same stem; a different key
+    whose :func:`slug` is taken gets the slug plus a hash of the key."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[tuple[object, ...], str] = {}
+        self._taken: set[str] = set()
+
+    def stem(self, *parts: object) -> str:
+        """The stem of the file named by ``parts``."""
+        key = tuple(str(p) for p in parts)
+        if key in self._by_key:
+            return self._by_key[key]
+        stem = slug(*parts)
+        if stem in self._taken:
+            base = stem[:MAX_STEM - _HASH - 1].rstrip("-")
+            stem = f"{base}-{_digest(repr(key))}"
+            n = 2
+            while stem in self._taken:   # a hash collision: practically never, still unique
+                stem = f"{base}-{_digest(repr(key) + str(n))}"
+                n += 1
+        self._taken.add(stem)
+        self._by_key[key] = stem
+        return stem
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Write ``path`` through ``write(file)`` into a temporary file in the same folder, then
+    rename it into place (atomic on POSIX). On any error the temporary file is removed, the
+    previous ``path`` (if any) is untouched, and the error propagates."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    """``path`` holds ``data``, written atomically."""
+    return atomic_write(path, lambda fh: fh.write(data))
+
+
+def write_text(path: Path, text: str) -> Path:
+    """``path`` holds ``text`` (UTF-8), written atomically."""
+    return write_bytes(path, text.encode("utf-8"))

@@ -1,0 +1,134 @@
+"""tools/regenerate_docs.py: the results tables of docs/ and the README's outputs come from one
+script, never from pasting."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from results.store import RunRecord, Store
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("regenerate_docs", ROOT / "tools/regenerate_docs.py")
+regen = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(regen)
+
+PROV = {"torch": "2.13.0+cpu", "cpu_capability": "AVX2", "blas": "MKL 2024.2", "threads": 1}
+
+
+def _tiny_store(path: Path) -> None:
+    with Store(path) as store:
+        for seed, floor in ((0, -14.0), (1, -12.0)):
+            store.write_run(RunRecord(
+                run_id=f"gd{seed}", suite="solvers", kind="solver", subject="gd",
+                task="ls_gauss", precision="float32", status="ok", floor_log10=floor,
+                log10_mse=floor, steps=50, floor_index=40 + 2 * seed,
+                config={"problem": {"seed": seed}}, result={"provenance": PROV}))
+        store.write_run(RunRecord(
+            run_id="bc", suite="prims", kind="trained", subject="baseconv", task="multiply",
+            precision="float64", status="ok", mse=2.5e-6, log10_mse=-5.6,
+            config={"depth": 1, "width": 32, "seed": 0, "layernorm": False,
+                    "train": {"recipe": "paper", "steps": 2000, "dtype": "float32"}},
+            result={"provenance": {**PROV, "threads": 2}, "train_converged": False,
+                    "decomposition": {"approximation": -5.6, "rounding": -30.0}}))
+
+
+def test_results_page_holds_each_suites_tables_and_provenance(tmp_path):
+    db = tmp_path / "tiny.db"
+    _tiny_store(db)
+    out = tmp_path / "results.md"
+    assert regen.main(["results", str(db), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "`python tools/regenerate_docs.py results tiny.db`" in text   # no temporary path
+    assert "## prims" in text and "## solvers" in text
+    # median of the two seeds' floors 1e-14 and 1e-12: their geometric mean, at step 41
+    assert "gd      1.0e-13 ±1.0 @41" in text
+    assert "baseconv  1      32     no  paper   float32  2000   0     2.5e-06 T" in text
+    assert "- torch 2.13.0+cpu, AVX2, MKL 2024.2, 1 thread (2 runs)" in text
+    assert "- torch 2.13.0+cpu, AVX2, MKL 2024.2, 2 threads (1 run)" in text
+    assert "computed 20" in text and "1 run (ok 1)" in text   # dates, counts
+    assert all(line == line.rstrip() for line in text.splitlines())
+    again = tmp_path / "again.md"
+    regen.main(["results", str(db), "--out", str(again)])
+    assert again.read_bytes() == out.read_bytes()    # the store alone decides the bytes
+
+
+def test_results_page_of_a_missing_store_is_one_line(tmp_path, capsys):
+    assert regen.main(["results", str(tmp_path / "nope.db"), "--out",
+                       str(tmp_path / "r.md")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no store at" in err
+    assert not (tmp_path / "r.md").exists()
+
+
+README = """# x
+
+<!-- regenerate: precision list precisions; head=2; tail=1 -->
+```text
+$ precision list precisions
+stale output
+```
+
+text between
+
+<!-- regenerate: echo second; show=echo 2nd -->
+```text
+old
+```
+"""
+
+
+def test_readme_blocks_are_replaced_by_the_commands_output(tmp_path):
+    calls = []
+
+    def fake(command, cwd):
+        calls.append((command, cwd))
+        return "\n".join(f"line {i}" for i in range(6)) + "\n"
+
+    new = regen.regenerate_blocks(README, tmp_path, run=fake)
+    assert [c for c, _ in calls] == ["precision list precisions", "echo second"]
+    assert "$ precision list precisions\nline 0\nline 1\n... (3 lines left out)\nline 5\n```" \
+        in new
+    assert "$ echo 2nd\nline 0\nline 1\nline 2\nline 3\nline 4\nline 5\n```" in new
+    assert "stale output" not in new and "text between" in new
+    assert regen.regenerate_blocks(new, tmp_path, run=fake) == new   # idempotent
+
+
+def test_readme_regeneration_runs_the_real_command(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(README.split("text between")[0])
+    done = subprocess.run([sys.executable, str(ROOT / "tools/regenerate_docs.py"), "readme",
+                           "--file", str(readme)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    text = readme.read_text()
+    assert "$ precision list precisions\nprecisions:\n  bfloat16" in text
+    assert "lines left out)" in text and "stale output" not in text
+
+
+def test_a_failing_command_leaves_the_file(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- regenerate: python -c 'raise SystemExit(3)' -->\n```text\nkeep\n"
+                      "```\n")
+    assert regen.main(["readme", "--file", str(readme)]) == 1
+    assert readme.read_text().endswith("keep\n```\n")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "exited 3" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]   # no temporary left
+
+
+def test_the_readme_marks_parse():
+    """Every mark in the shipped README names a command and known options."""
+    text = (ROOT / "README.md").read_text()
+    marks = list(regen.MARK.finditer(text))
+    assert marks, "the README has no regenerated outputs"
+    for m in marks:
+        command, _ = regen._parse_spec(m["spec"])
+        assert command.startswith(("precision ", "python "))
+
+
+@pytest.mark.parametrize("spec", ["precision list; bogus=1", "precision list; head"])
+def test_unknown_options_are_refused(spec):
+    with pytest.raises(ValueError, match="unknown option"):
+        regen._parse_spec(spec)
