@@ -267,9 +267,13 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
     print("\n\n".join(t for t in (solver_tables(rows), model_tables(rows), study_tables(rows))
                       if t))
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "none new"
+    n_records = sum(summary.statuses.values())
+    if n_records != summary.computed:  # a trained job stores a record per precision
+        statuses = f"{n_records} records: {statuses}"
     print(f"\n{summary.computed} computed ({statuses}), {summary.skipped} reused; store: {args.db}")
     if report is not None:
-        print(f"report: {report.markdown} (also {report.html.name}, {report.latex.name}, CSV)")
+        print(f"report: {report.markdown} (also {report.html.name}, {report.latex.name}, "
+              "figures/, tables/, data/)")
     if weights_errors:
         print(f"precision: warning: the weights of {len(weights_errors)} runs were not saved "
               f"({weights_errors[0]})", file=sys.stderr)
@@ -279,8 +283,8 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
             print(f"  {reason}", file=sys.stderr)
     if summary.all_failed:
         print(f"precision: error: every computed run failed or timed out ({failed} records; "
-              f"reasons above; 'precision delete --status failed' drops them to recompute)",
-              file=sys.stderr)
+              "reasons above; 'precision delete --status failed' or '--status timeout' drops "
+              "them to recompute)", file=sys.stderr)
         return 1
     return 0
 
@@ -538,7 +542,8 @@ def build_parser() -> argparse.ArgumentParser:
     res.add_argument("--task", default=None,
                      help="only this task (a suite's task or problem label)")
     res.add_argument("--precision", default=None, help="only this precision (e.g. mp50)")
-    res.add_argument("--status", default=None, help="only this status (ok, failed, diverged)")
+    res.add_argument("--status", default=None,
+                     help="only this status (ok, failed, diverged, timeout)")
     res.add_argument("--format", choices=["table", "csv", "json"], default="table")
     res.add_argument("--out", default=None, help="write to this file instead of stdout "
                      "(atomically: complete or not at all; never the store itself)")

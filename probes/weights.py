@@ -33,9 +33,6 @@ from typing import Any
 import torch
 from torch import nn
 
-#: Environment variable through which the driver tells workers where to save weights.
-WEIGHTS_DIR_ENV = "PRECISION_WEIGHTS_DIR"
-
 #: Largest tensor data a weights file may declare (a header asking for more is refused).
 MAX_WEIGHTS_BYTES = 4 * 2**30
 #: Largest JSON header read from a weights file.
@@ -58,12 +55,6 @@ Factory = Callable[..., nn.Module]
 
 class WeightsError(ValueError):
     """A weights file that cannot be read or does not fit its model (one line)."""
-
-
-def weights_dir() -> Path | None:
-    """The folder the current sweep saves weights into (None: weights are not saved)."""
-    value = os.environ.get(WEIGHTS_DIR_ENV)
-    return Path(value) if value else None
 
 
 def save_weights(model: nn.Module, path: str | Path, job: dict[str, Any]) -> Path:

@@ -17,13 +17,13 @@ never a truncated one.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
+
+from results.atomic import atomic_write as results_atomic_write
 
 FIGURES, TABLES, DATA = "figures", "tables", "data"
 
@@ -82,23 +82,12 @@ class FileNames:
 
 
 def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> Path:
-    """Write ``path`` through ``write(file)`` into a temporary file in the same folder, then
-    rename it into place (atomic on POSIX). On any error the temporary file is removed, the
-    previous ``path`` (if any) is untouched, and the error propagates."""
+    """Write ``path`` through ``write(file)`` with :func:`results.atomic.atomic_write`: a
+    temporary file in the same folder renamed into place, so on any error the previous
+    ``path`` (if any) is untouched and the error propagates."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with results_atomic_write(path, "wb") as fh:
+        write(fh)
     return path
 
 

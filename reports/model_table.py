@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from reports.floor_cells import format_mse, stored_log10
+from reports.floor_cells import format_log10, format_mse, stored_log10
 from reports.text_table import precision_order, text_table
 
 
@@ -30,7 +30,8 @@ def _label(row: dict[str, Any]) -> tuple[str, ...]:
 def _cell(row: dict[str, Any]) -> str:
     if row["status"] != "ok":
         return row["status"]
-    text = format_mse(row.get("mse"))
+    log10 = stored_log10(row.get("log10_mse"))  # an mpN MSE may lie below float64's range
+    text = format_log10(log10) if log10 is not None else format_mse(row.get("mse"))
     dec = (row.get("result") or {}).get("decomposition") or {}
     a, r = stored_log10(dec.get("approximation")), stored_log10(dec.get("rounding"))
     if a is not None and r is not None:

@@ -58,7 +58,7 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", *, encoding: str
         raise ValueError(f"atomic_write mode must be 'w' or 'wb', not {mode!r}")
     target = Path(path).expanduser()
     folder = target.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:40]}.", suffix=".tmp", dir=folder)
     try:
         if mode == "wb":
             f: IO = os.fdopen(fd, "wb")
