@@ -24,6 +24,7 @@ from precision.solvers.registry import SOLVERS, SolverError
 from probes.executors import ExecutorError
 from probes.names import check_name
 from probes.suite import Suite, SuiteError, load_suite, shipped_suites
+from reports.data_version import left_out_note, newest_data_rows
 from results.store import Store, StoreError
 
 EXIT_USAGE = 2
@@ -255,7 +256,9 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
         finally:
             if bar is not None:
                 bar.close()
-        rows = store.runs(suite=suite.name)
+        rows, older = newest_data_rows(store.runs(suite=suite.name))
+        if older:
+            print(f"precision: note: {left_out_note(older)}", file=sys.stderr)
         report = None
         if report_folder is not None:
             from reports.build import ReportError, build_report
@@ -370,9 +373,11 @@ def _cmd_results(args: argparse.Namespace) -> int:
             elif args.format == "json":
                 store.export_json(out, **filters)
             else:
-                rows = store.runs(**filters)
+                rows, older = newest_data_rows(store.runs(**filters))
                 tables = (solver_tables(rows), model_tables(rows), study_tables(rows))
                 out.write("\n\n".join(t for t in tables if t) + "\n")
+                if older:
+                    out.write(f"({left_out_note(older)}; --format csv or json lists them)\n")
 
         if args.out is None:
             write(sys.stdout)

@@ -26,6 +26,7 @@ import pandas as pd
 from precision.provenance import provenance_line
 from reports import plots
 from reports.claims import check_claims
+from reports.data_version import left_out_note, newest_data_rows
 from reports.files import DATA, FIGURES, TABLES, FileNames, write_text
 from reports.render import (
     Section,
@@ -112,17 +113,18 @@ def _provenance_paragraph(rows: list[dict[str, Any]]) -> str:
 
 def _write_report(store: Store, known: list[str], chosen: list[str], folder: Path) -> Report:
     """The report of suites ``chosen`` (``known``: every suite, for the claims check)."""
-    rows = [r for s in chosen for r in store.runs(suite=s)]
+    rows, older = newest_data_rows([r for s in chosen for r in store.runs(suite=s)])
     statuses = Counter(r["status"] for r in rows)
     summary = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
-    claims, unmeasured = _claims_pivots([r for s in known for r in store.runs(suite=s)])
+    claims, unmeasured = _claims_pivots(
+        newest_data_rows([r for s in known for r in store.runs(suite=s)])[0])
     verdicts = Counter(claims.frame["verdict"])
     verdicts["not measured"] = len(unmeasured.frame)
     sections = [Section(
         "Summary",
         paragraphs=[
             f"Store {store.path.name}; suites {', '.join(chosen)}; {len(rows)} runs "
-            f"({summary}).",
+            f"({summary})." + (f" {left_out_note(older)}." if older else ""),
             "MSE floors are plateaus detected on per-step error traces against a certified "
             "high-precision truth computed from the inputs each subject received after "
             "rounding into its precision.",

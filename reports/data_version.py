@@ -1,0 +1,36 @@
+"""Rows of one data version only: a store may hold runs computed on problem data of an older
+generator (their config's ``data_version`` differs; rows without the key are version 1).
+Tables and reports aggregate over seeds, so mixing versions would average numbers of
+different problems: readers keep each suite's newest version and say how many rows they left
+out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The version of a stored row whose config has no ``data_version`` (before it was recorded).
+UNRECORDED_VERSION = 1
+
+
+def data_version(row: dict[str, Any]) -> int:
+    """The data-generation version a stored row was computed on."""
+    value = (row.get("config") or {}).get("data_version", UNRECORDED_VERSION)
+    return value if isinstance(value, int) and not isinstance(value, bool) else \
+        UNRECORDED_VERSION
+
+
+def newest_data_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """``rows`` less those of an older data version than their suite's newest, and how many
+    were left out (order kept)."""
+    newest: dict[str, int] = {}
+    for r in rows:
+        suite = str(r.get("suite"))
+        newest[suite] = max(newest.get(suite, UNRECORDED_VERSION), data_version(r))
+    kept = [r for r in rows if data_version(r) == newest[str(r.get("suite"))]]
+    return kept, len(rows) - len(kept)
+
+
+def left_out_note(n: int) -> str:
+    """The sentence a table or report prints when it left out ``n`` older-data rows."""
+    return (f"{n} stored runs computed on an older version of the problem data are left out "
+            "('precision delete' can remove them)")
