@@ -395,9 +395,13 @@ def _cmd_results(args: argparse.Namespace) -> int:
 
 
 def _results_filters(args: argparse.Namespace) -> dict[str, str]:
-    """The ``runs`` column filters of ``precision results`` (an empty value is an error)."""
+    """The ``runs`` column filters of ``precision results`` (an empty value is an error; a
+    precision alias such as fp32 selects its canonical name, as stored)."""
+    precision = args.precision
+    if precision is not None and precision.strip():
+        precision = parse_precision(precision).name
     chosen = {"suite": args.suite, "subject": args.subject, "task": args.task,
-              "precision": args.precision, "status": args.status}
+              "precision": precision, "status": args.status}
     option = {"subject": "--model"}
     return {column: value for column, value in chosen.items()
             if _nonempty(option.get(column, f"--{column}"), value) is not None}

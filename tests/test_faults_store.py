@@ -589,7 +589,7 @@ def test_results_filters(db, capsys):
         return capsys.readouterr().out.splitlines()[1:]
 
     assert len(rows()) == N_RUNS
-    assert len(rows("--precision", "float64")) == 2
+    assert len(rows("--precision", "float64")) == 2 == len(rows("--precision", "FP64"))
     assert len(rows("--model", "gd")) == 2 == len(rows("--subject", "gd"))
     assert len(rows("--model", "gd", "--precision", "float32", "--status", "ok")) == 1
     assert len(rows("--suite", "tiny", "--task", "p")) == N_RUNS
