@@ -26,7 +26,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from precision.precisions import parse_precision  # noqa: E402
 from reports.files import write_bytes  # noqa: E402
@@ -121,6 +122,7 @@ def solver_traces(problem: str, runs: pd.DataFrame, series: dict[str, list[tuple
                 ax.plot(xs, ys, color=colors[r["precision"]], lw=1.0, alpha=0.8)
         ax.set_title(label(solver, 40), fontsize=10)
         ax.set_xlabel("iteration")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations are whole
         ax.set_ylabel("log10 MSE")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(solvers):]:
