@@ -21,6 +21,8 @@ from typing import IO
 
 from precision.precisions import ALIASES_TEXT, VALID_FORMS, PrecisionError, parse_precision
 from precision.solvers.registry import SOLVERS, SolverError
+from precision_cli.stdout import CheckedStdout, StdoutError, drop_stdout
+from precision_cli.stopping import StopSignals, interrupted
 from probes.executors import ExecutorError
 from probes.names import check_name
 from probes.suite import Suite, SuiteError, load_suite, shipped_suites
@@ -615,56 +617,11 @@ class _Version(argparse.Action):
         raise _VersionShown
 
 
-class StdoutError(Exception):
-    """Standard output cannot be written (a full disk, /dev/full, an I/O error)."""
-
-
-class _CheckedStdout:
-    """Standard output whose write and flush errors become :class:`StdoutError` (a broken
-    pipe stays ``BrokenPipeError``: the reader left, which is not an error)."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return self._stream.write(text)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise StdoutError(exc.strerror or str(exc)) from None
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise StdoutError(exc.strerror or str(exc)) from None
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._stream, name)
-
-
-def _drop_stdout() -> None:
-    """Point file descriptor 1 at /dev/null, so that the interpreter's final flush of what
-    could not be written does not fail again (and print a traceback) at exit."""
-    import os
-
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):
-        return  # not a real file (captured by a test): nothing is flushed at exit
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code. Standard output that cannot be written (a full
     disk, ``> /dev/full``) is a one-line error and exit 2, caught where it is written."""
     real_stdout = sys.stdout
-    sys.stdout = _CheckedStdout(real_stdout)  # type: ignore[assignment]
+    sys.stdout = CheckedStdout(real_stdout)  # type: ignore[assignment]
     try:
         code = _main(argv)
         if code != 130:
@@ -672,12 +629,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except StdoutError as exc:
         sys.stdout = real_stdout
-        _drop_stdout()
+        drop_stdout()
         print(f"precision: error: cannot write to standard output: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         sys.stdout = real_stdout
-        _drop_stdout()
+        drop_stdout()
         return 0
     finally:
         sys.stdout = real_stdout
@@ -686,7 +643,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None = None) -> int:
     """The command of ``argv``; returns its exit code."""
     parser = build_parser()
-    stops = _StopSignals()
+    stops = StopSignals()
     try:
         args = parser.parse_args(argv)
         if args.command in ("run", "probe"):
@@ -711,71 +668,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
-        return _interrupted(exc)
+        return interrupted(exc)
     except _VersionShown:
         return 0
     finally:
         stops.restore()
-
-
-class _Stop(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM of a ``run`` / ``probe`` (``signum``: which)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _StopSignals:
-    """While ``run`` / ``probe`` computes, the first Ctrl-C or SIGTERM raises :class:`_Stop`
-    (the executor then kills its workers) and every later one is ignored, so a second Ctrl-C
-    during the shutdown prints no traceback."""
-
-    def __init__(self) -> None:
-        self._old: dict[int, object] = {}
-        self._fired = False
-
-    def install(self) -> None:
-        import signal
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._old[signum] = signal.signal(signum, self._handle)
-
-    def _handle(self, signum: int, frame: object) -> None:
-        import signal
-
-        for s in self._old:
-            signal.signal(s, signal.SIG_IGN)
-        self._fired = True
-        raise _Stop(signum)
-
-    def restore(self) -> None:
-        """The handlers as they were, unless a stop fired (the process is exiting: the
-        signals stay ignored through its shutdown)."""
-        import signal
-
-        if self._fired:
-            return
-        for signum, handler in self._old.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
-        self._old.clear()
-
-
-def _interrupted(exc: KeyboardInterrupt) -> int:
-    """The one line of a stopped command and its exit code: 130 for Ctrl-C, 143 for
-    SIGTERM (128 + the signal)."""
-    import signal
-
-    signum = getattr(exc, "signum", signal.SIGINT)
-    what = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
-    stored = getattr(exc, "stored", None)
-    if stored is not None:
-        done = (f"{stored} of {exc.todo} runs stored in "  # type: ignore[attr-defined]
-                f"{getattr(exc, 'db', 'the store')}")
-    else:
-        done = "finished runs are stored"
-    print(f"precision: {what}; {done}, re-run the same command to resume", file=sys.stderr)
-    return 128 + int(signum)

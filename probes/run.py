@@ -18,7 +18,8 @@ from typing import Any
 from precision.deterministic import DATA_VERSION
 from precision.metrics import Floor
 from precision.precisions import Precision
-from results.store import RunRecord, config_hash
+from results.canonical import config_hash
+from results.store import RunRecord
 
 #: Traces longer than this are stored subsampled (first points dense, then every k-th + last).
 MAX_SERIES_POINTS = 2000

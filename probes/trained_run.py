@@ -40,7 +40,7 @@ from probes.job import Job
 from probes.tasks import Task, gradient_query_row
 from probes.training import TrainConfig, TrainResult, train
 from probes.weights import save_weights
-from results.store import config_hash
+from results.canonical import config_hash
 
 #: The high precision the decomposition's f_mp is computed in.
 REFERENCE_PRECISION = "mp100"

@@ -3,9 +3,9 @@
 One file, WAL journal, ``synchronous=FULL``: a run is its row in ``runs`` plus its traces in
 ``series``, written in one ``BEGIN IMMEDIATE`` transaction, so a SIGKILL either leaves the
 whole run or none of it, and a committed run survives even a power cut. Runs are keyed by
-the hash of their resolved config (:func:`config_hash`); writing an id that exists is a
-no-op, so re-runs and racing processes never duplicate a row. Several processes may share a
-store: writers wait for each other (``busy_timeout``) instead of failing.
+the hash of their resolved config (:func:`results.canonical.config_hash`); writing an id
+that exists is a no-op, so re-runs and racing processes never duplicate a row. Several
+processes may share a store: writers wait for each other (``busy_timeout``) instead of failing.
 
 Opening never modifies a file that is not already a store: a text file or another
 program's SQLite database is refused with a one-line :class:`StoreError`, and so is a store
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import hashlib
 import json
 import math
 import operator
@@ -38,6 +37,16 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from results.atomic import atomic_write
+from results.canonical import canonical_json, json_safe
+from results.row_checks import (
+    INT_COLUMNS,
+    REAL_COLUMNS,
+    decoded_problem,
+    is_int,
+    is_number,
+    json_object,
+    row_problem,
+)
 
 #: Version of the table layout written by this module (``meta.schema_version``).
 SCHEMA_VERSION = 1
@@ -51,11 +60,6 @@ RUN_COLUMNS: tuple[str, ...] = (
     "log10_mse", "floor_log10", "floor_index", "rate", "conv_order", "steps", "wall_time",
     "worker", "created_at", "config_json", "result_json",
 )
-_REAL_COLUMNS = ("mse", "log10_mse", "floor_log10", "rate", "conv_order", "wall_time")
-_INT_COLUMNS = ("floor_index", "steps")
-_TEXT_COLUMNS = ("run_id", "suite", "kind", "subject", "task", "precision", "status",
-                 "created_at")
-_OPTIONAL_TEXT_COLUMNS = ("error", "worker")
 #: Columns every store must have, per table (checked when a store is opened).
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "meta": ("key", "value"),
@@ -111,66 +115,6 @@ def _describe(path: Path, exc: sqlite3.Error) -> str:
             name.startswith("SQLITE_PERM"):
         return f"results store {path} is not writable ({_one_line(exc)})"
     return f"results store {path}: {_one_line(exc)}"
-
-
-# --- JSON -------------------------------------------------------------------------------
-
-
-def _json_safe(value: Any, *, strict: bool) -> Any:
-    """Copy of ``value`` with NaN/inf floats as the strings "nan"/"inf"/"-inf".
-
-    Tuples become lists. Dict keys must be ``str`` or ``int`` (ints become their decimal
-    text, as in JSON). With ``strict=False`` numpy-like scalars (anything with ``dtype`` and
-    ``item()``) are converted to Python numbers; with ``strict=True`` they are left to
-    :func:`json.dumps`, which rejects all but ``float64`` with ``TypeError``.
-    """
-    if not strict and hasattr(value, "dtype") and getattr(value, "shape", None) == ():
-        value = value.item()
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if isinstance(k, bool) or not isinstance(k, str | int):
-                raise TypeError(f"JSON object keys must be str or int, not {type(k).__name__}")
-            key = str(k)
-            if key in out:
-                raise TypeError(f"duplicate JSON object key {key!r}")
-            out[key] = _json_safe(v, strict=strict)
-        return out
-    if isinstance(value, list | tuple):
-        return [_json_safe(v, strict=strict) for v in value]
-    return value
-
-
-def _dumps(value: Any, *, strict: bool) -> str:
-    return json.dumps(_json_safe(value, strict=strict), sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=True, allow_nan=False)
-
-
-def canonical_json(value: Any) -> str:
-    """Deterministic, standard JSON text of ``value``.
-
-    Sorted keys, no spaces, ASCII only, floats as ``repr``, NaN/inf as the strings
-    "nan"/"inf"/"-inf", numpy scalars as Python numbers. Raises ``TypeError`` for values
-    JSON cannot hold.
-    """
-    return _dumps(value, strict=False)
-
-
-def config_hash(config: dict[str, Any]) -> str:
-    """Stable id of a resolved run config: sha256 of its canonical JSON, 16 hex chars.
-
-    Key order does not matter; ``1`` and ``1.0`` differ. Raises ``TypeError`` on values that
-    are not plain JSON data (sets, objects, numpy scalars other than float64, ...).
-    """
-    if not isinstance(config, dict):
-        raise TypeError(f"config must be a dict, not {type(config).__name__}")
-    return hashlib.sha256(_dumps(config, strict=True).encode("ascii")).hexdigest()[:16]
 
 
 # --- records ----------------------------------------------------------------------------
@@ -448,9 +392,9 @@ class Store:
         for record in records:
             values: dict[str, Any] = {c: getattr(record, c) for c in RUN_COLUMNS
                                       if c not in ("created_at", "config_json", "result_json")}
-            for c in _REAL_COLUMNS:
+            for c in REAL_COLUMNS:
                 values[c] = _real(values[c])
-            for c in _INT_COLUMNS:
+            for c in INT_COLUMNS:
                 values[c] = _int(values[c])
             values["config_json"] = canonical_json(record.config)
             values["result_json"] = canonical_json(record.result)
@@ -611,12 +555,12 @@ class Store:
         """A ``runs`` row as :meth:`runs` returns it, or None (reported on stderr) for a
         malformed one."""
         d = dict(zip(RUN_COLUMNS, row, strict=True))
-        problem = _row_problem(d)
+        problem = row_problem(d)
         if problem is None:
             try:
-                d["config"] = _json_object(d.pop("config_json"), "config_json")
-                d["result"] = _json_object(d.pop("result_json"), "result_json")
-                problem = _decoded_problem(d)
+                d["config"] = json_object(d.pop("config_json"), "config_json")
+                d["result"] = json_object(d.pop("result_json"), "result_json")
+                problem = decoded_problem(d)
             except ValueError as exc:
                 problem = str(exc)
         if problem is not None:
@@ -646,8 +590,8 @@ class Store:
         out: dict[str, list[tuple[int, Any]]] = {}
         bad = 0
         for n, step, value in self._con.execute(sql + " ORDER BY name, step", args):
-            if not isinstance(n, str) or not _is_int(step) or not (value is None
-                                                                    or _is_number(value)):
+            if not isinstance(n, str) or not is_int(step) or not (value is None
+                                                                    or is_number(value)):
                 bad += 1
                 continue
             out.setdefault(n, []).append((step, value))
@@ -687,84 +631,9 @@ class Store:
             for r in self.runs(suite=suite, **filters):
                 r["series"] = {k: [[s, v] for s, v in pts]
                                for k, pts in self.series(r["run_id"]).items()}
-                rows.append(_json_safe(r, strict=False))
+                rows.append(json_safe(r, strict=False))
             json.dump(rows, out, sort_keys=True, indent=1, ensure_ascii=True, allow_nan=False)
             out.write("\n")
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool)
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _row_problem(d: dict[str, Any]) -> str | None:
-    """What is wrong with a raw ``runs`` row (a NULL or a value of the wrong type where the
-    schema expects something else), or None."""
-    for c in _TEXT_COLUMNS:
-        if not isinstance(d[c], str):
-            return f"{c} is {'NULL' if d[c] is None else _shown(d[c])}, not text"
-    for c in _OPTIONAL_TEXT_COLUMNS:
-        if d[c] is not None and not isinstance(d[c], str):
-            return f"{c} is {_shown(d[c])}, not text"
-    for c in _REAL_COLUMNS:
-        if d[c] is not None and not _is_number(d[c]):
-            return f"{c} is {_shown(d[c])}, not a number"
-    for c in _INT_COLUMNS:
-        if d[c] is not None and not _is_int(d[c]):
-            return f"{c} is {_shown(d[c])}, not an integer"
-    return None
-
-
-#: Keys of a run's config / result that readers take as tables (a JSON object when present).
-_NESTED_TABLES = {"config": ("problem", "train"),
-                  "result": ("floor", "decomposition", "metrics")}
-
-
-@functools.lru_cache(maxsize=256)
-def _is_precision(name: str) -> bool:
-    from precision.precisions import PrecisionError, parse_precision
-
-    try:
-        parse_precision(name)
-    except PrecisionError:
-        return False
-    return True
-
-
-def _decoded_problem(d: dict[str, Any]) -> str | None:
-    """What is wrong with a decoded row's precision or nested JSON (a table that is not an
-    object, a study without its study name), or None."""
-    if not _is_precision(d["precision"]):
-        return f"precision is {_shown(d['precision'])}, not a precision"
-    for column, keys in _NESTED_TABLES.items():
-        for key in keys:
-            value = d[column].get(key)
-            if value is not None and not isinstance(value, dict):
-                return f"{column}.{key} is {_shown(value)}, not a JSON object"
-    if d["kind"] == "study" and not isinstance(d["config"].get("study"), str):
-        return "a study run whose config.study is not a name"
-    return None
-
-
-def _json_object(text: Any, column: str) -> dict[str, Any]:
-    """The JSON object stored in ``column``; ValueError (one line) for anything else."""
-    if not isinstance(text, str):
-        raise ValueError(f"{column} is {'NULL' if text is None else _shown(text)}, not JSON text")
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise ValueError(f"{column} is not JSON ({_shown(text)})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{column} is JSON {type(value).__name__}, not an object")
-    return value
 
 
 def _one_line(exc: BaseException) -> str:

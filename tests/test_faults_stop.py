@@ -225,7 +225,7 @@ def test_ctrl_c_stops_a_dask_cluster_without_worker_tracebacks(tmp_path: Path) -
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert "interrupted;" in err.strip().splitlines()[-1]
-    assert _alive(workers) == []
+    assert _alive(workers, within=15.0) == []  # a nanny's worker may take a moment longer
 
 
 # --- hostile user code -----------------------------------------------------------------------

@@ -4,7 +4,8 @@ import sqlite3
 
 import pytest
 
-from results.store import RunRecord, Store, StoreError, config_hash
+from results.canonical import config_hash
+from results.store import RunRecord, Store, StoreError
 
 
 def record(run_id: str, n: int = 5, suite: str = "s") -> RunRecord:

@@ -50,7 +50,8 @@ from probes.run import Run, SuiteError, check_time_limit, make_record, new_run
 from probes.tasks import TaskError
 from probes.trained_run import run_trained
 from probes.training import RECIPES, SECOND_ORDER, UNTIL
-from results.store import RunRecord, config_hash
+from results.canonical import config_hash
+from results.store import RunRecord
 
 #: 3: the suite name is part of every job's config (and so of its id).
 VERSION = 3
