@@ -20,7 +20,7 @@ from precision.backends import backend_for
 from precision.backends.graph_interpreter import MPProgram
 from precision.backends.torch_backend import cast_module, round_to_dtype
 from precision.metrics import ErrorSummary, decompose
-from precision.precisions import Precision, parse_precision
+from precision.precisions import Precision, as_precision
 
 _PROGRAMS: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, MPProgram]] = (
     weakref.WeakKeyDictionary()
@@ -46,7 +46,7 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     the interpreter takes it as it is; float precisions round it into the dtype. ``device``:
     where a float precision runs (:mod:`precision.devices`); mpN always runs on the CPU.
     """
-    p = parse_precision(precision)
+    p = as_precision(precision)  # the Python API's edge
     model.eval()
     if isinstance(x, np.ndarray):
         if p.is_mp:
@@ -98,6 +98,6 @@ def error_decomposition(
     ``truth`` is the task's high-precision target (object array of arb, or floats); ``f_ref``
     is the same weights evaluated in the high ``reference`` precision (mp100 by default).
     """
-    fp = evaluate(model, x, precision)
-    fref = evaluate(model, x, reference)
+    fp = evaluate(model, x, as_precision(precision))
+    fref = evaluate(model, x, as_precision(reference))
     return decompose(fp, fref, truth)

@@ -1,13 +1,29 @@
-"""The precision value type: ``float16``, ``bfloat16``, ``float32``, ``float64`` and ``mpN``.
+"""The precision value type: one typed value for "how a computation rounds".
 
-A :class:`Precision` knows its unit roundoff, its bits, its torch dtype and which backend
-computes in it (``precision.backends.backend_for(p)`` gives that backend).
-``parse_precision("mp50")`` is the single way to turn user text into one; an unknown spelling
-raises :class:`PrecisionError` listing the valid forms.
+A :class:`Precision` is a number format (``float16``, ``bfloat16``, ``float32``, ``float64``
+or ``mpN``: N decimal digits of arb) together with everything that says how arithmetic in it
+rounds: a rounding mode, a seed for stochastic rounding, an accumulation format for sums and
+matrix products, a policy for the float casts a model makes inside, and a per-module
+assignment of other precisions. Each field has one canonical spelling, and a precision's
+spelling (``str(p)``, ``p.name``) is what the store holds and what :func:`parse_precision`
+reads back::
+
+    FORMAT[:ROUNDING][+acc=FORMAT][+casts=keep|promote][+seed=N][+mod[GLOB]=FORMAT[:ROUNDING]]...
+
+e.g. ``float32``, ``mp50``, ``float16+acc=float32``, ``float32+mod[blocks.*.mlp]=bfloat16``.
+Spellings never hold ``/`` (they name report files). Options at their default are not
+spelled, so today's names (``float32``, ``mp50``) are their own canonical spelling.
+
+Parsing happens at the edges only (the CLI, suite files, the Python API, reading the store):
+inside, every signature takes a :class:`Precision`. :func:`parse_spelling` reads the grammar;
+:func:`parse_precision` also refuses what this version cannot compute yet (only the fields'
+defaults are computed today; the number formats, roundings and cast policies are the subject
+of their own work), so a spelling is never accepted and then silently ignored.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +34,15 @@ FLOAT_BITS: dict[str, int] = {"float16": 11, "bfloat16": 8, "float32": 24, "floa
 #: Largest ``N`` accepted in ``mpN``; beyond this the store's float columns lose meaning.
 MAX_MP_DIGITS = 2000
 
-#: Other spellings ``parse_precision`` accepts (case and surrounding spaces never matter).
+#: Rounding modes a precision can name: round to nearest even (the default), toward zero, up,
+#: down, and stochastic (seeded by ``+seed=N``).
+ROUNDINGS = ("rne", "rz", "ru", "rd", "sr")
+#: Cast policies: ``keep`` runs a model's own float casts as written, ``promote`` treats
+#: every float cast as the evaluation precision.
+CAST_POLICIES = ("keep", "promote")
+
+#: Other spellings of a format that the parser accepts (case and surrounding spaces never
+#: matter).
 ALIASES: dict[str, str] = {
     "fp16": "float16",
     "half": "float16",
@@ -40,10 +64,14 @@ VALID_FORMS = (
 )
 
 _MP_RE = re.compile(r"^mp(\d+)$")
+_OPTION_RE = re.compile(r"^(acc|casts|seed)=(.+)$|^mod\[([^\[\]=+]+)\]=(.+)$")
+
+#: Spellings parsed in this process (each distinct text once); see :func:`parse_precision`.
+PARSE_COUNT = 0
 
 
 class PrecisionError(ValueError):
-    """An unknown or impossible precision spelling."""
+    """An unknown or impossible precision spelling (one line)."""
 
 
 def digits_to_bits(digits: int) -> int:
@@ -53,15 +81,40 @@ def digits_to_bits(digits: int) -> int:
 
 @dataclass(frozen=True)
 class Precision:
-    """One arithmetic: a PyTorch float format or an arbitrary precision of ``digits`` digits.
+    """One arithmetic (see the module docstring for the spelling).
 
     Attributes:
-        name: canonical spelling, e.g. ``"float32"`` or ``"mp50"``.
-        digits: decimal digits for ``mpN``; ``None`` for the float formats.
+        format: the number format, e.g. ``"float32"`` or ``"mp50"``.
+        digits: decimal digits of ``mpN``; ``None`` for the float formats.
+        rounding: one of :data:`ROUNDINGS` (``"rne"``: round to nearest, ties to even).
+        seed: seed of stochastic rounding (``rounding == "sr"`` only).
+        accumulate: the format sums and matrix products accumulate in (``None``: the
+            format itself).
+        casts: one of :data:`CAST_POLICIES`, or ``None``: the model's casts as each backend
+            runs them today.
+        modules: ``(glob over module paths, precision)`` pairs; the first glob that matches a
+            module's path gives its precision, the others run in this one.
     """
 
-    name: str
+    format: str
     digits: int | None = None
+    rounding: str = "rne"
+    seed: int | None = None
+    accumulate: Precision | None = None
+    casts: str | None = None
+    modules: tuple[tuple[str, Precision], ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The canonical spelling (stored, shown, parsed back by :func:`parse_precision`)."""
+        text = self.format + (f":{self.rounding}" if self.rounding != "rne" else "")
+        if self.accumulate is not None:
+            text += f"+acc={self.accumulate.name}"
+        if self.casts is not None:
+            text += f"+casts={self.casts}"
+        if self.seed is not None:
+            text += f"+seed={self.seed}"
+        return text + "".join(f"+mod[{glob}]={p.name}" for glob, p in self.modules)
 
     @property
     def is_mp(self) -> bool:
@@ -70,10 +123,10 @@ class Precision:
 
     @property
     def bits(self) -> int:
-        """Significand bits p (unit roundoff is 2**-p)."""
+        """Significand bits p of the format (unit roundoff is 2**-p)."""
         if self.digits is not None:
             return digits_to_bits(self.digits)
-        return FLOAT_BITS[self.name]
+        return FLOAT_BITS[self.format]
 
     @property
     def unit_roundoff(self) -> float:
@@ -92,32 +145,109 @@ class Precision:
             raise PrecisionError(f"{self.name} has no torch dtype")
         import torch
 
-        return getattr(torch, self.name)
+        return getattr(torch, self.format)
+
+    @property
+    def is_plain(self) -> bool:
+        """True when every option is at its default (the format alone)."""
+        return self == Precision(self.format, self.digits)
 
     def __str__(self) -> str:
         return self.name
 
 
-def parse_precision(spec: str | Precision) -> Precision:
-    """Parse ``"float32"``, ``"fp64"``, ``"bf16"``, ``"mp50"``, ... into a :class:`Precision`.
-
-    Raises:
-        PrecisionError: for an unknown spelling, listing the valid forms.
-    """
-    if isinstance(spec, Precision):
-        return spec
-    if not isinstance(spec, str):
-        raise PrecisionError(f"precision must be a string, got {type(spec).__name__}")
-    text = spec.strip().lower()
+def _format(text: str, spec: str) -> Precision:
+    """The plain format of ``text`` (an alias resolved), or PrecisionError."""
     text = ALIASES.get(text, text)
     if text in FLOAT_BITS:
         return Precision(text)
     match = _MP_RE.match(text)
-    if match:
-        digits = int(match.group(1))
-        if 1 <= digits <= MAX_MP_DIGITS:
-            return Precision(f"mp{digits}", digits)
+    if match and 1 <= int(match.group(1)) <= MAX_MP_DIGITS:
+        return Precision(f"mp{int(match.group(1))}", int(match.group(1)))
     raise PrecisionError(f"unknown precision {spec!r}; valid forms: {VALID_FORMS}")
+
+
+def _rounded_format(text: str, spec: str) -> Precision:
+    """``FORMAT[:ROUNDING]``."""
+    fmt, _, rounding = text.partition(":")
+    p = _format(fmt, spec)
+    if not rounding:
+        return p
+    if rounding not in ROUNDINGS:
+        raise PrecisionError(f"unknown rounding {rounding!r} in {spec!r} "
+                             f"(roundings: {', '.join(ROUNDINGS)})")
+    return Precision(p.format, p.digits, rounding=rounding)
+
+
+def parse_spelling(spec: str) -> Precision:
+    """Read the grammar of the module docstring into a :class:`Precision` (no check of what
+    this version computes; :func:`parse_precision` adds that)."""
+    if not isinstance(spec, str):
+        raise PrecisionError(f"precision must be a string, got {type(spec).__name__}")
+    head, *options = spec.strip().lower().split("+")
+    p = _rounded_format(head, spec)
+    fields: dict[str, Any] = {"rounding": p.rounding}
+    modules: list[tuple[str, Precision]] = []
+    for option in options:
+        match = _OPTION_RE.match(option)
+        if match is None:
+            raise PrecisionError(f"unknown precision option {option!r} in {spec!r} (options: "
+                                 "+acc=FORMAT, +casts=keep|promote, +seed=N, "
+                                 "+mod[GLOB]=FORMAT)")
+        key, value, glob, assigned = match.groups()
+        if glob is not None:
+            modules.append((glob, _rounded_format(assigned, spec)))
+        elif key in fields:
+            raise PrecisionError(f"precision option '{key}' given twice in {spec!r}")
+        elif key == "acc":
+            fields[key] = _format(value, spec)
+        elif key == "casts":
+            if value not in CAST_POLICIES:
+                raise PrecisionError(f"unknown cast policy {value!r} in {spec!r} "
+                                     f"(policies: {', '.join(CAST_POLICIES)})")
+            fields[key] = value
+        else:
+            if not value.isdigit() or int(value) >= 2**32:
+                raise PrecisionError(f"seed must be an integer in [0, 2^32) in {spec!r}")
+            fields[key] = int(value)
+    seed = fields.get("seed")
+    if (seed is not None) != (p.rounding == "sr"):
+        raise PrecisionError(f"{spec!r}: stochastic rounding (':sr') needs '+seed=N', and "
+                             "'+seed' is only for stochastic rounding")
+    return Precision(p.format, p.digits, rounding=p.rounding, seed=seed,
+                     accumulate=fields.get("acc"), casts=fields.get("casts"),
+                     modules=tuple(modules))
+
+
+def check_computable(p: Precision) -> Precision:
+    """``p`` if this version computes in it; PrecisionError naming the option otherwise."""
+    if not p.is_plain:
+        raise PrecisionError(f"precision {p.name!r}: this version computes the plain formats "
+                             f"only ({VALID_FORMS}); rounding modes other than rne, "
+                             "accumulation formats, cast policies and per-module assignments "
+                             "are spelled but not yet computed")
+    return p
+
+
+@functools.cache
+def _parse(text: str) -> Precision:
+    global PARSE_COUNT
+    PARSE_COUNT += 1
+    return check_computable(parse_spelling(text))
+
+
+def parse_precision(spec: str) -> Precision:
+    """The :class:`Precision` a user or a store spells as ``spec`` (``"float32"``, ``"fp64"``,
+    ``"bf16"``, ``"mp50"``, ...). Each distinct text is parsed once per process
+    (:data:`PARSE_COUNT` counts the parses).
+
+    Raises:
+        PrecisionError: for an unknown spelling, listing the valid forms, or one this version
+            does not compute.
+    """
+    if not isinstance(spec, str):
+        raise PrecisionError(f"precision must be a string, got {type(spec).__name__}")
+    return _parse(spec)
 
 
 def parse_precisions(specs: list[str] | tuple[str, ...] | str) -> list[Precision]:
@@ -125,3 +255,10 @@ def parse_precisions(specs: list[str] | tuple[str, ...] | str) -> list[Precision
     if isinstance(specs, str):
         specs = [s for s in specs.split(",") if s.strip()]
     return [parse_precision(s) for s in specs]
+
+
+def as_precision(value: Precision | str) -> Precision:
+    """The Python API's edge: a :class:`Precision` as it is, a spelling parsed. Only the
+    public entry points (``evaluate``, ``error_decomposition``, ``run_solver``,
+    ``run_construction``, ``probes.api``) call it; everything inside takes a Precision."""
+    return value if isinstance(value, Precision) else parse_precision(value)

@@ -104,15 +104,10 @@ def _check_factories(suite: Suite, args: argparse.Namespace, census: bool) -> No
     stored. What fails later, during a run, is that run's ``failed`` / ``timeout`` records."""
     from probes.census import check_factories
     from probes.factory import is_factory_spec
-    from probes.suite import expand
-
     _check_time_limit(args)
-    models = suite.data.get("models")
-    if not isinstance(models, dict) or not any(
-            isinstance(e, dict) and isinstance(e.get("family"), str) and
-            is_factory_spec(e["family"]) for e in models.values()):
-        return   # no user code (and no second expansion of a large suite)
-    problem = check_factories(expand(suite), census=census, time_limit=args.time_limit)
+    if not any(is_factory_spec(e.family) for e in suite.models):
+        return   # no user code
+    problem = check_factories(list(suite.runs), census=census, time_limit=args.time_limit)
     if problem:
         raise UsageError(problem)
 
@@ -130,7 +125,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     from probes.suite import suite_for_factory
 
     _check_run_args(args)
-    base = load_suite(args.suite, profile=args.profile,
+    base = load_suite(args.suite, profile=args.profile, expand=False,
                       precisions=_csv(args.precisions, "--precisions"), device=args.device)
     suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks, "--tasks"),
                               label=args.label)
@@ -143,7 +138,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 def _check_probe_label(suite: Suite, args: argparse.Namespace) -> None:
     """The probe's label names no stored rows of another model of the suite (rows of two
     models under one name would read as one)."""
-    label = next(iter(suite.data["models"]))
+    label = suite.models[0].label
     if not Path(args.db).is_file():
         return
     with Store(args.db, create=False) as store:

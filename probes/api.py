@@ -37,6 +37,7 @@ from probes.factory import FactoryError, is_factory_spec
 from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from probes.job import Job
 from probes.names import check_name
+from probes.train_config import TrainConfig
 from probes.trained_run import PrecisionOutcome, run_trained
 
 #: A small default budget (seconds to a minute on 2 CPU cores for a small module).
@@ -122,7 +123,7 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
     parsed = parse_precisions(precisions)
     resolve_device(device)
     job = Job(family=factory, task=task, depth=depth, width=width,
-              train={**DEFAULT_TRAIN, **(train or {})}, seed=seed,
+              train=TrainConfig.from_table({**DEFAULT_TRAIN, **(train or {})}), seed=seed,
               task_options=dict(task_options or {}), model_options=dict(model_options or {}),
               test_size=test_size)
     precs = list(parsed)

@@ -18,9 +18,7 @@ from torch import nn
 from precision.op_census import Census, CensusError, census
 from probes.factory import FactoryError, build_from_factory, is_factory_spec
 from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
-from probes.job import Job
 from probes.run import Run
-from probes.suite import expand
 
 
 def census_for_factory(spec: str | Callable[..., nn.Module], d_in: int = 20, d_out: int = 20,
@@ -42,10 +40,10 @@ def suite_mp_problem(suite: Any, runs: list[Run] | None = None) -> str | None:
     before anything is trained."""
     missing: dict[str, str] = {}
     seen: set[str] = set()
-    for run in (runs if runs is not None else expand(suite)):
+    for run in (runs if runs is not None else suite.runs):
         if run.kind != "trained" or not any(p.is_mp for p in run.precisions):
             continue
-        job = Job.from_config(run.config)
+        job = run.spec
         key = repr((job.family, job.model_options, job.task, job.task_options, job.depth,
                     job.width))
         if key in seen:
@@ -72,7 +70,7 @@ def _check_family(runs: list[Any], census: bool) -> str | None:
     in an mpN precision; one line naming the first problem, or None."""
     seen: set[str] = set()
     for run in runs:
-        job = Job.from_config(run.config)
+        job = run.spec
         key = repr((job.model_options, job.task, job.task_options, job.depth, job.width))
         if key in seen:
             continue

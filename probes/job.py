@@ -13,6 +13,7 @@ from torch import nn
 from precision.models import build_model
 from probes.factory import build_from_factory, is_factory_spec
 from probes.tasks import Task, make_task
+from probes.train_config import TrainConfig
 
 
 def model_options(family: str, options: dict[str, Any], task: Task) -> dict[str, Any]:
@@ -34,8 +35,8 @@ def model_options(family: str, options: dict[str, Any], task: Task) -> dict[str,
 class Job:
     """One trained job: a model (``family``: a built-in name, a ``MODULE:FACTORY`` spec or a
     factory callable; its ``model_options``; ``depth`` x ``width``) trained on a task
-    (``task`` with ``task_options``) by a recipe (``train``: the
-    :class:`~probes.training.TrainConfig` fields) from ``seed``, then measured on ``test_size``
+    (``task`` with ``task_options``) by ``train`` (its seed and device are the job's and the
+    run's, not ``train``'s) from ``seed``, then measured on ``test_size``
     seeded test sequences (``iterate``: iterations of the explicit-gradient model, 0 = none).
     ``label`` and ``problem_label`` are the suite's model entry and task labels, ``suite`` its
     name (they name the job's records; a job outside a suite leaves them empty)."""
@@ -44,7 +45,7 @@ class Job:
     task: str
     depth: int
     width: int
-    train: dict[str, Any] = field(default_factory=dict)
+    train: TrainConfig
     seed: int = 0
     task_options: dict[str, Any] = field(default_factory=dict)
     model_options: dict[str, Any] = field(default_factory=dict)
@@ -56,26 +57,28 @@ class Job:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Job:
-        """The job of a stored job config (as :meth:`config` writes it)."""
+        """The job of a stored job config (as :meth:`config` writes it; an older config's
+        partial ``train`` table gets today's defaults)."""
         return cls(family=config["family"], task=config["task"], depth=config["depth"],
-                   width=config["width"], train=dict(config.get("train", {})),
+                   width=config["width"], train=TrainConfig.from_table(config["train"]),
                    seed=config.get("seed", 0),
                    task_options=dict(config.get("task_options", {})),
                    model_options=dict(config.get("model_options", {})),
                    test_size=config.get("test_size", 32), iterate=config.get("iterate", 0),
-                   label=config.get("solver", ""), problem_label=config.get("problem_label", ""),
+                   label=config.get("entry", config.get("solver", "")),
+                   problem_label=config.get("problem_label", ""),
                    suite=config.get("suite", ""))
 
     def config(self, version: int) -> dict[str, Any]:
         """The job as plain JSON data, with the trained kind's config ``version``: hashed into
         the job's id, stored with its records and in its weights file."""
-        return {"version": version, "kind": "trained", "solver": self.label,
+        return {"version": version, "kind": "trained", "entry": self.label,
                 "family": self.family, "task": self.task, "problem_label": self.problem_label,
                 "task_options": self.task_options, "model_options": self.model_options,
                 "depth": self.depth, "width": self.width,
                 **({"layernorm": self.model_options["layernorm"]}
                    if "layernorm" in self.model_options else {}),
-                "train": self.train, "train_steps": self.train.get("steps"), "seed": self.seed,
+                "train": self.train.table(), "train_steps": self.train.steps, "seed": self.seed,
                 "suite": self.suite, "test_size": self.test_size, "iterate": self.iterate}
 
     def build_task(self) -> Task:

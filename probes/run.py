@@ -41,7 +41,9 @@ class Run:
     ``time_limit``: seconds the run may take before it is stopped and stored as ``timeout``
     (None: the default of its kind, :mod:`probes.isolation`); ``weights_dir``: the folder a
     trained job saves its weights into (``--save-weights``; None: not saved). Neither is part
-    of the id.
+    of the id. ``spec``: the kind's typed description of the work (a trained run's
+    :class:`~probes.job.Job`), made once when the suite is expanded; ``config`` is its stored,
+    hashed form.
     """
 
     run_id: str
@@ -55,6 +57,7 @@ class Run:
     device: str = "cpu"
     time_limit: float | None = None
     weights_dir: str | None = None
+    spec: Any = field(default=None, compare=False, hash=False)
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -81,7 +84,7 @@ def check_time_limit(value: Any, where: str) -> float | None:
 
 def new_run(kind: str, subject: str, label: str, precisions: list[Precision],
             config: dict[str, Any], record_ids: tuple[str, ...] = (),
-            device: str = "cpu", time_limit: float | None = None) -> Run:
+            device: str = "cpu", time_limit: float | None = None, spec: Any = None) -> Run:
     """A :class:`Run` whose id is the hash of ``config`` (which holds the suite's name).
 
     ``config`` gets the ``data_version`` of the problem generators
@@ -91,7 +94,7 @@ def new_run(kind: str, subject: str, label: str, precisions: list[Precision],
     config = {**config, "data_version": config.get("data_version", DATA_VERSION)}
     return Run(run_id=config_hash(config), suite=config["suite"], kind=kind, subject=subject,
                label=label, precisions=tuple(precisions), config=config,
-               record_ids=record_ids, device=device, time_limit=time_limit)
+               record_ids=record_ids, device=device, time_limit=time_limit, spec=spec)
 
 
 def finite_or_none(x: Any) -> float | None:

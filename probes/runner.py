@@ -26,7 +26,7 @@ from probes.factory import is_factory_spec
 from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from probes.kinds import kind_of
 from probes.run import Run
-from probes.suite import Suite, expand
+from probes.suite import Suite
 from results.store import RunRecord, Store
 
 #: Statuses of a run that produced no measurement (what "every cell failed" counts).
@@ -112,7 +112,7 @@ def compute_records(run: Run) -> list[RunRecord]:
 
 def pending_runs(suite: Suite, store: Store) -> tuple[list[Run], int]:
     """Runs of ``suite`` not yet in ``store``, and how many are already there."""
-    runs = expand(suite)
+    runs = suite.runs
     done = store.done_ids()
     todo = [r for r in runs if not all(i in done for i in r.ids)]
     return todo, len(runs) - len(todo)

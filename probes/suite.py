@@ -36,6 +36,7 @@ expanded.
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 import tomllib
 from dataclasses import dataclass, replace
@@ -45,7 +46,8 @@ from typing import Any
 
 from precision.devices import DeviceError, resolve_device
 from precision.precisions import PrecisionError, parse_precision
-from probes.kinds import SuiteData, expand_all, grid_size, trained
+from probes.factory import is_factory_spec
+from probes.kinds import SuiteData, expand_all, grid_size, parse_all, trained
 from probes.kinds.subject import SUBJECT_TABLES
 from probes.names import (
     MAX_GRID_RUNS,
@@ -70,14 +72,43 @@ _LABEL_TABLES = {"problems": "problem label", "solvers": "solver name",
                  "profiles": "profile name"}
 
 
+#: Expansions of a suite into its runs in this process (each :class:`Suite` expands once).
+EXPANSIONS = 0
+
+
 @dataclass(frozen=True)
 class Suite:
-    """A parsed, validated suite."""
+    """A parsed, validated suite: its settings (name, file, precisions, seeds, device,
+    tables), its typed entries (:class:`~probes.kinds.trained.ModelEntry`,
+    :class:`~probes.kinds.study.StudyEntry`, :class:`~probes.kinds.subject.SubjectEntry`) and,
+    expanded once on first use, its runs."""
 
     name: str
     description: str
     path: str
-    data: dict[str, Any]
+    settings: SuiteData
+    entries: tuple[Any, ...]
+    time_limit: float | None = None
+
+    @functools.cached_property
+    def runs(self) -> tuple[Run, ...]:
+        """Every run, in a deterministic order, each id once, with the suite's time limit
+        where its entry has none (an impossible model or task is a SuiteError here)."""
+        global EXPANSIONS
+        EXPANSIONS += 1
+        seen: set[str] = set()
+        unique = []
+        for r in expand_all(self.settings, self.entries):
+            if r.run_id not in seen:
+                seen.add(r.run_id)
+                unique.append(r if self.time_limit is None or r.time_limit is not None
+                              else replace(r, time_limit=self.time_limit))
+        return tuple(unique)
+
+    @property
+    def models(self) -> tuple[trained.ModelEntry, ...]:
+        """The model entries (``[models.*]``)."""
+        return tuple(e for e in self.entries if isinstance(e, trained.ModelEntry))
 
 
 def shipped_suites() -> dict[str, Path]:
@@ -95,12 +126,15 @@ def load_suite(
     precisions: list[str] | None = None,
     solvers: list[str] | None = None,
     device: str | None = None,
+    expand: bool = True,
 ) -> Suite:
     """Load a shipped suite by name, or a suite file by path, applying ``profile``.
 
     ``precisions`` replaces every precision list of the suite; ``solvers`` keeps only those
     solver entries; ``device`` replaces the suite's ``device`` (the command line's
-    ``--precisions`` / ``--solvers`` / ``--device``).
+    ``--precisions`` / ``--solvers`` / ``--device``). Everything is validated here; with
+    ``expand`` (the default) the runs are expanded too, so an impossible model fails here
+    (``expand=False``: the entries only, e.g. for a suite that only lends its settings).
     """
     shipped = shipped_suites()
     if name_or_path in shipped:
@@ -114,19 +148,24 @@ def load_suite(
             )
     data = _parse(path)
     data = _apply_profile(data, profile, path)
-    data = _apply_overrides(data, precisions, solvers, path)
+    data = _apply_overrides(data, solvers, path)
+    if precisions:  # replaces every precision list of the suite
+        try:
+            data["precisions"] = tuple(parse_precision(p) for p in precisions)
+        except PrecisionError as exc:
+            raise SuiteError(str(exc)) from None
+        data.update({t: {k: {kk: vv for kk, vv in v.items() if kk != "precisions"}
+                         if isinstance(v, dict) else v for k, v in data[t].items()}
+                     for t in (*SUBJECT_TABLES, "models", "studies")
+                     if isinstance(data.get(t), dict)})
     if device is not None:
         data["device"] = device
     description = data.get("description", "")
     if not isinstance(description, str):
         raise SuiteError(f"{path}: 'description' must be a string")
-    suite = Suite(
-        name=suite_name(data.get("name", path.stem), path),
-        description=description,
-        path=str(path),
-        data=data,
-    )
-    expand(suite)  # validates everything up front
+    suite = _typed(suite_name(data.get("name", path.stem), path), description, str(path), data)
+    if expand:
+        suite.runs  # noqa: B018 -- expanded (and so validated) once, here
     return suite
 
 
@@ -247,11 +286,9 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
     return merged
 
 
-def _apply_overrides(
-    data: dict[str, Any], precisions: list[str] | None, solvers: list[str] | None, path: Path
-) -> dict[str, Any]:
-    """``--solvers`` keeps only those subjects (solvers or constructions); ``--precisions``
-    replaces every precision list."""
+def _apply_overrides(data: dict[str, Any], solvers: list[str] | None, path: Path
+                     ) -> dict[str, Any]:
+    """``--solvers`` keeps only those subjects (solvers or constructions)."""
     data = dict(data)
     tables = {t: data[t] for t in (*SUBJECT_TABLES, "models", "studies")
               if isinstance(data.get(t), dict)}
@@ -265,15 +302,6 @@ def _apply_overrides(
             )
         tables = {t: {k: v for k, v in table.items() if k in solvers}
                   for t, table in tables.items()}
-    if precisions:
-        try:
-            precisions = [parse_precision(p).name for p in precisions]
-        except PrecisionError as exc:
-            raise SuiteError(str(exc)) from None
-        data["precisions"] = precisions
-        tables = {t: {k: {kk: vv for kk, vv in v.items() if kk != "precisions"}
-                      if isinstance(v, dict) else v for k, v in table.items()}
-                  for t, table in tables.items()}
     data.update(tables)
     return data
 
@@ -285,49 +313,44 @@ def _list_of(value: Any, what: str, where: str, kind: type) -> list[Any]:
     return value
 
 
-def expand(suite: Suite) -> list[Run]:
-    """All runs of ``suite`` in a deterministic order; raises :class:`SuiteError` if invalid."""
-    data, where = suite.data, suite.path
+def _typed(name: str, description: str, where: str, data: dict[str, Any]) -> Suite:
+    """The suite of the tables ``data``: its settings and typed entries, validated (one
+    SuiteError line); the runs are expanded on first use."""
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise SuiteError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     _check_labels(data, where)
-    names = _list_of(data.get("precisions"), "precisions", where, str)
     seeds = _list_of(data.get("seeds", [0]), "seeds", where, int)
     if len(seeds) > MAX_SEEDS:
         raise SuiteError(f"{where}: {len(seeds):,} seeds (at most {MAX_SEEDS:,})")
     if not all(0 <= s < 2**32 for s in seeds):
         raise SuiteError(f"{where}: seeds must be integers in [0, 2^32), got {seeds}")
-    try:
-        precisions = tuple(parse_precision(p) for p in names)
-    except PrecisionError as exc:
-        raise SuiteError(f"{where}: {exc}") from None
+    precisions = data.get("precisions")
+    if not isinstance(precisions, tuple):  # a tuple: --precisions, parsed already
+        try:
+            precisions = tuple(parse_precision(p) for p in
+                               _list_of(precisions, "precisions", where, str))
+        except PrecisionError as exc:
+            raise SuiteError(f"{where}: {exc}") from None
     device = data.get("device", "cpu")
     try:
         resolve_device(device)   # a GPU the machine lacks fails here, before any work
     except DeviceError as exc:
         raise SuiteError(f"{where}: {exc}") from None
     limit = check_time_limit(data.get("time_limit"), where)  # an entry's own one wins
-    suite_data = SuiteData(suite.name, where, data, precisions, tuple(seeds), device)
-    size = grid_size(suite_data)  # arithmetic: nothing is built before the size is known
+    settings = SuiteData(name, where, data, precisions, tuple(seeds), device)
+    size = grid_size(settings)  # arithmetic: nothing is built before the size is known
     if size > MAX_GRID_RUNS:
         raise SuiteError(f"{where}: the grid has {size:,} runs (runs x evaluation precisions; "
                          f"at most {MAX_GRID_RUNS:,}): use fewer seeds, precisions or grid "
                          "values, or split the suite")
-    runs = expand_all(suite_data)
-    seen: set[str] = set()
-    unique = []
-    for r in runs:
-        if r.run_id not in seen:
-            seen.add(r.run_id)
-            unique.append(r if limit is None or r.time_limit is not None
-                          else replace(r, time_limit=limit))
-    return unique
+    return Suite(name, description, where, settings, parse_all(settings), limit)
 
 
 def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None,
                       label: str | None = None) -> Suite:
-    """The suite ``base`` with its models replaced by the user's ``factory``.
+    """The suite ``base`` with its entries replaced by one model entry for the user's
+    ``factory``.
 
     The factory gets the grid (depth, width), training, test size and iterations of the
     suite's *first* model entry (not its family-specific options: heads, layernorm, ...) and
@@ -337,33 +360,30 @@ def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None,
     report. A label that is already an entry of ``base`` (a model, solver, construction or
     study) is refused: the rows of both would read as one model.
     """
-    data = dict(base.data)
-    models = data.get("models")
-    if not isinstance(models, dict) or not models:
+    if not base.models:
         raise SuiteError(f"suite {base.name} has no [models.*] to probe a factory with")
-    first = next(iter(models.values()))
-    entry = {k: v for k, v in first.items() if k in trained.ENTRY_KEYS}
-    names = [t for e in models.values() for t in e.get("tasks", [])]
-    all_tasks = list(dict.fromkeys(names))
+    first = base.models[0]
+    chosen = list({t.label: t for e in base.models for t in e.tasks}.values())
     if tasks:
-        unknown = [t for t in tasks if t not in data.get("tasks", {})]
+        defined = base.settings.data.get("tasks", {})
+        unknown = [t for t in tasks if t not in defined]
         if unknown:
             raise SuiteError(f"suite {base.name} has no task {', '.join(unknown)} "
-                             f"(its tasks: {', '.join(sorted(data.get('tasks', {})))})")
-        all_tasks = [t for t in all_tasks if t in tasks] or list(tasks)
-    entry.update(family=factory, tasks=all_tasks)
+                             f"(its tasks: {', '.join(sorted(defined))})")
+        chosen = [t for t in chosen if t.label in tasks] or \
+            list(trained.task_entries(base.settings, list(tasks), base.path))
+    if not is_factory_spec(factory):
+        raise SuiteError(f"factory {shown(factory)} must be MODULE:FACTORY or "
+                         "path/to/file.py:FACTORY")
     name = factory.rpartition(":")[2] if label is None else label
     what = "--label" if label is not None else f"probe label (from factory {shown(factory)})"
     check_name(name, what)
     entries = [t for t in ("models", *SUBJECT_TABLES, "studies")
-               if isinstance(base.data.get(t), dict) and name in base.data[t]]
+               if isinstance(base.settings.data.get(t), dict) and name in base.settings.data[t]]
     if entries:
         raise SuiteError(f"factory '{factory}' would be stored as model '{name}', which is "
                          f"already the entry [{entries[0]}.{name}] of suite {base.name}: "
                          "their rows would read as one model; name the probe with --label")
-    data["models"] = {name: entry}
-    for key in ("problems", "solvers", "constructions", "studies"):
-        data.pop(key, None)
-    suite = Suite(name=base.name, description=base.description, path=base.path, data=data)
-    expand(suite)
-    return suite
+    entry = replace(first, label=name, family=factory, tasks=tuple(chosen),
+                    options=tuple(o for o in first.options if o[0] in ("depth", "width")))
+    return replace(base, entries=(entry,))

@@ -34,7 +34,7 @@ from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import round_to_dtype
 from precision.evaluate import evaluate
 from precision.metrics import Floor, decompose, detect_floor, error_summary
-from precision.precisions import Precision, parse_precision
+from precision.precisions import Precision
 from precision.truth import least_squares_truth, truth_bits
 from probes.job import Job
 from probes.tasks import Task, gradient_query_row
@@ -43,7 +43,7 @@ from probes.weights import save_weights
 from results.canonical import config_hash
 
 #: The high precision the decomposition's f_mp is computed in.
-REFERENCE_PRECISION = "mp100"
+REFERENCE_PRECISION = Precision("mp100", 100)
 #: Offset between the training seed and the test-set seed (the test set never overlaps).
 TEST_SEED_OFFSET = 1_000_003
 
@@ -77,7 +77,7 @@ class TrainedOutcome:
     weights_error: str | None = None
 
 
-def _rounded_inputs(x: torch.Tensor, p: Any) -> torch.Tensor:
+def _rounded_inputs(x: torch.Tensor, p: Precision) -> torch.Tensor:
     """x (float64) rounded into precision p, as exact float64 values: the inputs the model
     sees in p, from which its truth is computed. An mpN of fewer than 53 bits rounds too
     (its values still fit a float64 exactly); mpN of 53 bits or more holds x as it is."""
@@ -98,13 +98,12 @@ def log10_or_none(x: float | None) -> float | None:
 
 
 def measure_precision(model: nn.Module, task: Task, x: torch.Tensor,
-                      precision: Precision | str,
+                      p: Precision,
                       ref_cache: dict[bytes, np.ndarray | None],
                       device: str = "cpu") -> PrecisionOutcome:
     """Test MSE of ``model`` in ``precision`` (a float precision on ``device``) and its
     decomposition (module docstring); a module the mp interpreter cannot run gets the total
     error without the decomposition."""
-    p = parse_precision(precision)
     xp_ = _rounded_inputs(x, p)
     x_exact = exact_array(xp_.numpy())
     truth = task.evaluated(task.truth(x_exact, truth_bits(p)))
@@ -130,7 +129,7 @@ def measure_precision(model: nn.Module, task: Task, x: torch.Tensor,
         digits=total.digits)
 
 
-def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: Precision | str,
+def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, p: Precision,
                      iters: int, device: str = "cpu") -> list[float]:
     """001 Sec. 5.1.2 inference: w_{t+1} = w_t - eta Delta_t with the model's gradient
     Delta_t, all arithmetic in ``precision``; log10 MSE of w_t against OLS per iteration.
@@ -140,7 +139,6 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: P
     fixed GD step; the paper does not state its eta), rounded to a power of two's multiple in
     float64 and applied in ``precision``.
     """
-    p = parse_precision(precision)
     xb = backend_for(p)
     n, d = task.options["n"], task.options["dim"]
     ctx = exact_array(_rounded_inputs(x[:, :n], p).numpy())          # context rows, rounded
@@ -167,7 +165,7 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, precision: P
     return trace
 
 
-def run_trained(job: Job, precisions: Sequence[Precision | str], *,
+def run_trained(job: Job, precisions: Sequence[Precision], *,
                 save_as: dict[str, Any] | None = None, device: str = "cpu",
                 weights_dir: str | Path | None = None) -> TrainedOutcome:
     """Train ``job`` and measure it in each of ``precisions``, training and float evaluation
@@ -180,7 +178,7 @@ def run_trained(job: Job, precisions: Sequence[Precision | str], *,
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small models: 1 thread beats 2 (see docs/architecture.md)
     try:
-        return _run_trained(job, [parse_precision(p) for p in precisions], save_as, t0, device,
+        return _run_trained(job, list(precisions), save_as, t0, device,
                             Path(weights_dir) if weights_dir else None)
     finally:
         torch.set_num_threads(threads)

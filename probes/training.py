@@ -55,71 +55,15 @@ from torch import nn
 
 from precision.metrics import detect_floor
 from probes.levenberg_marquardt import Diverged, Predict, Sampler, levenberg_marquardt
+from probes.train_config import RECIPES, SECOND_ORDER, UNTIL, TrainConfig
 
-RECIPES = ("paper", "adaptive", "constant", "cosine", "high-precision", "gauss-newton")
-#: Recipes that end with the Levenberg-Marquardt phase (and train in float64 throughout).
-SECOND_ORDER = ("high-precision", "gauss-newton")
 #: gauss-newton: the dense (explicit Jacobian) path up to this many parameters.
 GAUSS_NEWTON_DENSE_PARAMS = 6000
-#: When training stops: after ``steps`` (the budget), or at the validation plateau.
-UNTIL = ("steps", "floor")
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "float64": torch.float64,
     "bfloat16": torch.bfloat16,
 }
-
-
-@dataclass
-class TrainConfig:
-    """One training run. Field names and defaults of the first block are the public interface.
-
-    recipe: one of :data:`RECIPES`; steps: first-order (Adam) steps (for high-precision and
-    gauss-newton: the Adam steps before the second-order phase); dtype: training precision
-    (the second-order recipes train in float64 whatever it says).
-    """
-
-    recipe: str
-    steps: int
-    batch_size: int
-    lr: float = 1e-3
-    dtype: str = "float32"
-    seed: int = 0
-    step_size: int = 10_000       # StepLR period (001 App. D.1: 1e4)
-    gamma: float = 0.9            # StepLR factor (001 App. D.1: 0.9)
-    second_order_steps: int = 50  # high-precision: Levenberg-Marquardt iterations
-    second_order_batch: int = 64  # high-precision: samples in each fixed LM batch
-    curve_points: int = 200       # at most this many (step, loss) points recorded
-    warmup: int = 0               # constant / cosine: steps of linear learning-rate warm-up
-    clip: float = 0.0             # gradient-norm clip of the Adam phase, 0 = none
-    time_limit: float | None = None  # seconds; stop early (status stays "ok") when exceeded
-    until: str = "steps"          # "steps": all steps; "floor": stop at the validation plateau
-    device: str = "cpu"           # where the model trains (precision.devices); data: the CPU
-    # sequences per forward/backward pass of an Adam step; the batch gradient is accumulated
-    # over the passes (0 = one pass). On a CPU ~128 keeps a pass's activations in cache.
-    micro_batch: int = 0
-    # held-out sequences of the validation curve (0 = none). Cost: validation_points forward
-    # passes of this size, ~20% of a 2000-step batch-32 run, ~1% at the paper's batch 1024
-    validation_size: int = 128
-    validation_points: int = 100  # at most this many validation measurements
-    # --- adaptive scheduler (AdaptiveLR) ---
-    window: int = 50              # steps per decision
-    lr_up: float = 1.5            # factor when the signal dominates and the loss falls
-    lr_down: float = 0.5          # factor when noise dominates or the loss rises
-    snr_low: float = 1.0          # window-SNR below this: noise dominates
-    snr_high: float = 4.0         # window-SNR above this (and falling loss): signal dominates
-    lr_min_factor: float = 1e-4   # lr stays within [lr * lr_min_factor, lr * lr_max_factor]
-    lr_max_factor: float = 10.0
-    # --- high-precision second-order phase ---
-    lm_refresh: int = 10          # LM iterations per fixed batch before a fresh one is drawn
-    krylov_dim: int = 80          # Lanczos basis size (matrix-free path)
-    dense_max_params: int = 2500  # explicit J and eigh(J^T J) when P <= this (and J fits)
-    dense_max_entries: int = 20_000_000  # ... and M * P <= this
-    lm_damping: float = 1e-3      # initial lam relative to the largest curvature seen
-    diag_probes: int = 16         # Hutchinson probes for the Marquardt scaling (matrix-free)
-    lm_memory: int = 40           # earlier LM steps added to the Krylov basis (matrix-free)
-    lm_solve: str = "eigh"        # dense path: "eigh" once per iteration or "cholesky" per try
-    lm_max_tries: int = 12        # damping increases per LM iteration before giving up on it
 
 
 @dataclass
@@ -412,17 +356,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
     entries of (predict(model, x) - y)^2, x (batch, N, d_in) and y from ``sample`` (float64,
     drawn on the CPU, cast to the training dtype).
     """
-    if cfg.recipe not in RECIPES:
-        raise ValueError(f"unknown recipe {cfg.recipe!r}; choose from {', '.join(RECIPES)}")
-    if cfg.dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {cfg.dtype!r}; choose from {', '.join(DTYPES)}")
-    if cfg.warmup < 0 or not cfg.clip >= 0:
-        raise ValueError(f"warmup and clip must be >= 0, got {cfg.warmup!r} and {cfg.clip!r}")
-    if cfg.micro_batch < 0:
-        raise ValueError(f"micro_batch must be >= 0, got {cfg.micro_batch!r}")
-    if cfg.until not in UNTIL:
-        raise ValueError(f"unknown until {cfg.until!r}; choose from {', '.join(UNTIL)}")
-    second_order = cfg.recipe in SECOND_ORDER
+    second_order = cfg.second_order  # cfg was validated when it was made
     if cfg.recipe == "gauss-newton":
         cfg = replace(cfg, lm_refresh=1, lm_solve="cholesky",
                       dense_max_params=max(cfg.dense_max_params, GAUSS_NEWTON_DENSE_PARAMS))

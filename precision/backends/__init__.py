@@ -5,17 +5,12 @@ from __future__ import annotations
 import functools
 
 from precision.backends.base import Backend
-from precision.precisions import Precision, parse_precision
-
-
-def backend_for(precision: Precision | str) -> Backend:
-    """The backend computing in ``precision`` (``"float32"``, ``"mp50"``, ...); one instance
-    per precision."""
-    return _backend(parse_precision(precision))
+from precision.precisions import Precision
 
 
 @functools.cache
-def _backend(p: Precision) -> Backend:
+def backend_for(p: Precision) -> Backend:
+    """The backend computing in ``p`` (float32, mp50, ...); one instance per precision."""
     if p.is_mp:
         from precision.backends.mp_backend import MPBackend
 

@@ -17,7 +17,7 @@ from typing import Any
 from precision.constructions import traces
 from precision.metrics import error_summary
 from precision.params import Param, count, positive
-from precision.precisions import parse_precision
+from precision.precisions import Precision, as_precision
 from precision.registry import Declared, Registry
 from precision.solvers.registry import SolverError, SolverResult, make_problem
 from precision.truth import TruthError
@@ -113,7 +113,7 @@ def get_construction(name: str) -> ConstructionSpec:
     return CONSTRUCTIONS[name]
 
 
-def run_construction(name: str, precision: Any, problem: dict[str, Any],
+def run_construction(name: str, precision: Precision | str, problem: dict[str, Any],
                      params: dict[str, Any] | None = None) -> SolverResult:
     """Per-layer errors of construction ``name`` in ``precision`` (see the module docstring).
 
@@ -122,7 +122,7 @@ def run_construction(name: str, precision: Any, problem: dict[str, Any],
     """
     spec = get_construction(name)
     prm = spec.resolve(params)
-    p = parse_precision(precision)
+    p = as_precision(precision)  # the Python API's edge
     prob = make_problem(spec.task, problem)
     t0 = time.perf_counter()
     result = SolverResult(solver=name, precision=p.name, status="ok", params=prm)

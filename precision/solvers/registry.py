@@ -21,7 +21,7 @@ from precision.backends import backend_for
 from precision.backends.mp_backend import exact_array
 from precision.metrics import ErrorSummary, Floor, detect_floor, error_summary
 from precision.params import Param, count, positive
-from precision.precisions import Precision, parse_precision
+from precision.precisions import Precision, as_precision
 from precision.registry import Declared, Registry
 from precision.solvers.cg import conjugate_gradient
 from precision.solvers.gd import gd, preconditioned_gd
@@ -297,7 +297,7 @@ def run_solver(
     ``failed`` / ``diverged`` with the message, never an exception.
     """
     spec = get_solver(name)
-    p = parse_precision(precision)
+    p = as_precision(precision)  # the Python API's edge
     prm = spec.resolve(params)
     prob = make_problem(spec.task, problem)
     xp = backend_for(p)

@@ -9,11 +9,14 @@ solver /       ``[problems.*]`` + ``[solvers.*]`` /    a solver (or constructed 
 construction   ``[constructions.*]``                   one precision, its trace and floor
 =============  ======================================  ====================================
 
-Each is a :class:`~probes.kinds.base.RunKind` (``expand``, ``compute``, ``cost``, ``version``)
+Each is a :class:`~probes.kinds.base.RunKind` (``parse``, ``expand``, ``compute``, ``cost``,
+``version``)
 defined in its own module; adding a kind is adding a module and a line to :data:`KINDS`.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from probes.kinds import study, subject, trained
 from probes.kinds.base import RunKind, SuiteData
@@ -37,12 +40,19 @@ def grid_size(suite: SuiteData) -> int:
                if any(t in suite.data for t in module.KIND.tables))
 
 
-def expand_all(suite: SuiteData) -> list[Run]:
-    """Every run of every kind whose tables the suite has; a suite with none of them is
-    expanded as a solver suite, whose error names the tables it needs."""
-    runs = [run for kind in KINDS if any(t in suite.data for t in kind.tables)
-            for run in kind.expand(suite)]
-    return runs or subject.KIND.expand(suite)
+def parse_all(suite: SuiteData) -> tuple[Any, ...]:
+    """The typed entries of every kind whose tables the suite has, in :data:`KINDS` order; a
+    suite with none of them is parsed as a solver suite, whose error names the tables it
+    needs."""
+    kinds = [kind for kind in KINDS if any(t in suite.data for t in kind.tables)]
+    return tuple(e for kind in kinds or [subject.KIND] for e in kind.parse(suite))
 
 
-__all__ = ["KINDS", "RunKind", "SuiteData", "expand_all", "grid_size", "kind_of"]
+def expand_all(suite: SuiteData, entries: tuple[Any, ...]) -> list[Run]:
+    """Every run of ``entries`` (each kind expands the entries of its type)."""
+    return [run for kind in KINDS
+            for run in kind.expand(suite, tuple(e for e in entries
+                                                if isinstance(e, kind.entry)))]
+
+
+__all__ = ["KINDS", "RunKind", "SuiteData", "expand_all", "grid_size", "kind_of", "parse_all"]

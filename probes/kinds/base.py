@@ -1,9 +1,10 @@
 """The interface of a run kind, and the suite data every kind expands.
 
 A run kind is one :class:`RunKind` value: the suite tables it reads, the version of its
-configs, and three functions: ``expand`` (suite tables -> :class:`~probes.run.Run` values,
-validated), ``compute`` (one run -> its store records, in whatever process calls it) and
-``cost`` (a relative cost, for longest-first scheduling). Adding a kind is adding a module
+configs, and four functions: ``parse`` (suite tables -> typed, validated entries),
+``expand`` (entries -> :class:`~probes.run.Run` values), ``compute`` (one run -> its store
+records, in whatever process calls it) and ``cost`` (a relative cost, for longest-first
+scheduling). Adding a kind is adding a module
 that defines one and listing it in ``probes.kinds.KINDS``.
 
 Version policy (one for every kind): a kind's ``version`` is part of every config it expands,
@@ -50,19 +51,23 @@ class RunKind:
     #: The suite tables it reads; it expands a suite that has any of them.
     tables: tuple[str, ...]
     version: int
-    expand: Callable[[SuiteData], list[Run]]
+    #: The type of the entries ``parse`` returns.
+    entry: type
+    parse: Callable[[SuiteData], tuple[Any, ...]]
+    expand: Callable[[SuiteData, tuple[Any, ...]], list[Run]]
     compute: Callable[[Run], list[RunRecord]]
     cost: Callable[[Run], float]
 
 
-def entry_precisions(entry: dict[str, Any], suite: SuiteData, at: str) -> list[Precision]:
+def entry_precisions(entry: dict[str, Any], suite: SuiteData, at: str
+                     ) -> tuple[Precision, ...]:
     """An entry's own ``precisions`` list (replacing the suite's), parsed, or the suite's."""
     if "precisions" not in entry:
-        return list(suite.precisions)
+        return suite.precisions
     precs = entry["precisions"]
     if not isinstance(precs, list) or not precs or not all(isinstance(p, str) for p in precs):
         raise SuiteError(f"{at}: 'precisions' must be a non-empty list of precision names")
     try:
-        return [parse_precision(p) for p in precs]
+        return tuple(parse_precision(p) for p in precs)
     except PrecisionError as exc:
         raise SuiteError(f"{at}: {exc}") from None

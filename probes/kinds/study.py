@@ -21,12 +21,14 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from precision.precisions import Precision
 from probes.kinds.base import RunKind, SuiteData, entry_precisions
 from probes.names import MAX_LABEL_CHARS, axis_length, check_name, list_length
 from probes.run import Run, SuiteError, finite_or_none, make_record, new_run
-from probes.studies import StudyError, StudyOutcome, get_study
+from probes.studies import StudyError, StudyOutcome, StudySpec, get_study
 from results.store import RunRecord
 
 #: 2: the suite name is part of every run's config (and so of its id).
@@ -57,48 +59,71 @@ def grid_size(suite: SuiteData) -> int:
     return total
 
 
-def expand(suite: SuiteData) -> list[Run]:
-    """Runs of the ``[studies.*]`` tables of a suite (validated; SuiteError otherwise)."""
+@dataclass(frozen=True)
+class StudyEntry:
+    """A ``[studies.<label>]`` table, validated: its registered study, its grid points
+    (label, resolved parameters) and its precisions."""
+
+    label: str
+    study: StudySpec
+    points: tuple[tuple[str, dict[str, Any]], ...]
+    precisions: tuple[Precision, ...]
+
+
+def _entry(suite: SuiteData, entry_name: str, entry: Any) -> StudyEntry:
+    at = f"{suite.where} [studies.{entry_name}]"
+    if not isinstance(entry, dict) or "study" not in entry:
+        raise SuiteError(f"{at}: needs study = \"<registered study>\"")
+    try:
+        spec = get_study(str(entry["study"]))
+    except StudyError as exc:
+        raise SuiteError(f"{at}: {exc}") from None
+    precisions = entry_precisions(entry, suite, at)
+    given = {k: v for k, v in entry.items() if k not in _RESERVED}
+    keys = sorted(given)
+    axes = [given[k] if isinstance(given[k], list) else [given[k]] for k in keys]
+    for k, axis in zip(keys, axes, strict=True):
+        if not axis:
+            raise SuiteError(f"{at}: grid axis '{k}' is empty")
+    # axes name the grid point, also a one-value axis of scalars (a profile's ``noise =
+    # [5]``), so a label does not depend on how many values a profile kept; a list-valued
+    # parameter given once (``[[1, 3]]``) is a fixed value
+    varying = [k for k, a in zip(keys, axes, strict=True) if isinstance(given[k], list)
+               and (len(a) > 1 or not isinstance(a[0], list))]
+    points = []
+    for point in itertools.product(*axes):
+        chosen = dict(zip(keys, point, strict=True))
+        try:
+            params = spec.resolve(chosen)
+        except StudyError as exc:
+            raise SuiteError(f"{at}: {exc}") from None
+        label = ",".join(f"{k}={_label(chosen[k])}" for k in varying) or entry_name
+        check_name(label, "grid-point label (from the values of its axes)", at,
+                   max_chars=MAX_LABEL_CHARS)
+        points.append((label, params))
+    return StudyEntry(entry_name, spec, tuple(points), precisions)
+
+
+def parse(suite: SuiteData) -> tuple[StudyEntry, ...]:
+    """The ``[studies.*]`` tables as typed entries (validated; SuiteError otherwise)."""
     entries = suite.data.get("studies", {})
     if not isinstance(entries, dict):
         raise SuiteError(f"{suite.where}: 'studies' must be a table")
+    return tuple(_entry(suite, name, entry) for name, entry in entries.items())
+
+
+def expand(suite: SuiteData, entries: tuple[StudyEntry, ...]) -> list[Run]:
+    """Every (entry, grid point, seed, precision) of ``entries`` as one run."""
     runs: list[Run] = []
-    for entry_name, entry in entries.items():
-        at = f"{suite.where} [studies.{entry_name}]"
-        if not isinstance(entry, dict) or "study" not in entry:
-            raise SuiteError(f"{at}: needs study = \"<registered study>\"")
-        try:
-            spec = get_study(str(entry["study"]))
-        except StudyError as exc:
-            raise SuiteError(f"{at}: {exc}") from None
-        precisions = entry_precisions(entry, suite, at)
-        given = {k: v for k, v in entry.items() if k not in _RESERVED}
-        keys = sorted(given)
-        axes = [given[k] if isinstance(given[k], list) else [given[k]] for k in keys]
-        for k, axis in zip(keys, axes, strict=True):
-            if not axis:
-                raise SuiteError(f"{at}: grid axis '{k}' is empty")
-        # axes name the grid point, also a one-value axis of scalars (a profile's ``noise =
-        # [5]``), so a label does not depend on how many values a profile kept; a list-valued
-        # parameter given once (``[[1, 3]]``) is a fixed value
-        varying = [k for k, a in zip(keys, axes, strict=True) if isinstance(given[k], list)
-                   and (len(a) > 1 or not isinstance(a[0], list))]
-        for point in itertools.product(*axes):
-            chosen = dict(zip(keys, point, strict=True))
-            try:
-                params = spec.resolve(chosen)
-            except StudyError as exc:
-                raise SuiteError(f"{at}: {exc}") from None
-            label = ",".join(f"{k}={_label(chosen[k])}" for k in varying) or entry_name
-            check_name(label, "grid-point label (from the values of its axes)", at,
-                       max_chars=MAX_LABEL_CHARS)
+    for e in entries:
+        for label, params in e.points:
             for seed in suite.seeds:
-                for p in precisions:
+                for p in e.precisions:
                     config = {"version": VERSION, "kind": "study", "suite": suite.name,
-                              "study": spec.name, "study_version": spec.version,
-                              "entry": entry_name, "params": params, "seed": seed,
+                              "study": e.study.name, "study_version": e.study.version,
+                              "entry": e.label, "params": params, "seed": seed,
                               "precision": p.name}
-                    runs.append(new_run("study", entry_name, label, [p], config))
+                    runs.append(new_run("study", e.label, label, [p], config))
     return runs
 
 
@@ -135,5 +160,5 @@ def cost(run: Run) -> float:
     return 1e5
 
 
-KIND = RunKind(names=("study",), tables=("studies",), version=VERSION, expand=expand,
-               compute=compute, cost=cost)
+KIND = RunKind(names=("study",), tables=("studies",), version=VERSION,
+               entry=StudyEntry, parse=parse, expand=expand, compute=compute, cost=cost)

@@ -20,9 +20,11 @@ constructed model, layer by layer) and stores its per-step error trace and detec
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from precision.constructions.registry import get_construction, run_construction
+from precision.precisions import Precision
 from precision.solvers.registry import (
     SolverError,
     get_solver,
@@ -62,62 +64,86 @@ def grid_size(suite: SuiteData) -> int:
     return total
 
 
-def expand(suite: SuiteData) -> list[Run]:
-    """Runs of the [solvers.*] and [constructions.*] tables over [problems.*]."""
-    data, where = suite.data, suite.where
-    problems = data.get("problems")
+@dataclass(frozen=True)
+class SubjectEntry:
+    """A ``[solvers.<name>]`` or ``[constructions.<name>]`` table, validated: the subject's
+    kind and name, its resolved parameters, the problems it runs on (label, task, generator
+    arguments) and its precisions."""
+
+    kind: str
+    name: str
+    params: dict[str, Any]
+    problems: tuple[tuple[str, str, dict[str, Any]], ...]
+    precisions: tuple[Precision, ...]
+
+
+def _entry(suite: SuiteData, kind: str, name: str, entry: Any,
+           problems: dict[str, Any], generated: set[str]) -> SubjectEntry:
+    where, at = suite.where, f"{suite.where} [{kind}s.{name}]"
+    if not isinstance(entry, dict):
+        raise SuiteError(f"{where}: [{kind}s.{name}] must be a table")
+    bad = set(entry) - _ENTRY_KEYS
+    if bad:
+        raise SuiteError(f"{where}: [{kind}s.{name}] unknown key(s) {sorted(bad)}")
+    try:
+        spec = get_solver(name) if kind == "solver" else get_construction(name)
+        params = resolve_params(spec, entry.get("params", {}))
+    except SolverError as exc:
+        raise SuiteError(f"{where}: {exc}") from None
+    chosen = []
+    for label in _labels(entry.get("problems"), at):
+        if label not in problems:
+            raise SuiteError(f"{where}: solver '{name}' names unknown problem '{label}' "
+                             f"(defined: {', '.join(sorted(problems))})")
+        if not isinstance(problems[label], dict):
+            raise SuiteError(f"{where}: [problems.{label}] must be a table")
+        problem = dict(problems[label])
+        task = problem.pop("task", None)
+        if task != spec.task:
+            raise SuiteError(f"{where}: solver '{name}' solves '{spec.task}' problems but "
+                             f"problem '{label}' has task '{task}'")
+        if label not in generated:  # once per problem: a seed changes values only
+            try:
+                make_problem(task, {**problem, "seed": suite.seeds[0]})
+            except SolverError as exc:
+                raise SuiteError(f"{where}: problem '{label}': {exc}") from None
+            generated.add(label)
+        chosen.append((label, task, problem))
+    return SubjectEntry(kind, name, params, tuple(chosen), entry_precisions(entry, suite, at))
+
+
+def parse(suite: SuiteData) -> tuple[SubjectEntry, ...]:
+    """The [solvers.*] and [constructions.*] tables as typed entries (validated, each problem
+    generated once)."""
+    problems = suite.data.get("problems")
     if not isinstance(problems, dict) or not problems:
-        raise SuiteError(f"{where}: needs at least one [problems.<label>] table")
+        raise SuiteError(f"{suite.where}: needs at least one [problems.<label>] table")
     subjects = []
     for table, kind in SUBJECT_TABLES.items():
-        entries = data.get(table, {})
+        entries = suite.data.get(table, {})
         if not isinstance(entries, dict):
-            raise SuiteError(f"{where}: '{table}' must be a table")
+            raise SuiteError(f"{suite.where}: '{table}' must be a table")
         subjects += [(kind, name, entry) for name, entry in entries.items()]
     if not subjects:
-        raise SuiteError(f"{where}: needs at least one [solvers.<name>] or "
+        raise SuiteError(f"{suite.where}: needs at least one [solvers.<name>] or "
                          "[constructions.<name>] table")
+    generated: set[str] = set()
+    return tuple(_entry(suite, kind, name, entry, problems, generated)
+                 for kind, name, entry in subjects)
+
+
+def expand(suite: SuiteData, entries: tuple[SubjectEntry, ...]) -> list[Run]:
+    """Every (subject, problem, seed, precision) of ``entries`` as one run."""
     runs: list[Run] = []
-    generated: set[str] = set()  # problem labels make_problem has checked
-    for kind, name, entry in subjects:
-        at = f"{where} [{kind}s.{name}]"
-        if not isinstance(entry, dict):
-            raise SuiteError(f"{where}: [{kind}s.{name}] must be a table")
-        bad = set(entry) - _ENTRY_KEYS
-        if bad:
-            raise SuiteError(f"{where}: [{kind}s.{name}] unknown key(s) {sorted(bad)}")
-        try:
-            spec = get_solver(name) if kind == "solver" else get_construction(name)
-            params = resolve_params(spec, entry.get("params", {}))
-        except SolverError as exc:
-            raise SuiteError(f"{where}: {exc}") from None
-        labels = _labels(entry.get("problems"), at)
-        precisions = entry_precisions(entry, suite, at)
-        for label in labels:
-            if label not in problems:
-                raise SuiteError(
-                    f"{where}: solver '{name}' names unknown problem '{label}' "
-                    f"(defined: {', '.join(sorted(problems))})")
-            if not isinstance(problems[label], dict):
-                raise SuiteError(f"{where}: [problems.{label}] must be a table")
-            problem = dict(problems[label])
-            task = problem.pop("task", None)
-            if task != spec.task:
-                raise SuiteError(f"{where}: solver '{name}' solves '{spec.task}' problems but "
-                                 f"problem '{label}' has task '{task}'")
+    for e in entries:
+        for label, task, problem in e.problems:
             for seed in suite.seeds:
                 seeded = {**problem, "seed": seed}
-                if label not in generated:  # once per problem: a seed changes values only
-                    try:
-                        make_problem(task, seeded)
-                    except SolverError as exc:
-                        raise SuiteError(f"{where}: problem '{label}': {exc}") from None
-                    generated.add(label)
-                for p in precisions:
-                    config = {"version": VERSION, "suite": suite.name, "kind": kind,
-                              "solver": name, "task": task, "problem_label": label,
-                              "problem": seeded, "params": params, "precision": p.name}
-                    runs.append(new_run(kind, name, label, [p], config))
+                for p in e.precisions:
+                    config = {"version": VERSION, "suite": suite.name, "kind": e.kind,
+                              "solver": e.name, "task": task, "problem_label": label,
+                              "problem": seeded, "params": e.params, "precision": p.name}
+                    runs.append(new_run(e.kind, e.name, label, [p], config))
     return runs
 
 
@@ -159,4 +185,5 @@ def cost(run: Run) -> float:
 
 
 KIND = RunKind(names=tuple(SUBJECT_TABLES.values()), tables=("problems", *SUBJECT_TABLES),
-               version=VERSION, expand=expand, compute=compute, cost=cost)
+               version=VERSION, entry=SubjectEntry, parse=parse, expand=expand,
+               compute=compute, cost=cost)

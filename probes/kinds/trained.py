@@ -37,44 +37,31 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from precision.metrics import detect_floor
 from precision.models import MODELS
-from precision.params import Param, ParamError, count, positive
+from precision.params import Param, ParamError, count
+from precision.precisions import Precision
 from probes.factory import FactoryError, is_factory_spec
 from probes.job import Job
 from probes.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
 from probes.names import axis_length, list_length
 from probes.run import Run, SuiteError, check_time_limit, make_record, new_run
 from probes.tasks import TaskError
+from probes.train_config import SECOND_ORDER, TrainConfig, TrainConfigError
 from probes.trained_run import run_trained
-from probes.training import RECIPES, SECOND_ORDER, UNTIL
 from results.canonical import config_hash
 from results.store import RunRecord
 
-#: 3: the suite name is part of every job's config (and so of its id).
-VERSION = 3
+#: 4: the resolved train table (every suite-settable TrainConfig field) and the model entry's
+#: label under ``entry`` (3: the suite name is part of every job's config).
+VERSION = 4
 
 _RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions", "time_limit"}
 #: The keys of a model entry that are not family-specific (what a user factory is given).
 ENTRY_KEYS = _RESERVED | {"depth", "width"}
-_TRAIN_KEYS = {"recipe", "steps", "batch_size", "lr", "dtype", "step_size", "gamma",
-               "second_order_steps", "second_order_batch", "curve_points", "time_limit",
-               "warmup", "clip", "until", "validation_size", "validation_points",
-               "micro_batch"}
-TRAIN_DTYPES = ("float32", "float64", "bfloat16")
-#: Type and range of the numeric ``train`` keys (recipe and dtype are names, checked apart).
-TRAIN_PARAMS: dict[str, Param] = {
-    "steps": count(None, lo=0, hi=100_000_000), "batch_size": count(None, hi=65_536),
-    "lr": positive(None), "step_size": count(None, hi=1_000_000_000),
-    "gamma": Param(None, gt=0.0, hi=1.0), "second_order_steps": count(None, lo=0),
-    "second_order_batch": count(None), "curve_points": count(None),
-    "time_limit": positive(None), "warmup": count(None, lo=0, hi=100_000_000),
-    "clip": Param(None, lo=0.0),
-    "validation_size": count(None, lo=0, hi=65_536), "validation_points": count(None),
-    "micro_batch": count(None, lo=0, hi=65_536),
-}
 #: Type and range of a model entry's evaluation keys.
 ENTRY_PARAMS: dict[str, Param] = {"test_size": count(32, hi=100_000),
                                   "iterate": count(0, lo=0, hi=10_000)}
@@ -86,41 +73,61 @@ MAX_DEPTH_WIDTH2 = 2**24
 MAX_BATCH_ELEMENTS = 50_000_000
 
 
-def record_id(job: dict[str, Any], precision: str) -> str:
+@dataclass(frozen=True)
+class TaskEntry:
+    """A ``[tasks.<label>]`` table: its label, task name and options."""
+
+    label: str
+    task: str
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A ``[models.<label>]`` table, validated: the family (a built-in name or a
+    ``MODULE:FACTORY`` spec), its tasks, the grid of model options (``depth``, ``width`` and
+    the family's own; each a list of values) and of train configs, and how it is measured."""
+
+    label: str
+    family: str
+    tasks: tuple[TaskEntry, ...]
+    options: tuple[tuple[str, tuple[Any, ...]], ...]
+    train: tuple[TrainConfig, ...]
+    precisions: tuple[Precision, ...]
+    test_size: int = 32
+    iterate: int = 0
+    time_limit: float | None = None
+
+    def jobs(self, suite: SuiteData) -> list[Job]:
+        """Every (task, option values, train config, seed) of the entry, as jobs."""
+        keys = [k for k, _ in self.options]
+        jobs = []
+        for task in self.tasks:
+            for combo in itertools.product(*(values for _, values in self.options)):
+                opts = dict(zip(keys, combo, strict=True))
+                depth, width = opts.pop("depth"), opts.pop("width")
+                for train in self.train:
+                    jobs += [Job(family=self.family, task=task.task, depth=depth, width=width,
+                                 train=train, seed=seed, task_options=dict(task.options),
+                                 model_options=opts, label=self.label,
+                                 problem_label=task.label, suite=suite.name,
+                                 test_size=self.test_size, iterate=self.iterate)
+                             for seed in suite.seeds]
+        return jobs
+
+
+def record_id(job: dict[str, Any], precision: Precision) -> str:
     """Store id of one (job, evaluation precision) record."""
-    return config_hash({**job, "precision": precision})
+    return config_hash({**job, "precision": precision.name})
 
 
-def _axes(table: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
-    keys = sorted(table)
-    return keys, [v if isinstance(v, list) else [v] for v in (table[k] for k in keys)]
-
-
-def _check_train(train: dict[str, Any], where: str) -> None:
-    bad = set(train) - _TRAIN_KEYS
-    if bad:
-        raise SuiteError(f"{where}: unknown train key(s) {', '.join(sorted(bad))} "
-                         f"(known: {', '.join(sorted(_TRAIN_KEYS))})")
-    for key in ("recipe", "steps", "batch_size"):
-        if key not in train:
-            raise SuiteError(f"{where}: train needs '{key}'")
-    if not isinstance(train["recipe"], str) or train["recipe"] not in RECIPES:
-        raise SuiteError(f"{where}: unknown recipe '{train['recipe']}' "
-                         f"(choose from: {', '.join(RECIPES)})")
-    if not isinstance(train.get("dtype", "float32"), str) or \
-            train.get("dtype", "float32") not in TRAIN_DTYPES:
-        raise SuiteError(f"{where}: training dtype must be one of {', '.join(TRAIN_DTYPES)}, "
-                         f"not '{train.get('dtype')}'")
-    if not isinstance(train.get("until", "steps"), str) or \
-            train.get("until", "steps") not in UNTIL:
-        raise SuiteError(f"{where}: train until must be one of {', '.join(UNTIL)}, "
-                         f"not '{train.get('until')}'")
-    for key, param in TRAIN_PARAMS.items():
-        if key in train:
-            try:
-                param.check(key, train[key])
-            except ParamError as exc:
-                raise SuiteError(f"{where}: train {exc}") from None
+def _axes(table: dict[str, Any], where: str) -> list[tuple[str, tuple[Any, ...]]]:
+    """``(key, values)`` of a table whose lists are grid axes, keys sorted."""
+    axes = [(k, tuple(v) if isinstance(v, list) else (v,)) for k, v in sorted(table.items())]
+    for key, values in axes:
+        if not values:
+            raise SuiteError(f"{where}: grid axis '{key}' is an empty list")
+    return axes
 
 
 def grid_size(suite: SuiteData) -> int:
@@ -142,81 +149,94 @@ def grid_size(suite: SuiteData) -> int:
     return total
 
 
-def expand(suite: SuiteData) -> list[Run]:
-    """Jobs of the suite's [models.*] tables, validated (one :class:`SuiteError` line)."""
-    data, where = suite.data, suite.where
-    tasks = data.get("tasks")
-    models = data.get("models")
+def task_entries(suite: SuiteData, labels: Any, at: str) -> tuple[TaskEntry, ...]:
+    tasks = suite.data.get("tasks")
+    if not isinstance(labels, list) or not labels or not all(isinstance(t, str) for t in labels):
+        raise SuiteError(f"{at}: 'tasks' must be a non-empty list of task labels")
+    entries = []
+    for tl in labels:
+        if tl not in tasks:
+            raise SuiteError(f"{at}: unknown task label '{tl}' "
+                             f"(defined: {', '.join(sorted(tasks))})")
+        if not isinstance(tasks[tl], dict):
+            raise SuiteError(f"{suite.where}: [tasks.{tl}] must be a table")
+        options = dict(tasks[tl])
+        name = options.pop("task", tl)
+        if not isinstance(name, str):
+            raise SuiteError(f"{suite.where}: [tasks.{tl}] task must be a task name")
+        _check_task_size(options, f"{suite.where} [tasks.{tl}]")
+        entries.append(TaskEntry(tl, name, options))
+    return tuple(entries)
+
+
+def parse_entry(suite: SuiteData, label: str, entry: Any) -> ModelEntry:
+    """The ``[models.<label>]`` table as a :class:`ModelEntry` (one SuiteError line if it is
+    not valid; the models themselves are built by :func:`expand`)."""
+    at = f"{suite.where} [models.{label}]"
+    if not isinstance(entry, dict):
+        raise SuiteError(f"{at} must be a table")
+    family = entry.get("family", label)
+    if not isinstance(family, str) or (family not in MODELS and not is_factory_spec(family)):
+        raise SuiteError(f"{at}: unknown model family '{family}' "
+                         f"(choose from: {', '.join(sorted(MODELS))})")
+    tasks = task_entries(suite, entry.get("tasks"), at)
+    train = entry.get("train")
+    if not isinstance(train, dict):
+        raise SuiteError(f"{at}: needs a 'train' table (recipe, steps, batch_size, ...)")
+    measured = {}
+    for key, param in ENTRY_PARAMS.items():
+        try:
+            param.check(key, entry.get(key, param.default))
+        except ParamError as exc:
+            raise SuiteError(f"{at}: {exc}") from None
+        measured[key] = entry.get(key, param.default)
+    options = _axes({k: v for k, v in entry.items() if k not in _RESERVED}, at)
+    for key in ("depth", "width"):
+        if key not in dict(options):
+            raise SuiteError(f"{at}: needs '{key}' (an integer or a list of integers)")
+    for depth, width in itertools.product(dict(options)["depth"], dict(options)["width"]):
+        _check_model_size(depth, width, at)
+    train_axes = _axes(train, at)
+    configs = []
+    for combo in itertools.product(*(values for _, values in train_axes)):
+        try:
+            configs.append(TrainConfig.from_table(
+                dict(zip((k for k, _ in train_axes), combo, strict=True))))
+        except TrainConfigError as exc:
+            raise SuiteError(f"{at}: {exc}") from None
+    return ModelEntry(label=label, family=family, tasks=tasks, options=tuple(options),
+                      train=tuple(configs), precisions=entry_precisions(entry, suite, at),
+                      time_limit=check_time_limit(entry.get("time_limit"), at), **measured)
+
+
+def parse(suite: SuiteData) -> tuple[ModelEntry, ...]:
+    """The suite's [models.*] tables as typed entries (validated; SuiteError otherwise)."""
+    tasks, models = suite.data.get("tasks"), suite.data.get("models")
     if not isinstance(tasks, dict) or not tasks:
-        raise SuiteError(f"{where}: a suite with [models.*] needs at least one [tasks.<label>]")
+        raise SuiteError(f"{suite.where}: a suite with [models.*] needs at least one "
+                         "[tasks.<label>]")
     if not isinstance(models, dict) or not models:
-        raise SuiteError(f"{where}: a suite with [tasks.*] needs at least one [models.<name>]")
+        raise SuiteError(f"{suite.where}: a suite with [tasks.*] needs at least one "
+                         "[models.<name>]")
+    return tuple(parse_entry(suite, label, entry) for label, entry in models.items())
+
+
+def expand(suite: SuiteData, entries: tuple[ModelEntry, ...]) -> list[Run]:
+    """The jobs of ``entries`` as runs; each job's first seed builds its task and model once
+    (an impossible shape or option is a SuiteError before anything is trained)."""
     runs: list[Run] = []
-    for label, entry in models.items():
-        at = f"{where} [models.{label}]"
-        if not isinstance(entry, dict):
-            raise SuiteError(f"{at} must be a table")
-        family = entry.get("family", label)
-        if not isinstance(family, str) or (family not in MODELS and not is_factory_spec(family)):
-            raise SuiteError(f"{at}: unknown model family '{family}' "
-                             f"(choose from: {', '.join(sorted(MODELS))})")
-        task_labels = entry.get("tasks")
-        if not isinstance(task_labels, list) or not task_labels or \
-                not all(isinstance(t, str) for t in task_labels):
-            raise SuiteError(f"{at}: 'tasks' must be a non-empty list of task labels")
-        train = entry.get("train")
-        if not isinstance(train, dict):
-            raise SuiteError(f"{at}: needs a 'train' table (recipe, steps, batch_size, ...)")
-        precisions = entry_precisions(entry, suite, at)
-        limit = check_time_limit(entry.get("time_limit"), at)
-        entry_params = {}
-        for key, param in ENTRY_PARAMS.items():
-            try:
-                param.check(key, entry.get(key, param.default))
-            except ParamError as exc:
-                raise SuiteError(f"{at}: {exc}") from None
-            entry_params[key] = entry.get(key, param.default)
-        options = {k: v for k, v in entry.items() if k not in _RESERVED}
-        for key in ("depth", "width"):
-            if key not in options:
-                raise SuiteError(f"{at}: needs '{key}' (an integer or a list of integers)")
-        okeys, ovals = _axes(options)
-        tkeys, tvals = _axes(train)
-        for key, values in (*zip(okeys, ovals, strict=True), *zip(tkeys, tvals, strict=True)):
-            if not values:
-                raise SuiteError(f"{at}: grid axis '{key}' is an empty list")
-        for tl in task_labels:
-            if tl not in tasks:
-                raise SuiteError(f"{at}: unknown task label '{tl}' "
-                                 f"(defined: {', '.join(sorted(tasks))})")
-            if not isinstance(tasks[tl], dict):
-                raise SuiteError(f"{where}: [tasks.{tl}] must be a table")
-            topts = dict(tasks[tl])
-            task_name = topts.pop("task", tl)
-            if not isinstance(task_name, str):
-                raise SuiteError(f"{where}: [tasks.{tl}] task must be a task name")
-            _check_task_size(topts, f"{where} [tasks.{tl}]")
-            for combo in itertools.product(*ovals):
-                opts = dict(zip(okeys, combo, strict=True))
-                depth, width = opts.pop("depth"), opts.pop("width")
-                _check_model_size(depth, width, at)
-                for tcombo in itertools.product(*tvals):
-                    tr = dict(zip(tkeys, tcombo, strict=True))
-                    _check_train(tr, at)
-                    for seed in suite.seeds:
-                        job = Job(family=family, task=task_name, depth=depth, width=width,
-                                  train=tr, seed=seed, task_options=topts, model_options=opts,
-                                  label=label, problem_label=tl, suite=suite.name,
-                                  **entry_params)
-                        if seed == suite.seeds[0]:  # a seed changes values, not shapes
-                            _validate_job(job, at)
-                        # the data version first: the record ids hash it (see base.py)
-                        config = {**job.config(VERSION), "data_version": DATA_VERSION}
-                        runs.append(new_run(
-                            "trained", label, tl, precisions,
-                            {**config, "precisions": [p.name for p in precisions]},
-                            record_ids=tuple(record_id(config, p.name) for p in precisions),
-                            device=suite.device, time_limit=limit))
+    for entry in entries:
+        at = f"{suite.where} [models.{entry.label}]"
+        for job in entry.jobs(suite):
+            if job.seed == suite.seeds[0]:  # a seed changes values, not shapes
+                _validate_job(job, at)
+            # the data version first: the record ids hash it (see base.py)
+            config = {**job.config(VERSION), "data_version": DATA_VERSION}
+            runs.append(new_run(
+                "trained", entry.label, job.problem_label, entry.precisions,
+                {**config, "precisions": [p.name for p in entry.precisions]},
+                record_ids=tuple(record_id(config, p) for p in entry.precisions),
+                device=suite.device, time_limit=entry.time_limit, spec=job))
     return runs
 
 
@@ -256,7 +276,7 @@ def _validate_job(job: Job, where: str) -> None:
         raise SuiteError(f"{where}: cannot build model '{job.family}' "
                          f"(depth {job.depth}, width {job.width}): {message}") from None
     tokens = task.n_tokens * max(task.d_in, job.width)
-    for key, n in (("batch_size", job.train["batch_size"]), ("test_size", job.test_size)):
+    for key, n in (("batch_size", job.train.batch_size), ("test_size", job.test_size)):
         if n * tokens > MAX_BATCH_ELEMENTS:
             raise SuiteError(f"{where}: {key} {n} x {task.n_tokens} tokens x "
                              f"{max(task.d_in, job.width)} channels = {n * tokens:.3g} "
@@ -266,7 +286,7 @@ def _validate_job(job: Job, where: str) -> None:
 def compute(run: Run) -> list[RunRecord]:
     """Train and measure the job of ``run``; one record per evaluation precision."""
     job = {k: v for k, v in run.config.items() if k != "precisions"}
-    outcome = run_trained(Job.from_config(job), run.precisions, save_as=job, device=run.device,
+    outcome = run_trained(run.spec, run.precisions, save_as=job, device=run.device,
                           weights_dir=run.weights_dir)
     tr = outcome.training
     curve = [(s, math.log10(v) if v > 0 else None) for s, v in tr.curve
@@ -307,7 +327,7 @@ def compute(run: Run) -> list[RunRecord]:
         if outcome.weights_error:
             result["weights_error"] = outcome.weights_error
         records.append(make_record(
-            run, record_id=record_id(job, p.name), precision=p, status=out.status,
+            run, record_id=record_id(job, p), precision=p, status=out.status,
             error=out.error, mse=out.total, log10_mse=out.log10_total, floor=floor,
             steps=tr.steps, wall_time=outcome.wall_time,
             config={**job, "precision": p.name}, result=result, series=series))
@@ -320,9 +340,9 @@ def cost(run: Run) -> float:
     cfg = run.config
     tr = cfg["train"]
     work = tr["steps"] * tr["batch_size"] * cfg["depth"] * (cfg["width"] / 32)
-    lm = tr.get("second_order_steps", 0) if tr["recipe"] in SECOND_ORDER else 0
+    lm = tr["second_order_steps"] if tr["recipe"] in SECOND_ORDER else 0
     return work + lm * 2e5 + 1e5 * len(run.precisions)
 
 
 KIND = RunKind(names=("trained",), tables=("tasks", "models"), version=VERSION,
-               expand=expand, compute=compute, cost=cost)
+               entry=ModelEntry, parse=parse, expand=expand, compute=compute, cost=cost)

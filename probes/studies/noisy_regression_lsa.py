@@ -282,7 +282,7 @@ def trained_model(params: dict[str, Any], seed: int) -> tuple[LSA, TrainResult]:
 
 
 # --- evaluation ------------------------------------------------------------------------------
-def per_layer_predictions(model: LSA, e: torch.Tensor, precision: Precision | str
+def per_layer_predictions(model: LSA, e: torch.Tensor, precision: Precision
                           ) -> np.ndarray:
     """-y_{n+1}^l for l = 1..L computed in ``precision``, rounded to float64 (B, L).
 

@@ -393,7 +393,7 @@ def limit_weights(prob: pl.RepresentationProblem, Q: np.ndarray) -> np.ndarray |
 def _mc_metrics(params: dict[str, Any], prob: pl.RepresentationProblem, Q0: np.ndarray,
                 W_rand: np.ndarray, seed: int) -> dict[str, float | None]:
     """Closed form (float64) vs Monte Carlo at a random theta and at the limit theta*."""
-    xp = backend_for("float64")
+    xp = backend_for(Precision("float64"))
     arrs = _arrays(xp, prob)
     S = pl.attention(xp, arrs["V"], arrs["T"], xp.asarray(Q0))
     floor = pl.loss_floor(xp, arrs["Z"], arrs["Zhat"], prob.m_tau)

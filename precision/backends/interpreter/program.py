@@ -21,7 +21,7 @@ from precision.backends.interpreter import OPS
 from precision.backends.interpreter.complex import MPComplex
 from precision.backends.interpreter.core import Ctx, UnsupportedOpError
 from precision.backends.mp_backend import MPArray, exact_array
-from precision.precisions import Precision, parse_precision
+from precision.precisions import Precision
 
 _DROPPED_KWARGS = ("layout", "device", "pin_memory", "memory_format", "non_blocking")
 
@@ -90,10 +90,10 @@ class MPProgram:
                       if isinstance(v, torch.Tensor)})
         return state
 
-    def __call__(self, *inputs: Any, precision: Precision | str = "mp50") -> Any:
+    def __call__(self, *inputs: Any, precision: Precision) -> Any:
         if self._missing:
             raise UnsupportedOpError(missing_message(self._missing))
-        p = parse_precision(precision)
+        p = precision
         if not p.is_mp:
             raise ValueError(f"MPProgram evaluates mpN precisions, not {p.name}")
         ctx = Ctx(backend_for(p))  # type: ignore[arg-type]

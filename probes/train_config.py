@@ -1,0 +1,131 @@
+"""The one declaration of the train settings: :class:`TrainConfig`.
+
+Each field is declared once, with its default, its type and range (a
+:class:`~precision.params.Param`, or the names it may take) and whether a suite's ``train``
+table may set it. A config is validated when it is made (suite file, Python API, a study),
+never again inside: :func:`probes.training.train` trusts it. A suite's table becomes one with
+:meth:`TrainConfig.from_table`; :meth:`TrainConfig.table` gives back the resolved table (every
+suite-settable field) that a trained job stores in its config and hashes into its id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from precision.params import Param, ParamError, count, positive
+
+RECIPES = ("paper", "adaptive", "constant", "cosine", "high-precision", "gauss-newton")
+#: Recipes that end with the Levenberg-Marquardt phase (and train in float64 throughout).
+SECOND_ORDER = ("high-precision", "gauss-newton")
+#: When training stops: after ``steps`` (the budget), or at the validation plateau.
+UNTIL = ("steps", "floor")
+#: Training dtypes (the second-order recipes train in float64 whatever ``dtype`` says).
+TRAIN_DTYPES = ("float32", "float64", "bfloat16")
+
+
+class TrainConfigError(ValueError):
+    """A train setting of the wrong type, out of range or unknown (one line)."""
+
+
+def _setting(default: Any, check: Param | tuple[str, ...] | None = None, *,
+             suite: bool = True) -> Any:
+    """A field: its default, its check (a Param, or the names it may take) and whether a
+    suite's ``train`` table may set it."""
+    return field(default=default, metadata={"check": check, "suite": suite})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run (:func:`probes.training.train`; its recipes are documented there).
+
+    recipe: one of :data:`RECIPES`; steps: first-order (Adam) steps (for high-precision and
+    gauss-newton: the Adam steps before the second-order phase); dtype: training precision.
+    """
+
+    recipe: str = _setting(MISSING, RECIPES)
+    steps: int = _setting(MISSING, count(None, lo=0, hi=100_000_000))
+    batch_size: int = _setting(MISSING, count(None, hi=65_536))
+    lr: float = _setting(1e-3, positive(None))
+    dtype: str = _setting("float32", TRAIN_DTYPES)
+    seed: int = _setting(0, count(None, lo=0, hi=2**32 - 1), suite=False)
+    step_size: int = _setting(10_000, count(None, hi=1_000_000_000))  # StepLR period (001 D.1)
+    gamma: float = _setting(0.9, Param(None, gt=0.0, hi=1.0))         # StepLR factor (001 D.1)
+    second_order_steps: int = _setting(50, count(None, lo=0))  # Levenberg-Marquardt iterations
+    second_order_batch: int = _setting(64, count(None))        # samples in each LM batch
+    curve_points: int = _setting(200, count(None))      # at most this many (step, loss) points
+    warmup: int = _setting(0, count(None, lo=0, hi=100_000_000))  # constant/cosine: warm-up
+    clip: float = _setting(0.0, Param(None, lo=0.0))    # Adam-phase gradient-norm clip, 0 = none
+    # seconds; training stops early (status stays "ok") when exceeded
+    time_limit: float | None = _setting(None, positive(None, optional=True))
+    until: str = _setting("steps", UNTIL)  # "steps": all steps; "floor": the validation plateau
+    device: str = _setting("cpu", suite=False)  # where the model trains; data: the CPU
+    # sequences per forward/backward pass of an Adam step; the batch gradient is accumulated
+    # over the passes (0 = one pass). On a CPU ~128 keeps a pass's activations in cache.
+    micro_batch: int = _setting(0, count(None, lo=0, hi=65_536))
+    # held-out sequences of the validation curve (0 = none). Cost: validation_points forward
+    # passes of this size, ~20% of a 2000-step batch-32 run, ~1% at the paper's batch 1024
+    validation_size: int = _setting(128, count(None, lo=0, hi=65_536))
+    validation_points: int = _setting(100, count(None))  # at most this many measurements
+    # --- adaptive scheduler (probes.training.AdaptiveLR) ---
+    window: int = _setting(50, count(None), suite=False)         # steps per decision
+    lr_up: float = _setting(1.5, positive(None), suite=False)    # signal dominates, loss falls
+    lr_down: float = _setting(0.5, positive(None), suite=False)  # noise dominates or loss rises
+    snr_low: float = _setting(1.0, positive(None), suite=False)  # below: noise dominates
+    snr_high: float = _setting(4.0, positive(None), suite=False)  # above (and falling): signal
+    # lr stays within [lr * lr_min_factor, lr * lr_max_factor]
+    lr_min_factor: float = _setting(1e-4, positive(None), suite=False)
+    lr_max_factor: float = _setting(10.0, positive(None), suite=False)
+    # --- second-order phase (probes.levenberg_marquardt) ---
+    lm_refresh: int = _setting(10, count(None), suite=False)   # LM iterations per fixed batch
+    krylov_dim: int = _setting(80, count(None), suite=False)   # Lanczos basis (matrix-free)
+    # explicit J and eigh(J^T J) when P <= dense_max_params and M * P <= dense_max_entries
+    dense_max_params: int = _setting(2500, count(None, lo=0), suite=False)
+    dense_max_entries: int = _setting(20_000_000, count(None, lo=0, hi=2**62), suite=False)
+    lm_damping: float = _setting(1e-3, positive(None), suite=False)  # initial lam / curvature
+    diag_probes: int = _setting(16, count(None), suite=False)  # Hutchinson probes (scaling)
+    lm_memory: int = _setting(40, count(None, lo=0), suite=False)  # earlier steps in the basis
+    # dense path: "eigh" once per iteration or "cholesky" per damping try
+    lm_solve: str = _setting("eigh", ("eigh", "cholesky"), suite=False)
+    lm_max_tries: int = _setting(12, count(None), suite=False)  # damping increases per iter
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            check, value = f.metadata["check"], getattr(self, f.name)
+            if isinstance(check, Param):
+                try:
+                    check.check(f.name, value)
+                except ParamError as exc:
+                    raise TrainConfigError(str(exc)) from None
+            elif check is not None and (not isinstance(value, str) or value not in check):
+                raise TrainConfigError(f"{f.name} must be one of {', '.join(check)}, "
+                                       f"not {value!r}")
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], **outside: Any) -> TrainConfig:
+        """The config of a suite's ``train`` table (one grid point: no lists) plus the
+        settings a suite does not write (``seed``, ``device``); TrainConfigError names an
+        unknown or missing key or a bad value."""
+        unknown = set(table) - set(SUITE_KEYS)
+        if unknown:
+            raise TrainConfigError(f"unknown train key(s) {', '.join(sorted(unknown))} "
+                                   f"(known: {', '.join(sorted(SUITE_KEYS))})")
+        for key in REQUIRED_KEYS:
+            if key not in table:
+                raise TrainConfigError(f"train needs '{key}'")
+        return cls(**table, **outside)
+
+    def table(self) -> dict[str, Any]:
+        """Every suite-settable field and its value (the stored, hashed form)."""
+        return {key: getattr(self, key) for key in SUITE_KEYS}
+
+    @property
+    def second_order(self) -> bool:
+        """The recipe ends with the Levenberg-Marquardt phase."""
+        return self.recipe in SECOND_ORDER
+
+
+#: The keys a suite's ``train`` table may set, in declaration order.
+SUITE_KEYS = tuple(f.name for f in fields(TrainConfig) if f.metadata["suite"])
+#: The keys every ``train`` table must give.
+REQUIRED_KEYS = tuple(f.name for f in fields(TrainConfig) if f.default is MISSING)
