@@ -9,6 +9,9 @@ exercises the ops its style is about (FFT, GroupNorm, topk, ...).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import flint
 import numpy as np
 import pytest
@@ -79,3 +82,36 @@ def test_zoo_error_decomposition_adds_up():
     parts = error_decomposition(model, x, truth, "mp50")
     assert 0 < parts["rounding"].mse < 1e-88  # outputs O(1), mp50 rounding ~1e-50
     assert parts["total"].mse == pytest.approx(parts["approximation"].mse, rel=1e-30)
+
+
+def test_zoo_file_spec_loads_from_any_directory(tmp_path, monkeypatch):
+    """A ``file.py:factory`` spec executes the file alone; it finds its backbone by its path."""
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != root])
+    for name in [m for m in sys.modules if m == "examples" or m.startswith("examples.")]:
+        monkeypatch.delitem(sys.modules, name)
+    model = load_factory(f"{root}/examples/zoo/retnet.py:retnet")(3, 2, 2, 8, max_len=8)
+    assert type(model).__name__ == "PreNormStack" and len(model.layers) == 2
+    assert model(torch.zeros(1, 8, 3)).shape == (1, 8, 2)
+
+
+def test_backbone_draws_weights_block_by_block():
+    """in, out, then mixer_1, mlp_1, mixer_2, mlp_2: a seed gives a hand-built stack's weights."""
+    from examples.zoo.backbone import PreNormStack
+
+    torch.manual_seed(5)
+    stack = PreNormStack(3, 2, 2, 4, lambda w: torch.nn.Linear(w, w),
+                         mlp=lambda w: torch.nn.Linear(w, w))
+    torch.manual_seed(5)
+    by_hand = [torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)]
+    by_hand += [torch.nn.Linear(4, 4) for _ in range(4)]
+    built = [stack.inp, stack.out, stack.layers[0], stack.mlps[0], stack.layers[1], stack.mlps[1]]
+    for a, b in zip(built, by_hand, strict=True):
+        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+    x = torch.randn(2, 5, 3)
+    h = stack.inp(x)
+    for i in range(2):
+        h = h + stack.layers[i](stack.norms[i](h))
+        h = h + stack.mlps[i](stack.mlp_norms[i](h))
+    assert torch.equal(stack(x), stack.out(h))

@@ -1,9 +1,17 @@
 """A DeltaNet-style layer: the delta rule S_t = S_{t-1} - beta_t (S_{t-1} k_t - v_t) k_t^T
-with L2-normalised keys, read out o_t = S_t q_t; an unrolled loop over tokens."""
+with L2-normalised keys, read out o_t = S_t q_t; an unrolled loop over tokens. Stacked by
+``PreNormStack`` (LayerNorm, no MLP)."""
+
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
+
+if (root := str(Path(__file__).resolve().parents[2])) not in sys.path:  # for FILE.py:FACTORY
+    sys.path.append(root)
+from examples.zoo.backbone import PreNormStack  # noqa: E402
 
 
 class DeltaRule(nn.Module):
@@ -28,19 +36,5 @@ class DeltaRule(nn.Module):
         return self.proj(torch.stack(outs, dim=1))
 
 
-class DeltaNet(nn.Module):
-    def __init__(self, d_in: int, d_out: int, depth: int, width: int) -> None:
-        super().__init__()
-        self.inp, self.out = nn.Linear(d_in, width), nn.Linear(width, d_out)
-        self.layers = nn.ModuleList(DeltaRule(width) for _ in range(depth))
-        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(depth))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.inp(x)
-        for norm, layer in zip(self.norms, self.layers, strict=True):
-            h = h + layer(norm(h))
-        return self.out(h)
-
-
 def deltanet(d_in: int, d_out: int, depth: int, width: int, max_len: int = 64) -> nn.Module:
-    return DeltaNet(d_in, d_out, depth, width)
+    return PreNormStack(d_in, d_out, depth, width, DeltaRule)

@@ -1,8 +1,16 @@
 """A Hyena-style operator: a depthwise short Conv1d, then a gated long convolution computed
-with the FFT (rfft / irfft of length 2N, so it is a linear, causal convolution)."""
+with the FFT (rfft / irfft of length 2N, so it is a linear, causal convolution). Stacked by
+``PreNormStack`` (LayerNorm, no MLP)."""
+
+import sys
+from pathlib import Path
 
 import torch
 from torch import nn
+
+if (root := str(Path(__file__).resolve().parents[2])) not in sys.path:  # for FILE.py:FACTORY
+    sys.path.append(root)
+from examples.zoo.backbone import PreNormStack  # noqa: E402
 
 
 class HyenaOperator(nn.Module):
@@ -27,19 +35,5 @@ class HyenaOperator(nn.Module):
         return self.out_proj((x2 * y).transpose(1, 2))
 
 
-class Hyena(nn.Module):
-    def __init__(self, d_in: int, d_out: int, depth: int, width: int, max_len: int) -> None:
-        super().__init__()
-        self.inp, self.out = nn.Linear(d_in, width), nn.Linear(width, d_out)
-        self.layers = nn.ModuleList(HyenaOperator(width, max_len) for _ in range(depth))
-        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(depth))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.inp(x)
-        for norm, layer in zip(self.norms, self.layers, strict=True):
-            h = h + layer(norm(h))
-        return self.out(h)
-
-
 def hyena(d_in: int, d_out: int, depth: int, width: int, max_len: int = 64) -> nn.Module:
-    return Hyena(d_in, d_out, depth, width, max_len)
+    return PreNormStack(d_in, d_out, depth, width, lambda w: HyenaOperator(w, max_len))

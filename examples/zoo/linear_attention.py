@@ -1,9 +1,17 @@
 """Causal linear attention (Katharopoulos et al.) with the ELU + 1 feature map; the causal
-sums over tokens are ``cumsum`` of outer products."""
+sums over tokens are ``cumsum`` of outer products. Stacked by ``PreNormStack`` (LayerNorm,
+no MLP)."""
+
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
+
+if (root := str(Path(__file__).resolve().parents[2])) not in sys.path:  # for FILE.py:FACTORY
+    sys.path.append(root)
+from examples.zoo.backbone import PreNormStack  # noqa: E402
 
 
 class LinearAttention(nn.Module):
@@ -24,20 +32,6 @@ class LinearAttention(nn.Module):
         return self.proj(num / den)
 
 
-class LinearTransformer(nn.Module):
-    def __init__(self, d_in: int, d_out: int, depth: int, width: int) -> None:
-        super().__init__()
-        self.inp, self.out = nn.Linear(d_in, width), nn.Linear(width, d_out)
-        self.layers = nn.ModuleList(LinearAttention(width) for _ in range(depth))
-        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(depth))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.inp(x)
-        for norm, layer in zip(self.norms, self.layers, strict=True):
-            h = h + layer(norm(h))
-        return self.out(h)
-
-
 def linear_attention(d_in: int, d_out: int, depth: int, width: int, max_len: int = 64
                      ) -> nn.Module:
-    return LinearTransformer(d_in, d_out, depth, width)
+    return PreNormStack(d_in, d_out, depth, width, LinearAttention)

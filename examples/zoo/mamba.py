@@ -1,9 +1,17 @@
 """A Mamba-style selective state-space block: input-dependent step (softplus), B and C;
-the scan h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t is an unrolled Python loop over tokens."""
+the scan h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t is an unrolled Python loop over tokens.
+Stacked by ``PreNormStack`` (LayerNorm, no MLP)."""
+
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
+
+if (root := str(Path(__file__).resolve().parents[2])) not in sys.path:  # for FILE.py:FACTORY
+    sys.path.append(root)
+from examples.zoo.backbone import PreNormStack  # noqa: E402
 
 
 class SelectiveScan(nn.Module):
@@ -35,19 +43,5 @@ class SelectiveScan(nn.Module):
         return self.out_proj(y * F.silu(z))
 
 
-class Mamba(nn.Module):
-    def __init__(self, d_in: int, d_out: int, depth: int, width: int) -> None:
-        super().__init__()
-        self.inp, self.out = nn.Linear(d_in, width), nn.Linear(width, d_out)
-        self.layers = nn.ModuleList(SelectiveScan(width) for _ in range(depth))
-        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(depth))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.inp(x)
-        for norm, layer in zip(self.norms, self.layers, strict=True):
-            h = h + layer(norm(h))
-        return self.out(h)
-
-
 def mamba(d_in: int, d_out: int, depth: int, width: int, max_len: int = 64) -> nn.Module:
-    return Mamba(d_in, d_out, depth, width)
+    return PreNormStack(d_in, d_out, depth, width, SelectiveScan)

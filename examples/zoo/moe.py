@@ -1,10 +1,30 @@
 """A top-2 mixture of experts after a causal token mixer: a router picks each token's two
 best experts (``topk``), their softmax weights are scattered into a dense gate, and the
-output is the gated sum of expert MLPs."""
+output is the gated sum of expert MLPs. ``PreNormStack`` with the token mix as the mixer
+(on the un-normed h) and the experts as the MLP (after a LayerNorm)."""
+
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
+
+if (root := str(Path(__file__).resolve().parents[2])) not in sys.path:  # for FILE.py:FACTORY
+    sys.path.append(root)
+from examples.zoo.backbone import PreNormStack  # noqa: E402
+
+
+class CausalTokenMix(nn.Module):
+    """(B, N, width) -> (B, N, width): tril(M[:N, :N]) @ x, a learned causal token mixing."""
+
+    def __init__(self, max_len: int) -> None:
+        super().__init__()
+        self.mix = nn.Parameter(torch.randn(max_len, max_len) / max_len)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[1]
+        return torch.tril(self.mix[:n, :n]) @ x
 
 
 class Top2MoE(nn.Module):
@@ -25,23 +45,6 @@ class Top2MoE(nn.Module):
         return (outs * gate[..., None, :]).sum(-1)
 
 
-class MoE(nn.Module):
-    def __init__(self, d_in: int, d_out: int, depth: int, width: int, max_len: int) -> None:
-        super().__init__()
-        self.inp, self.out = nn.Linear(d_in, width), nn.Linear(width, d_out)
-        self.mix = nn.ParameterList(nn.Parameter(torch.randn(max_len, max_len) / max_len)
-                                    for _ in range(depth))
-        self.moes = nn.ModuleList(Top2MoE(width) for _ in range(depth))
-        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(depth))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n = x.shape[1]
-        h = self.inp(x)
-        for mix, norm, moe in zip(self.mix, self.norms, self.moes, strict=True):
-            h = h + torch.tril(mix[:n, :n]) @ h
-            h = h + moe(norm(h))
-        return self.out(h)
-
-
 def moe(d_in: int, d_out: int, depth: int, width: int, max_len: int = 64) -> nn.Module:
-    return MoE(d_in, d_out, depth, width, max_len)
+    return PreNormStack(d_in, d_out, depth, width, lambda w: CausalTokenMix(max_len),
+                        mlp=Top2MoE, norm_mixer_input=False)

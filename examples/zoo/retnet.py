@@ -1,9 +1,16 @@
 """A RetNet-style block: parallel retention (Q K^T masked by per-head decays gamma^(n-m)),
-GroupNorm over heads, swish gate."""
+GroupNorm over heads, swish gate. Stacked by ``PreNormStack`` (LayerNorm, no MLP)."""
+
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
+
+if (root := str(Path(__file__).resolve().parents[2])) not in sys.path:  # for FILE.py:FACTORY
+    sys.path.append(root)
+from examples.zoo.backbone import PreNormStack  # noqa: E402
 
 
 class Retention(nn.Module):
@@ -31,20 +38,6 @@ class Retention(nn.Module):
         return self.out(F.silu(self.gate(x)) * r)
 
 
-class RetNet(nn.Module):
-    def __init__(self, d_in: int, d_out: int, depth: int, width: int, max_len: int) -> None:
-        super().__init__()
-        heads = 2 if width % 2 == 0 else 1
-        self.inp, self.out = nn.Linear(d_in, width), nn.Linear(width, d_out)
-        self.layers = nn.ModuleList(Retention(width, heads, max_len) for _ in range(depth))
-        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(depth))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.inp(x)
-        for norm, layer in zip(self.norms, self.layers, strict=True):
-            h = h + layer(norm(h))
-        return self.out(h)
-
-
 def retnet(d_in: int, d_out: int, depth: int, width: int, max_len: int = 64) -> nn.Module:
-    return RetNet(d_in, d_out, depth, width, max_len)
+    heads = 2 if width % 2 == 0 else 1
+    return PreNormStack(d_in, d_out, depth, width, lambda w: Retention(w, heads, max_len))
