@@ -23,7 +23,6 @@ of their own work), so a spelling is never accepted and then silently ignored.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -229,25 +228,28 @@ def check_computable(p: Precision) -> Precision:
     return p
 
 
-@functools.cache
-def _parse(text: str) -> Precision:
-    global PARSE_COUNT
-    PARSE_COUNT += 1
-    return check_computable(parse_spelling(text))
+#: Parsed precisions by text: a spelling as given and the canonical spelling of its value (so
+#: reading back what the store holds is not a second parse).
+_PARSED: dict[str, Precision] = {}
 
 
 def parse_precision(spec: str) -> Precision:
     """The :class:`Precision` a user or a store spells as ``spec`` (``"float32"``, ``"fp64"``,
-    ``"bf16"``, ``"mp50"``, ...). Each distinct text is parsed once per process
-    (:data:`PARSE_COUNT` counts the parses).
+    ``"bf16"``, ``"mp50"``, ...). Each precision is parsed once per process, whichever of
+    its spellings comes first (:data:`PARSE_COUNT` counts the parses).
 
     Raises:
         PrecisionError: for an unknown spelling, listing the valid forms, or one this version
             does not compute.
     """
+    global PARSE_COUNT
     if not isinstance(spec, str):
         raise PrecisionError(f"precision must be a string, got {type(spec).__name__}")
-    return _parse(spec)
+    if spec not in _PARSED:
+        PARSE_COUNT += 1
+        p = check_computable(parse_spelling(spec))
+        _PARSED[spec] = _PARSED.setdefault(p.name, p)
+    return _PARSED[spec]
 
 
 def parse_precisions(specs: list[str] | tuple[str, ...] | str) -> list[Precision]:

@@ -98,21 +98,21 @@ class TrainConfig:
                 except ParamError as exc:
                     raise TrainConfigError(str(exc)) from None
             elif check is not None and (not isinstance(value, str) or value not in check):
-                raise TrainConfigError(f"{f.name} must be one of {', '.join(check)}, "
-                                       f"not {value!r}")
+                raise TrainConfigError(f"unknown {f.name} {value!r} (choose from: "
+                                       f"{', '.join(check)})")
 
     @classmethod
     def from_table(cls, table: dict[str, Any], **outside: Any) -> TrainConfig:
         """The config of a suite's ``train`` table (one grid point: no lists) plus the
         settings a suite does not write (``seed``, ``device``); TrainConfigError names an
-        unknown or missing key or a bad value."""
+        unknown or missing key or a bad value (its message reads after the word "train")."""
         unknown = set(table) - set(SUITE_KEYS)
         if unknown:
-            raise TrainConfigError(f"unknown train key(s) {', '.join(sorted(unknown))} "
+            raise TrainConfigError(f"has unknown key(s) {', '.join(sorted(unknown))} "
                                    f"(known: {', '.join(sorted(SUITE_KEYS))})")
         for key in REQUIRED_KEYS:
             if key not in table:
-                raise TrainConfigError(f"train needs '{key}'")
+                raise TrainConfigError(f"needs '{key}'")
         return cls(**table, **outside)
 
     def table(self) -> dict[str, Any]:

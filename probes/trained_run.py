@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from precision.precisions import Precision
 from precision.truth import least_squares_truth, truth_bits
 from probes.job import Job
 from probes.tasks import Task, gradient_query_row
-from probes.training import TrainConfig, TrainResult, train
+from probes.training import TrainResult, train
 from probes.weights import save_weights
 from results.canonical import config_hash
 
@@ -204,8 +204,8 @@ def _save(model: nn.Module, folder: Path, save_as: dict[str, Any]) -> str | None
 def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] | None,
                  t0: float, device: str, folder: Path | None) -> TrainedOutcome:
     task, model = job.build()
-    tcfg = TrainConfig(**{**job.train, "seed": job.seed, "device": device})
-    result = train(model, task.sample, lambda m, x: task.select(m(x)), tcfg)
+    result = train(model, task.sample, lambda m, x: task.select(m(x)),
+                   replace(job.train, seed=job.seed, device=device))
     weights_error = None
     if folder is not None and save_as is not None and result.status == "ok":
         weights_error = _save(model, folder, save_as)

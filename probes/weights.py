@@ -176,10 +176,11 @@ _JOB_FIELDS: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
                   f"an integer in [0, {MAX_JOB_SIZE}]"),
     "iterate": (False, lambda v: _nonneg_int(v) and v <= MAX_JOB_SIZE,
                 f"an integer in [0, {MAX_JOB_SIZE}]"),
-    "train": (False, lambda v: isinstance(v, dict), "a table"),
+    "train": (True, lambda v: isinstance(v, dict), "a table"),
     "task_options": (False, lambda v: isinstance(v, dict), "a table"),
     "model_options": (False, lambda v: isinstance(v, dict), "a table"),
-    "solver": (False, lambda v: isinstance(v, str), "a string"),
+    "entry": (False, lambda v: isinstance(v, str), "a string"),
+    "solver": (False, lambda v: isinstance(v, str), "a string"),  # the entry, before v4
     "problem_label": (False, lambda v: isinstance(v, str), "a string"),
     "suite": (False, lambda v: isinstance(v, str), "a string"),
 }

@@ -18,7 +18,7 @@ import pytest
 import probes.runner
 import results.store
 from precision_cli.main import build_parser, main
-from probes.suite import Suite, expand, load_suite
+from probes.suite import Suite, load_suite
 
 TINY = """
 name = "tiny"
@@ -113,8 +113,8 @@ def test_trained_and_study_run_ids_depend_on_the_suite_name(suite, profile):
     base = load_suite(suite, profile=profile)
     other = Suite(name="renamed", description=base.description, path=base.path,
                   data=base.data)
-    ids = {i for r in expand(base) for i in r.ids}
-    renamed = {i for r in expand(other) for i in r.ids}
+    ids = {i for r in list(base.runs) for i in r.ids}
+    renamed = {i for r in list(other.runs) for i in r.ids}
     assert ids and len(renamed) == len(ids) and not ids & renamed
 
 

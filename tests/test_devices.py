@@ -17,7 +17,7 @@ from precision.precisions import parse_precision
 from precision_cli.main import main
 from probes.api import probe
 from probes.kinds import SuiteData, expand_all
-from probes.suite import SuiteError, expand, load_suite
+from probes.suite import SuiteError, load_suite
 from results.store import Store
 
 HAS_CUDA = torch.cuda.is_available()
@@ -57,7 +57,7 @@ def test_device_is_not_part_of_the_run_ids(tmp_path: Path) -> None:
     path = tmp_path / "on_device.toml"
     path.write_text(SUITE, encoding="utf-8")
     suite = load_suite(str(path), device="cpu")
-    on_cpu = expand(suite)
+    on_cpu = list(suite.runs)
     assert {r.device for r in on_cpu} == {"cpu"}
     # the kinds expand a GPU suite without needing one: same ids, the device carried apart
     precisions = tuple(parse_precision(p) for p in suite.data["precisions"])

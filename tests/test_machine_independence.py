@@ -241,7 +241,7 @@ def worker(out: Path) -> None:
         return task, model
 
     Job.build = seeded_build  # type: ignore[method-assign]
-    from probes.suite import expand, load_suite
+    from probes.suite import load_suite
     from results.store import Store
 
     (out / "hashes.json").write_text(json.dumps(data_hashes()))
@@ -249,7 +249,7 @@ def worker(out: Path) -> None:
     for text in (SOLVERS, CONSTRUCTIONS, TRAINED):
         path = out / "suite.toml"
         path.write_text(text)
-        for run in expand(load_suite(str(path))):
+        for run in list(load_suite(str(path)).runs):
             store.write_runs(compute_records(run))
     store.close()
     torch_cap = torch.backends.cpu.get_cpu_capability()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import solver_store
 
+from precision.precisions import parse_precisions
 from precision_cli.main import main
 from probes.kinds.trained import record_id
 from probes.suite import SuiteError, load_suite
@@ -44,31 +45,25 @@ def _suite(tmp_path: Path, text: str, **kw):
 
 
 def test_grid_is_the_product_of_list_valued_keys(tmp_path):
-    from probes.suite import expand
-
-    runs = expand(_suite(tmp_path, GRID))
+    runs = list(_suite(tmp_path, GRID).runs)
     # 2 tasks x 2 depths x 2 LN x 2 recipes x 2 seeds
     assert len(runs) == 32
     r = runs[0]
     assert r.config["kind"] == "trained" and r.config["precisions"] == ["float32", "mp50"]
     job = {k: v for k, v in r.config.items() if k != "precisions"}
-    assert r.ids == (record_id(job, "float32"), record_id(job, "mp50"))
+    assert r.ids == tuple(record_id(job, p) for p in parse_precisions("float32,mp50"))
     assert len({i for run in runs for i in run.ids}) == 64
 
 
 def test_cosine_recipe_with_warmup_and_clip_is_a_train_axis(tmp_path):
-    from probes.suite import expand
-
     text = GRID.replace('recipe = ["paper", "adaptive"]', 'recipe = ["constant", "cosine"]'
                         ).replace('dtype = "float32"', 'dtype = "float32", warmup = 2, clip = 1.0')
-    runs = expand(_suite(tmp_path, text))
+    runs = list(_suite(tmp_path, text).runs)
     assert {r.config["train"]["recipe"] for r in runs} == {"constant", "cosine"}
     assert {(r.config["train"]["warmup"], r.config["train"]["clip"]) for r in runs} == {(2, 1.0)}
 
 
 def test_profile_overrides_model_grid_and_merges_train(tmp_path):
-    from probes.suite import expand
-
     text = GRID + """
 [profiles.quick]
 seeds = [0]
@@ -76,7 +71,7 @@ seeds = [0]
 depth = [1]
 train = { steps = 2 }
 """
-    runs = expand(_suite(tmp_path, text, profile="quick"))
+    runs = list(_suite(tmp_path, text, profile="quick").runs)
     assert len(runs) == 2 * 2 * 2                     # tasks x LN x recipes
     assert {r.config["train"]["steps"] for r in runs} == {2}
     assert {r.config["train"]["batch_size"] for r in runs} == {4}
@@ -86,7 +81,7 @@ BAD_MODEL_SUITES = [
     (GRID.replace('family = "baseconv"', 'family = "mamba"'), "unknown model family 'mamba'"),
     (GRID.replace('tasks = ["mul", "rd"]', 'tasks = ["mul", "sq"]'), "unknown task label 'sq'"),
     (GRID.replace('"paper", "adaptive"', '"paper", "sgd"'), "unknown recipe 'sgd'"),
-    (GRID.replace('dtype = "float32"', 'dtype = "float8"'), "training dtype must be one of"),
+    (GRID.replace('dtype = "float32"', 'dtype = "float8"'), "train unknown dtype 'float8'"),
     (GRID.replace('dim = 4', 'dim = 5'), "needs an even dim"),
     (GRID.replace("width = 8\n", ""), "needs 'width'"),
     (GRID.replace("steps = 5, ", ""), "train needs 'steps'"),

@@ -23,7 +23,7 @@ from probes.studies.memformer import (
     model_losses,
     train,
 )
-from probes.suite import expand, load_suite
+from probes.suite import load_suite
 from reports.claims import metric_value
 from results.store import Store
 
@@ -161,12 +161,12 @@ def test_bad_parameters_raise_study_error(change: dict, message: str) -> None:
 
 
 def test_quick_profile_expands() -> None:
-    runs = expand(load_suite("memformer", profile="quick"))
+    runs = list(load_suite("memformer", profile="quick").runs)
     by_entry: dict[str, int] = {}
     for r in runs:
         by_entry[r.subject] = by_entry.get(r.subject, 0) + 1
     assert by_entry == {"training_batches": 12, "fresh": 20, "heads": 6, "precision": 12}
-    assert len(expand(load_suite("memformer"))) == 5 * (40 + 10 + 10 + 6)
+    assert len(list(load_suite("memformer").runs)) == 5 * (40 + 10 + 10 + 6)
 
 
 def test_suite_run_stores_metrics(tmp_path: Path) -> None:

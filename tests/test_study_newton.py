@@ -12,7 +12,7 @@ from precision.models.linear_transformer_ln import LinearTransformerLN
 from precision.precisions import parse_precision
 from probes.studies import StudyError, get_study
 from probes.studies.newton import equivalent_steps, predicted_steps, regression_prompts
-from probes.suite import expand, load_suite
+from probes.suite import load_suite
 
 
 def _run(study: str, given: dict, precision: str = "float64", seed: int = 0):
@@ -158,11 +158,11 @@ def test_bad_parameters_raise_study_error(study: str, given: dict, message: str)
 
 
 def test_shipped_suite_expands() -> None:
-    runs = expand(load_suite("newton", profile="quick"))
+    runs = list(load_suite("newton", profile="quick").runs)
     studies = {r.config["study"] for r in runs}
     assert studies == {"newton.kappa_sweep", "newton.trained_lsa", "newton.logistic"}
     assert {r.precision.name for r in runs} == {"float32", "float64", "mp50"}
-    full = expand(load_suite("newton"))
+    full = list(load_suite("newton").runs)
     assert len(full) > len(runs)
 
 

@@ -17,7 +17,7 @@ from probes.studies.representations import (
     monte_carlo_loss,
     single_head_gap_bound,
 )
-from probes.suite import expand, load_suite
+from probes.suite import load_suite
 
 torch.set_num_threads(1)
 
@@ -198,7 +198,7 @@ def test_theorem_steps_need_rank_condition() -> None:
 
 
 def test_suite_quick_profile_expands() -> None:
-    runs = expand(load_suite("representations", profile="quick"))
+    runs = list(load_suite("representations", profile="quick").runs)
     labels = sorted((r.subject, r.label, r.precision.name) for r in runs)
     assert len(runs) == 11
     assert ("heads", "heads=1", "float64") in labels and ("gd", "gd", "mp50") in labels

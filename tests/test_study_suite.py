@@ -11,7 +11,7 @@ from precision.backends import backend_for
 from precision.precisions import Precision
 from precision_cli.main import main
 from probes.studies import STUDIES, StudyError, StudyOutcome, register_study
-from probes.suite import SuiteError, expand, load_suite
+from probes.suite import SuiteError, load_suite
 from reports.claims import metric_value
 from reports.study_table import study_tables
 from results.store import Store
@@ -45,7 +45,7 @@ def _suite(tmp_path: Path, body: str) -> Path:
 
 def test_study_grid_expands_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = _suite(tmp_path, '[studies.heron]\nstudy = "test.newton_sqrt2"\niters = [2, 8]\n')
-    runs = expand(load_suite(str(path)))
+    runs = list(load_suite(str(path)).runs)
     assert len(runs) == 6
     assert sorted({r.label for r in runs}) == ["iters=2", "iters=8"]
     db = tmp_path / "r.db"

@@ -203,7 +203,7 @@ def parse_entry(suite: SuiteData, label: str, entry: Any) -> ModelEntry:
             configs.append(TrainConfig.from_table(
                 dict(zip((k for k, _ in train_axes), combo, strict=True))))
         except TrainConfigError as exc:
-            raise SuiteError(f"{at}: {exc}") from None
+            raise SuiteError(f"{at}: train {exc}") from None
     return ModelEntry(label=label, family=family, tasks=tasks, options=tuple(options),
                       train=tuple(configs), precisions=entry_precisions(entry, suite, at),
                       time_limit=check_time_limit(entry.get("time_limit"), at), **measured)
