@@ -33,7 +33,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from precision.backends import backend_for
-from precision.backends.graph_interpreter import OPS, MPProgram
+from precision.backends.interpreter import OPS, MPProgram
 from precision.backends.interpreter.complex import MPComplex
 from precision.backends.interpreter.core import Ctx
 from precision.backends.mp_backend import MPArray

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from precision.backends.graph_interpreter import MPProgram, UnsupportedOpError
+from precision.backends.interpreter import MPProgram, UnsupportedOpError
 from precision.evaluate import error_decomposition, evaluate
 from precision.models import build_model
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from precision.backends.graph_interpreter import MPProgram, UnsupportedOpError
+from precision.backends.interpreter import MPProgram, UnsupportedOpError
 from precision.op_census import census
 from precision_cli.main import main
 from probes.census import census_for_factory
