@@ -121,17 +121,13 @@ def to_exact(t: torch.Tensor, ctx: Ctx) -> Any:
 
 
 def call_op(node: torch.fx.Node, values: dict[str, Any], ctx: Ctx) -> Any:
-    """Evaluate one ``call_function`` node on the values it reads; an exception names the
-    op, the node and its module (``UnsupportedOpError`` stays one; other types keep their
-    type, the message prefixed)."""
+    """Evaluate one ``call_function`` node on the values it reads; an exception keeps its
+    type, its message prefixed with the op, the node and its module."""
     args = torch.fx.node.map_arg(node.args, lambda n: values[n.name])
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n.name])
     kwargs = {k: v for k, v in kwargs.items() if k not in _DROPPED_KWARGS}
     try:
         return OPS[node.target](ctx, *args, **kwargs)
-    except UnsupportedOpError as exc:
-        raise UnsupportedOpError(f"op {op_name(node.target)} ({node_origin(node)}): {exc}"
-                                 ) from None
     except Exception as exc:
         where = f"op {op_name(node.target)} ({node_origin(node)})"
         if exc.args and isinstance(exc.args[0], str):
@@ -156,39 +152,39 @@ class MPProgram:
         self.keep_intermediates = keep_intermediates
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch.export's own deprecations
-            ep = torch.export.export(module, example_inputs)
-            self.program = ep.run_decompositions()
-        self.graph = self.program.graph_module.graph
-        signature = self.program.graph_signature
+            self.exported = torch.export.export(module, example_inputs).run_decompositions()
+        self.graph = self.exported.graph_module.graph
+        signature = self.exported.graph_signature
         self.input_specs = {s.arg.name: s for s in signature.input_specs}
         self.n_user_inputs = sum(s.kind.name == "USER_INPUT" for s in signature.input_specs)
         self.user_outputs = [s.kind.name == "USER_OUTPUT" for s in signature.output_specs]
         self.last_uses = last_uses(self.graph)
         self.values: dict[str, Any] = {}
         self.peak_live = 0
-        self._missing = self.unsupported_ops()
+        self._unsupported = self.unsupported_ops()
 
     def unsupported_ops(self) -> list[tuple[str, str]]:
         """(op, origin) of every graph node the interpreter cannot evaluate."""
         return [(op_name(node.target), node_origin(node)) for node in self.graph.nodes
                 if node.op == "call_function" and node.target not in OPS]
 
-    def _state(self) -> dict[str, torch.Tensor]:
+    def _weights(self) -> dict[str, torch.Tensor]:
+        """Parameters, buffers and lifted constants by name, read from the module now."""
         state = dict(self.module.state_dict(keep_vars=True))
-        state.update({k: v for k, v in self.program.constants.items()
+        state.update({k: v for k, v in self.exported.constants.items()
                       if isinstance(v, torch.Tensor)})
         return state
 
     def __call__(self, *inputs: Any, precision: Precision | str = "mp50") -> Any:
-        if self._missing:
-            raise UnsupportedOpError(missing_message(self._missing))
+        if self._unsupported:
+            raise UnsupportedOpError(missing_message(self._unsupported))
         p = parse_precision(precision)
         if not p.is_mp:
             raise ValueError(f"MPProgram evaluates mpN precisions, not {p.name}")
         if len(inputs) != self.n_user_inputs:
             raise ValueError(f"MPProgram takes {self.n_user_inputs} inputs, got {len(inputs)}")
         ctx = Ctx(backend_for(p))  # type: ignore[arg-type]
-        state = self._state()
+        weights = self._weights()
         values: dict[str, Any] = {}
         self.values, self.peak_live = {}, 0
         user_inputs = iter(inputs)
@@ -200,13 +196,11 @@ class MPProgram:
                     values[node.name] = to_exact(v, ctx) if isinstance(v, torch.Tensor) else (
                         ctx.xp.asarray(v) if isinstance(v, np.ndarray) else v)
                 else:
-                    values[node.name] = to_exact(state[spec.target], ctx)
+                    values[node.name] = to_exact(weights[spec.target], ctx)
             elif node.op == "call_function":
                 values[node.name] = call_op(node, values, ctx)
             elif node.op == "output":
-                self.peak_live = max(self.peak_live, len(values))
-                if self.keep_intermediates:
-                    self.values = values
+                self.values = values if self.keep_intermediates else {}
                 res = [values[n.name] if isinstance(n, torch.fx.Node) else n
                        for n, user in zip(node.args[0], self.user_outputs, strict=True) if user]
                 return res[0] if len(res) == 1 else tuple(res)
