@@ -2,7 +2,7 @@
 
 Model: Transformer, 2 layers, width 64, 1 head, MLP x4 ReLU, LayerNorm, causal; input
 (batch 16, N 40, D 20), 50 digits. Times
-  (a) ours: the exported graph through ``precision.backends.graph_interpreter``;
+  (a) ours: the exported graph through ``precision.backends.interpreter``;
   (b) baseline: a straightforward evaluation of the same forward pass with numpy object
       arrays of mpmath ``mpf`` (gmpy2 backend) — what one would write without this toolkit;
   (c) limit: only the arb_mat products of the same shapes, with full-precision entries

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from precision.backends import backend_for
-from precision.backends.graph_interpreter import MPProgram
+from precision.backends.interpreter import MPProgram
 from precision.backends.torch_backend import cast_module, round_to_dtype
 from precision.metrics import ErrorSummary, decompose
 from precision.precisions import Precision, as_precision

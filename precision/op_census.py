@@ -19,8 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from precision.backends.graph_interpreter import MPProgram, module_path, supports
-from precision.backends.interpreter.program import op_name
+from precision.backends.interpreter import MPProgram, module_path, op_name, supports
 
 
 class CensusError(ValueError):

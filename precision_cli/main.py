@@ -460,6 +460,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
             print(f"  {name:<9} {p.bits:>4} bits  u = {p.unit_roundoff:.2e}  "
                   f"backend {p.backend_name}")
         print(f"  forms: {VALID_FORMS}")
+        print("  spelling: FORMAT[:rne|rz|ru|rd|sr][+acc=FORMAT][+casts=keep|promote][+seed=N]"
+              "[+mod[GLOB]=FORMAT]...; this version computes the plain formats (round to "
+              "nearest even, no options)")
     return 0
 
 

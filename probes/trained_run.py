@@ -29,7 +29,7 @@ from torch import nn
 
 from precision import deterministic
 from precision.backends import backend_for
-from precision.backends.graph_interpreter import UnsupportedOpError
+from precision.backends.interpreter import UnsupportedOpError
 from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import round_to_dtype
 from precision.evaluate import evaluate

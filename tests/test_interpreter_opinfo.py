@@ -33,10 +33,11 @@ import torch
 from torch.utils import _pytree as pytree
 
 from precision.backends import backend_for
-from precision.backends.graph_interpreter import OPS, MPProgram
+from precision.backends.interpreter import OPS, MPProgram
 from precision.backends.interpreter.complex import MPComplex
 from precision.backends.interpreter.core import Ctx
 from precision.backends.mp_backend import MPArray
+from precision.precisions import parse_precision
 
 try:  # PyTorch's OpInfo database; its test utilities import the ``expecttest`` package
     from torch.testing._internal.common_methods_invocations import op_db
@@ -265,8 +266,8 @@ def run_sample(info: Any, sample: Any) -> tuple[str | None, set[Any]]:
         return UNEXPORTABLE, set()
     targets = {n.target for n in program.graph.nodes if n.op == "call_function"}
     try:
-        got = _mp_leaves(program(*tensors, precision="mp50"))
-        got_hi = _mp_leaves(program(*tensors, precision="mp100"))
+        got = _mp_leaves(program(*tensors, precision=parse_precision("mp50")))
+        got_hi = _mp_leaves(program(*tensors, precision=parse_precision("mp100")))
     except Exception as exc:  # noqa: BLE001
         return f"{type(exc).__name__}: {str(exc)[:160]}", targets
     if not all(isinstance(t, torch.Tensor) for t in ref_leaves):

@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from precision.backends.graph_interpreter import MPProgram, UnsupportedOpError
+from precision.backends.interpreter import MPProgram, UnsupportedOpError
 from precision.evaluate import error_decomposition, evaluate
 from precision.models import build_model
+from precision.precisions import parse_precision
 
 FAMILIES = [
     ("transformer", dict(d_in=4, d_out=2, depth=2, width=16, heads=2), 6),
@@ -133,7 +134,7 @@ def test_unsupported_op_names_op_and_module():
     program = MPProgram(model, (x,))
     assert any("bessel_j0" in op for op, _ in program.unsupported_ops())
     with pytest.raises(UnsupportedOpError) as info:
-        program(x, precision="mp30")
+        program(x, precision=parse_precision("mp30"))
     msg = str(info.value)
     assert "bessel_j0" in msg and "UsesBessel" in msg and "\n" not in msg
 

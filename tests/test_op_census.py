@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from precision.backends.graph_interpreter import MPProgram, UnsupportedOpError
+from precision.backends.interpreter import MPProgram, UnsupportedOpError
 from precision.op_census import census
+from precision.precisions import parse_precision
 from precision_cli.main import main
 from probes.census import census_for_factory
 
@@ -93,7 +94,7 @@ def test_mp_program_error_names_every_missing_op(spec):
     model = load_factory(spec)(3, 2, 1, 4).double()
     x = torch.zeros(1, 5, 3, dtype=torch.float64)
     with pytest.raises(UnsupportedOpError) as info:
-        MPProgram(model, (x,))(x, precision="mp30")
+        MPProgram(model, (x,))(x, precision=parse_precision("mp30"))
     msg = str(info.value)
     assert "\n" not in msg and msg.startswith("3 ops")
     for op in MISSING:

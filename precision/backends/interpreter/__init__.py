@@ -1,41 +1,28 @@
-"""The op table of the arbitrary-precision graph interpreter, one module per kind of op.
+"""Arbitrary-precision evaluation of any exportable PyTorch module (one definition of a model
+runs in every precision).
 
-:data:`OPS` maps each supported ATen overload (and ``operator.getitem``) to a function
-``op(ctx, *args, **kwargs)``. :class:`~precision.backends.interpreter.program.MPProgram`
-(re-exported by ``precision.backends.graph_interpreter``) walks an exported graph with it.
+:class:`MPProgram` (module ``program``) exports a module with ``torch.export``, decomposes it
+to core ATen ops and walks the graph with
+:class:`~precision.backends.mp_backend.MPArray` values, freeing each value after its last
+use. :data:`OPS` maps each supported ATen overload (and ``operator.getitem``) to a function
+``op(ctx, *args, **kwargs)``, one module per kind of op: elementwise, comparisons,
+activations, reductions, indexing, sorting, normalization, convolution, pooling, fft,
+complex, products, creation; ``core`` holds the values, the context :class:`Ctx` and shared
+helpers. An op missing from :data:`OPS` is an :class:`UnsupportedOpError` naming every
+missing op and the graph node and module path of its use.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from precision.backends.interpreter import (
-    activations,
-    comparisons,
-    complex,
-    convolution,
-    creation,
-    elementwise,
-    fft,
-    indexing,
-    normalization,
-    pooling,
-    products,
-    reductions,
-    sorting,
+from precision.backends.interpreter.core import Ctx, UnsupportedOpError
+from precision.backends.interpreter.program import (
+    OPS,
+    MPProgram,
+    missing_message,
+    module_path,
+    op_name,
+    supports,
 )
-from precision.backends.interpreter.core import OpTable, UnsupportedOpError
 
-OPS: OpTable = {}
-for _table in (elementwise.OPS, comparisons.OPS, activations.OPS, complex.OPS, reductions.OPS,
-               indexing.OPS, sorting.OPS, normalization.OPS, convolution.OPS, pooling.OPS,
-               fft.OPS, products.OPS, creation.OPS):
-    OPS.update(_table)
-
-
-def supports(target: Any) -> bool:
-    """Whether a graph node target has an arbitrary-precision implementation."""
-    return target in OPS
-
-
-__all__ = ["OPS", "UnsupportedOpError", "supports"]
+__all__ = ["OPS", "Ctx", "MPProgram", "UnsupportedOpError", "missing_message", "module_path",
+           "op_name", "supports"]

@@ -6,6 +6,11 @@ evaluated on MPArray / numpy values. Weights and buffers are read from the modul
 call and converted exactly (every float32 / float64 value is an exact arb). The work per
 node does not depend on the graph's size, so an unrolled recurrence of N steps costs N
 times one step.
+
+Memory: like ``torch.fx.Interpreter``, the program knows (from the graph, once) the last node
+that reads each value and drops the value right after that node, so a call holds only the
+values still to be read, not every intermediate arb array of the graph. A failing op is
+reported with its name, its graph node and the module path it came from.
 """
 
 from __future__ import annotations
@@ -17,13 +22,39 @@ import numpy as np
 import torch
 
 from precision.backends import backend_for
-from precision.backends.interpreter import OPS
+from precision.backends.interpreter import (
+    activations,
+    comparisons,
+    complex,
+    convolution,
+    creation,
+    elementwise,
+    fft,
+    indexing,
+    normalization,
+    pooling,
+    products,
+    reductions,
+    sorting,
+)
 from precision.backends.interpreter.complex import MPComplex
-from precision.backends.interpreter.core import Ctx, UnsupportedOpError
+from precision.backends.interpreter.core import Ctx, OpTable, UnsupportedOpError
 from precision.backends.mp_backend import MPArray, exact_array
 from precision.precisions import Precision
 
+#: Every supported ATen overload (and ``operator.getitem``) -> ``op(ctx, *args, **kwargs)``.
+OPS: OpTable = {}
+for _table in (elementwise.OPS, comparisons.OPS, activations.OPS, complex.OPS, reductions.OPS,
+               indexing.OPS, sorting.OPS, normalization.OPS, convolution.OPS, pooling.OPS,
+               fft.OPS, products.OPS, creation.OPS):
+    OPS.update(_table)
+
 _DROPPED_KWARGS = ("layout", "device", "pin_memory", "memory_format", "non_blocking")
+
+
+def supports(target: Any) -> bool:
+    """Whether a graph node target has an arbitrary-precision implementation."""
+    return target in OPS
 
 
 def module_path(node: torch.fx.Node) -> str:
@@ -42,17 +73,39 @@ def op_name(target: Any) -> str:
         target, "__qualname__", str(target))
 
 
+def node_origin(node: torch.fx.Node) -> str:
+    """``node add_3 in module layers.0.attn (SelfAttention)``: where a graph node came from."""
+    return f"node {node.name} in module {module_path(node)}"
+
+
 def missing_message(missing: list[tuple[str, str]]) -> str:
-    """One line naming every unsupported op once, with the module path of its first use."""
+    """One line naming every unsupported (op, origin) once, with the origin of its first use."""
     first: dict[str, str] = {}
     uses: dict[str, int] = {}
-    for op, where in missing:
-        first.setdefault(op, where)
+    for op, origin in missing:
+        first.setdefault(op, origin)
         uses[op] = uses.get(op, 0) + 1
-    parts = [f"{op} (in module {first[op]}" + (f", {uses[op]} uses)" if uses[op] > 1 else ")")
+    parts = [f"{op} ({first[op]}" + (f", {uses[op]} uses)" if uses[op] > 1 else ")")
              for op in first]
     return (f"{len(first)} op{'s' if len(first) > 1 else ''} without an arbitrary-precision "
             f"implementation: " + "; ".join(parts))
+
+
+def last_uses(graph: torch.fx.Graph) -> dict[str, list[str]]:
+    """Node name -> names of the values that node reads for the last time (in graph order).
+
+    A value nothing reads is its own last use (dropped as soon as it is made); the output
+    node reads the program's outputs, so they live until the end (``torch.fx.Interpreter``'s
+    ``user_to_last_uses``)."""
+    last_reader: dict[str, str] = {}
+    for node in reversed(graph.nodes):
+        for read in node.all_input_nodes:
+            last_reader.setdefault(read.name, node.name)
+    frees: dict[str, list[str]] = {node.name: [] for node in graph.nodes}
+    for node in graph.nodes:
+        if node.op in ("placeholder", "call_function"):
+            frees[last_reader.get(node.name, node.name)].append(node.name)
+    return frees
 
 
 def to_exact(t: torch.Tensor, ctx: Ctx) -> Any:
@@ -67,63 +120,92 @@ def to_exact(t: torch.Tensor, ctx: Ctx) -> Any:
     return t.detach().cpu().numpy()
 
 
-class MPProgram:
-    """An exported module, ready to evaluate in any ``mpN`` (weights read at each call)."""
+def call_op(node: torch.fx.Node, values: dict[str, Any], ctx: Ctx) -> Any:
+    """Evaluate one ``call_function`` node on the values it reads; an exception keeps its
+    type, its message prefixed with the op, the node and its module."""
+    args = torch.fx.node.map_arg(node.args, lambda n: values[n.name])
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n.name])
+    kwargs = {k: v for k, v in kwargs.items() if k not in _DROPPED_KWARGS}
+    try:
+        return OPS[node.target](ctx, *args, **kwargs)
+    except Exception as exc:
+        where = f"op {op_name(node.target)} ({node_origin(node)})"
+        if exc.args and isinstance(exc.args[0], str):
+            exc.args = (f"{where}: {exc.args[0]}", *exc.args[1:])
+        else:
+            exc.add_note(where)
+        raise
 
-    def __init__(self, module: torch.nn.Module, example_inputs: tuple[Any, ...]) -> None:
+
+class MPProgram:
+    """An exported module, ready to evaluate in any ``mpN`` (weights read at each call).
+
+    ``keep_intermediates=False`` (default): each value is dropped after the last node that
+    reads it (:attr:`last_uses`, computed once here). True: every value is kept until the
+    call returns and left in :attr:`values` (node name -> value) for a caller to read.
+    Either way :attr:`peak_live` is the most values the last call held at once.
+    """
+
+    def __init__(self, module: torch.nn.Module, example_inputs: tuple[Any, ...], *,
+                 keep_intermediates: bool = False) -> None:
         self.module = module
+        self.keep_intermediates = keep_intermediates
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch.export's own deprecations
-            ep = torch.export.export(module, example_inputs)
-            self.program = ep.run_decompositions()
-        self.graph = self.program.graph_module.graph
-        self._missing = self.unsupported_ops()
+            self.exported = torch.export.export(module, example_inputs).run_decompositions()
+        self.graph = self.exported.graph_module.graph
+        signature = self.exported.graph_signature
+        self.input_specs = {s.arg.name: s for s in signature.input_specs}
+        self.n_user_inputs = sum(s.kind.name == "USER_INPUT" for s in signature.input_specs)
+        self.user_outputs = [s.kind.name == "USER_OUTPUT" for s in signature.output_specs]
+        self.last_uses = last_uses(self.graph)
+        self.values: dict[str, Any] = {}
+        self.peak_live = 0
+        self._unsupported = self.unsupported_ops()
 
     def unsupported_ops(self) -> list[tuple[str, str]]:
-        """(op, module path) of every graph node the interpreter cannot evaluate."""
-        return [(op_name(node.target), module_path(node)) for node in self.graph.nodes
+        """(op, origin) of every graph node the interpreter cannot evaluate."""
+        return [(op_name(node.target), node_origin(node)) for node in self.graph.nodes
                 if node.op == "call_function" and node.target not in OPS]
 
-    def _state(self) -> dict[str, torch.Tensor]:
+    def _weights(self) -> dict[str, torch.Tensor]:
+        """Parameters, buffers and lifted constants by name, read from the module now."""
         state = dict(self.module.state_dict(keep_vars=True))
-        state.update({k: v for k, v in self.program.constants.items()
+        state.update({k: v for k, v in self.exported.constants.items()
                       if isinstance(v, torch.Tensor)})
         return state
 
     def __call__(self, *inputs: Any, precision: Precision) -> Any:
-        if self._missing:
-            raise UnsupportedOpError(missing_message(self._missing))
+        if self._unsupported:
+            raise UnsupportedOpError(missing_message(self._unsupported))
         p = precision
         if not p.is_mp:
             raise ValueError(f"MPProgram evaluates mpN precisions, not {p.name}")
+        if len(inputs) != self.n_user_inputs:
+            raise ValueError(f"MPProgram takes {self.n_user_inputs} inputs, got {len(inputs)}")
         ctx = Ctx(backend_for(p))  # type: ignore[arg-type]
-        state = self._state()
-        env: dict[str, Any] = {}
-        user = iter(inputs)
-        specs = {s.arg.name: s for s in self.program.graph_signature.input_specs}
+        weights = self._weights()
+        values: dict[str, Any] = {}
+        self.values, self.peak_live = {}, 0
+        user_inputs = iter(inputs)
         for node in self.graph.nodes:
             if node.op == "placeholder":
-                spec = specs[node.name]
+                spec = self.input_specs[node.name]
                 if spec.kind.name == "USER_INPUT":
-                    v = next(user)
-                    env[node.name] = to_exact(v, ctx) if isinstance(v, torch.Tensor) else (
+                    v = next(user_inputs)
+                    values[node.name] = to_exact(v, ctx) if isinstance(v, torch.Tensor) else (
                         ctx.xp.asarray(v) if isinstance(v, np.ndarray) else v)
                 else:
-                    env[node.name] = to_exact(state[spec.target], ctx)
+                    values[node.name] = to_exact(weights[spec.target], ctx)
             elif node.op == "call_function":
-                args = torch.fx.node.map_arg(node.args, lambda n: env[n.name])
-                kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n.name])
-                kwargs = {k: v for k, v in kwargs.items() if k not in _DROPPED_KWARGS}
-                try:
-                    env[node.name] = OPS[node.target](ctx, *args, **kwargs)
-                except UnsupportedOpError as exc:
-                    raise UnsupportedOpError(
-                        f"op {node.target} (in module {module_path(node)}): {exc}"
-                    ) from None
+                values[node.name] = call_op(node, values, ctx)
             elif node.op == "output":
-                outs = node.args[0]
-                kinds = [s.kind.name for s in self.program.graph_signature.output_specs]
-                res = [env[n.name] if isinstance(n, torch.fx.Node) else n
-                       for n, kind in zip(outs, kinds, strict=True) if kind == "USER_OUTPUT"]
+                self.values = values if self.keep_intermediates else {}
+                res = [values[n.name] if isinstance(n, torch.fx.Node) else n
+                       for n, user in zip(node.args[0], self.user_outputs, strict=True) if user]
                 return res[0] if len(res) == 1 else tuple(res)
+            self.peak_live = max(self.peak_live, len(values))
+            if not self.keep_intermediates:
+                for name in self.last_uses[node.name]:
+                    del values[name]
         raise RuntimeError("graph without output")
