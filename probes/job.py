@@ -76,9 +76,7 @@ class Job:
                 "family": self.family, "task": self.task, "problem_label": self.problem_label,
                 "task_options": self.task_options, "model_options": self.model_options,
                 "depth": self.depth, "width": self.width,
-                **({"layernorm": self.model_options["layernorm"]}
-                   if "layernorm" in self.model_options else {}),
-                "train": self.train.table(), "train_steps": self.train.steps, "seed": self.seed,
+                "train": self.train.table(), "seed": self.seed,
                 "suite": self.suite, "test_size": self.test_size, "iterate": self.iterate}
 
     def build_task(self) -> Task:

@@ -35,6 +35,7 @@ from precision.solvers.registry import (
 from probes.kinds.base import RunKind, SuiteData, entry_precisions
 from probes.names import list_length
 from probes.run import Run, SuiteError, make_record, new_run, subsample
+from results.records import SubjectResult
 from results.store import RunRecord
 
 #: 2: the suite name is part of every run's config (and so of its id).
@@ -163,19 +164,19 @@ def compute(run: Run) -> list[RunRecord]:
         series["param_mse"] = subsample(res.param_mse)
     if res.reference:  # constructions: error against the reference algorithm, per layer
         series["log10_mse_vs_algorithm"] = subsample([s.log10_mse for s in res.reference])
-    result: dict[str, Any] = {"problem_label": run.label}
-    if final is not None:
-        result.update(max_abs=final.max_abs, relative=final.relative, digits=final.digits,
-                      param_mse=res.param_mse[-1] if res.param_mse else None)
-    if res.floor is not None:
-        result["floor"] = res.floor.to_dict()
-    if res.reference:
-        result["max_log10_mse_vs_algorithm"] = max(s.log10_mse for s in res.reference)
+    final_error = {} if final is None else {
+        "max_abs": final.max_abs, "relative": final.relative, "digits": final.digits,
+        "param_mse": res.param_mse[-1] if res.param_mse else None}
+    result = SubjectResult(
+        problem_label=run.label, **final_error,
+        floor=res.floor.to_dict() if res.floor is not None else None,
+        max_log10_mse_vs_algorithm=max(s.log10_mse for s in res.reference)
+        if res.reference else None)
     return [make_record(run, status=res.status, error=res.error,
                         mse=final.mse if final else None,
                         log10_mse=final.log10_mse if final else None, floor=res.floor,
-                        steps=len(res.steps), wall_time=res.wall_time, result=result,
-                        series=series)]
+                        steps=len(res.steps), wall_time=res.wall_time,
+                        result=result.to_json(), series=series)]
 
 
 def cost(run: Run) -> float:

@@ -53,6 +53,7 @@ from probes.tasks import TaskError
 from probes.train_config import SECOND_ORDER, TrainConfig, TrainConfigError
 from probes.trained_run import run_trained
 from results.canonical import config_hash
+from results.records import TrainedResult
 from results.store import RunRecord
 
 #: 4: the resolved train table (every suite-settable TrainConfig field) and the model entry's
@@ -309,28 +310,22 @@ def compute(run: Run) -> list[RunRecord]:
             series["lr"] = list(tr.lr_trace)
         if out.iterate_trace:
             series["log10_mse"] = list(enumerate(out.iterate_trace, start=1))
-        result: dict[str, Any] = {
-            "problem_label": run.label, "task": outcome.task,
-            "decomposition": {"approximation": out.log10_approximation,
-                              "rounding": out.log10_rounding},
-            "digits": out.digits, "n_params": outcome.n_params,
-            "train_status": tr.status, "train_message": tr.message,
-            "train_steps_done": tr.steps, "train_wall_time": tr.wall_time,
-            "final_train_loss": tr.curve[-1][1] if tr.curve else None,
-            "floor_source": "iterates" if out.floor else
+        result = TrainedResult(
+            problem_label=run.label, task=outcome.task, approximation=out.log10_approximation,
+            rounding=out.log10_rounding, digits=out.digits, n_params=outcome.n_params,
+            train_status=tr.status, train_message=tr.message, train_steps_done=tr.steps,
+            train_wall_time=tr.wall_time,
+            final_train_loss=tr.curve[-1][1] if tr.curve else None,
+            floor_source="iterates" if out.floor else
             ("validation curve" if val_curve else "training curve"),
-            # converged: the held-out curve reached its plateau; False = cut by the budget
-            "train_converged": tr.converged, "train_stop": tr.stop_reason,
-        }
-        if floor is not None:
-            result["floor"] = floor.to_dict()
-        if outcome.weights_error:
-            result["weights_error"] = outcome.weights_error
+            train_converged=tr.converged, train_stop=tr.stop_reason,
+            floor=floor.to_dict() if floor is not None else None,
+            weights_error=outcome.weights_error or None)
         records.append(make_record(
             run, record_id=record_id(job, p), precision=p, status=out.status,
             error=out.error, mse=out.total, log10_mse=out.log10_total, floor=floor,
             steps=tr.steps, wall_time=outcome.wall_time,
-            config={**job, "precision": p.name}, result=result, series=series))
+            config={**job, "precision": p.name}, result=result.to_json(), series=series))
     return records
 
 
