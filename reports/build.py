@@ -38,6 +38,7 @@ from reports.render import (
 from reports.study_table import latest_runs, study_pivots, study_series_figure
 from reports.tables import Pivot, grid_pivots, grid_runs, solver_pivots, solver_runs
 from reports.text_table import precision_order
+from results.records import result_of
 from results.store import Store
 
 
@@ -101,9 +102,8 @@ def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Rep
 def _provenance_paragraph(rows: list[dict[str, Any]]) -> str:
     """Where the runs were computed (torch, CPU kernels, BLAS, threads), with run counts:
     float digits differ between these, so a reader sees which machine made which numbers."""
-    where = Counter(provenance_line(p) if isinstance(p := (r.get("result") or {}).get(
-        "provenance"), dict) else "not recorded (run before provenance was stored)"
-        for r in rows)
+    where = Counter(provenance_line(p) if isinstance(p := result_of(r).provenance, dict)
+                    else "not recorded (run before provenance was stored)" for r in rows)
     return ("Computed with: " + "; ".join(f"{line} ({n} runs)" for line, n in
                                           sorted(where.items())) +
             ". Float32/float64 digits vary with the CPU's kernels (AVX-512, AVX2, default) and "

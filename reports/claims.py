@@ -1,8 +1,9 @@
 """The published-claims check: every claim of ``claims.toml`` gets a verdict from the store.
 
-A claim with a ``check`` table selects stored runs (suite / subject / task / precision, each a
-value or a list, plus an optional ``config`` table of run-config values such as ``depth`` or
-``train.recipe``) and a metric column; it *holds* when every selected run's metric lies in
+A claim with a ``check`` table selects stored runs of one ``kind`` (suite / subject / task /
+precision, each a value or a list, plus an optional ``config`` table of run-config values such
+as ``depth`` or ``train.recipe``) and a metric (a runs column, or ``result.<name>``); it
+*holds* when every selected run's metric lies in
 [min, max] (or, with ``aggregate = "best"``, when each task's best run does), *does not
 hold* otherwise, and is *not measured* when the store has no such run (the row then names the
 command that produces the data). ``min_train_steps`` ignores trained runs with a smaller
@@ -14,6 +15,10 @@ selects partner runs the same way (its subject / task / config replace the check
 precision are shared) and pairs each selected run with the partner that has the same values
 of ``pair_on`` (dotted run-config keys such as ``params.layers`` or ``seed``); min / max then
 bound the ratio metric / partner's metric (002 "Diag matches Full": Full / Diag per depth).
+
+Metrics and config keys are those of the kind's record schema (:mod:`results.records`), checked
+when the file is loaded: a typo is a one-line :class:`ClaimsError` naming the claim, not a
+check that silently selects nothing.
 """
 
 from __future__ import annotations
@@ -25,8 +30,23 @@ from importlib import resources
 from typing import Any
 
 from reports.floor_cells import floor_reached, format_log10, median
+from results.records import (
+    SCHEMA,
+    TrainedConfig,
+    TrainedResult,
+    config_of,
+    metric_problem,
+    result_of,
+)
 
-SELECT_KEYS = ("suite", "subject", "task", "precision")
+SELECT_KEYS = ("kind", "suite", "subject", "task", "precision")
+CHECK_KEYS = {*SELECT_KEYS, "metric", "min", "max", "aggregate", "min_train_steps", "command",
+              "config", "relative_to"}
+RELATIVE_KEYS = {"subject", "task", "config", "pair_on"}
+
+
+class ClaimsError(ValueError):
+    """A claim whose check the record schema does not allow (one line naming the claim)."""
 
 
 @dataclass(frozen=True)
@@ -43,10 +63,38 @@ class ClaimRow:
     command: str
 
 
-def load_claims() -> list[dict[str, Any]]:
-    """The claims shipped in ``reports/claims.toml`` (in file order)."""
-    text = (resources.files("reports") / "claims.toml").read_text(encoding="utf-8")
-    return list(tomllib.loads(text)["claim"])
+def load_claims(text: str | None = None) -> list[dict[str, Any]]:
+    """The claims shipped in ``reports/claims.toml`` (or in ``text``), in file order, each
+    check validated against the record schema (:class:`ClaimsError` otherwise)."""
+    if text is None:
+        text = (resources.files("reports") / "claims.toml").read_text(encoding="utf-8")
+    claims = list(tomllib.loads(text)["claim"])
+    for c in claims:
+        problem = check_problem(c["check"]) if "check" in c else None
+        if problem:
+            raise ClaimsError(f"claims.toml: claim '{c.get('id')}': {problem}")
+    return claims
+
+
+def check_problem(check: dict[str, Any]) -> str | None:
+    """What is wrong with a claim's check, or None: unknown keys, a kind without a record
+    schema, a metric or config key its kind's records do not hold."""
+    unknown = sorted(set(check) - CHECK_KEYS) or sorted(
+        set(check.get("relative_to", {})) - RELATIVE_KEYS)
+    if unknown:
+        return f"unknown check key '{unknown[0]}'"
+    kind = check.get("kind")
+    if kind not in SCHEMA:
+        return f"kind must be one of {', '.join(SCHEMA)}, not {kind!r}"
+    missing = [k for k in ("metric", "min", "max", "command") if k not in check]
+    if missing:
+        return f"the check needs '{missing[0]}'"
+    if "min_train_steps" in check and kind != "trained":
+        return "min_train_steps applies to trained runs only"
+    rel = check.get("relative_to", {})
+    keys = [*check.get("config", {}), *rel.get("config", {}), *rel.get("pair_on", [])]
+    return metric_problem(kind, check["metric"]) or next(
+        (p for key in keys if (p := SCHEMA[kind][0].key_problem(key))), None)
 
 
 def _format_metric(metric: str, value: float) -> str:
@@ -62,9 +110,11 @@ def _format_metric(metric: str, value: float) -> str:
 
 
 def metric_value(row: dict[str, Any], metric: str) -> Any:
-    """A runs-table column (``floor_log10``) or a study metric (``result.<name>``)."""
+    """A runs-table column (``floor_log10``) or ``result.<name>`` of the row's result (a
+    study's metric, a trained run's ``rounding``: :meth:`RecordResult.metric
+    <results.records.RecordResult.metric>`)."""
     if metric.startswith("result."):
-        return ((row.get("result") or {}).get("metrics") or {}).get(metric[len("result."):])
+        return result_of(row).metric(metric[len("result."):])
     return row.get(metric)
 
 
@@ -73,9 +123,11 @@ def _matches(value: Any, wanted: Any) -> bool:
 
 
 def config_value(row: dict[str, Any], key: str) -> Any:
-    """The run-config value at a dotted key (``train.recipe``, ``params.layers``) or None."""
-    value: Any = row.get("config") or {}
-    for part in key.split("."):
+    """The run-config value at a dotted key (``depth``, ``params.layers``: a field of the
+    row's typed config, then keys of that table) or None."""
+    head, _, rest = key.partition(".")
+    value = getattr(config_of(row), head, None)
+    for part in rest.split(".") if rest else ():
         value = value.get(part) if isinstance(value, dict) else None
     return value
 
@@ -95,7 +147,7 @@ def _ratios(rows: list[dict[str, Any]], chosen: list[dict[str, Any]], check: dic
     module docstring; the partner is the first matching ok run in store order), and a note
     for each chosen run without one (a missing pair leaves the comparison incomplete)."""
     rel = check["relative_to"]
-    spec = {k: check[k] for k in ("suite", "precision") if k in check}
+    spec = {k: check[k] for k in ("kind", "suite", "precision") if k in check}
     spec |= {k: rel[k] for k in ("subject", "task", "config") if k in rel}
     pair_on = list(rel.get("pair_on", []))
     partners: dict[tuple[Any, ...], float] = {}
@@ -149,17 +201,17 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
             continue
         metric = check["metric"]
         selected = [r for r in rows if _selected(r, check)]
-        short = [r for r in selected
-                 if (r.get("config") or {}).get("train_steps", math.inf)
-                 < check.get("min_train_steps", 0)]
-        selected = [r for r in selected if r not in short]
+        short = {id(r): steps for r in selected if r.get("kind") == "trained"   # id: budget
+                 and (steps := TrainedConfig.from_json(r.get("config")).train_steps) is not None
+                 and steps < check.get("min_train_steps", 0)}
+        selected = [r for r in selected if id(r) not in short]
         diverged = [r for r in selected if r.get("status") == "diverged"]
         failed = [r for r in selected if r.get("status") not in ("ok", "diverged")]
         ok_runs = [r for r in selected if r.get("status") == "ok"
                    and metric_value(r, metric) is not None]
         unreached = [r for r in ok_runs if metric == "floor_log10" and not floor_reached(r)]
         budget_cut = [r for r in ok_runs if r not in unreached and r.get("kind") == "trained"
-                      and (r.get("result") or {}).get("train_converged") is False]
+                      and TrainedResult.from_json(r.get("result")).train_converged is False]
         chosen = [r for r in ok_runs if r not in unreached and r not in budget_cut]
         notes = []
         if diverged:
@@ -179,7 +231,7 @@ def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
         if not chosen and not diverged:
             command = check["command"]
             if short:
-                most = max(r["config"]["train_steps"] for r in short)
+                most = max(short.values())
                 command += (f" (stored runs trained {most} steps; the claim needs "
                             f">= {check['min_train_steps']})")
             measured = "-" if not notes else "; ".join(notes)

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-#: The version of a stored row whose config has no ``data_version`` (before it was recorded).
-UNRECORDED_VERSION = 1
+from results.records import config_of
 
 
 def data_version(row: dict[str, Any]) -> int:
-    """The data-generation version a stored row was computed on."""
-    value = (row.get("config") or {}).get("data_version", UNRECORDED_VERSION)
-    return value if isinstance(value, int) and not isinstance(value, bool) else \
-        UNRECORDED_VERSION
+    """The data-generation version a stored row was computed on (rows that do not record it
+    are :data:`~results.records.UNRECORDED_VERSION`)."""
+    return config_of(row).data_version
 
 
 def newest_data_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
@@ -24,8 +22,8 @@ def newest_data_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     were left out (order kept)."""
     newest: dict[str, int] = {}
     for r in rows:
-        suite = str(r.get("suite"))
-        newest[suite] = max(newest.get(suite, UNRECORDED_VERSION), data_version(r))
+        suite, version = str(r.get("suite")), data_version(r)
+        newest[suite] = max(newest.get(suite, version), version)
     kept = [r for r in rows if data_version(r) == newest[str(r.get("suite"))]]
     return kept, len(rows) - len(kept)
 

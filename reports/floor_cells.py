@@ -17,6 +17,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from results.records import result_of, stored_float
+
 #: Printed under a table of floor cells.
 FLOOR_LEGEND = (
     "cells: median floor MSE over seeds (of an even number: the geometric mean of the two "
@@ -52,31 +54,10 @@ def format_log10(log10: float | None) -> str:
     return format_mse(10.0**log10)
 
 
-def stored_log10(x: Any) -> float | None:
-    """A number read back from the store: numbers as they are, the JSON strings "-inf" /
-    "inf" as infinities (an exact zero is log10 -inf), NaN and anything else None."""
-    if x is None:
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else v
-
-
-def run_seed(row: dict[str, Any]) -> int | None:
-    """The problem seed of a stored solver / construction run."""
-    seed = (row.get("config") or {}).get("problem", {}).get("seed")
-    return seed if isinstance(seed, int) else None
-
-
 def floor_reached(row: dict[str, Any]) -> bool:
     """Whether the run's trace reached its floor (runs of one step, direct solvers, count as
     reached: their result is final)."""
-    if (row.get("steps") or 0) <= 1:
-        return True
-    floor = (row.get("result") or {}).get("floor") or {}
-    return bool(floor.get("reached", True))
+    return (row.get("steps") or 0) <= 1 or result_of(row).floor_reached
 
 
 def floor_cell(runs: Sequence[dict[str, Any]]) -> str:
@@ -97,8 +78,8 @@ def floor_cell(runs: Sequence[dict[str, Any]]) -> str:
         return ", ".join(f"{s} {k}/{n}" if n > 1 else s for s, k in sorted(bad.items()))
     logs = []
     for r in ok:
-        v = stored_log10(r.get("floor_log10"))
-        logs.append(v if v is not None else stored_log10(r.get("log10_mse")))
+        v = stored_float(r.get("floor_log10"))
+        logs.append(v if v is not None else stored_float(r.get("log10_mse")))
     logs = [v for v in logs if v is not None]
     if not logs:
         return "-"
@@ -108,7 +89,7 @@ def floor_cell(runs: Sequence[dict[str, Any]]) -> str:
         text += f" ±{(max(finite) - min(finite)) / 2:.1f}"
     falling = sum(not r["reached"] for r in ok)
     iterative = any((r.get("steps") or 0) > 1 for r in ok)
-    steps = [int(i) for r in ok if r["reached"] and (i := stored_log10(r.get("floor_index")))
+    steps = [int(i) for r in ok if r["reached"] and (i := stored_float(r.get("floor_index")))
              is not None]
     if iterative and steps:
         text += f" @{math.floor(median(steps) + 0.5)}"

@@ -14,28 +14,27 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from reports.floor_cells import format_log10, format_mse, stored_log10
+from reports.floor_cells import format_log10, format_mse
 from reports.text_table import precision_order, text_table
+from results.records import TrainedConfig, TrainedResult, stored_float
 
 
 def _label(row: dict[str, Any]) -> tuple[str, ...]:
-    cfg = row.get("config") or {}
-    tr = cfg.get("train") or {}
-    ln = cfg.get("layernorm")
-    return (row["subject"], str(cfg.get("depth", "")), str(cfg.get("width", "")),
-            "" if ln is None else ("yes" if ln else "no"), str(tr.get("recipe", "")),
-            str(tr.get("dtype", "float32")), str(tr.get("steps", "")), str(cfg.get("seed", "")))
+    cfg = TrainedConfig.from_json(row.get("config"))
+    ln = cfg.layernorm
+    return (row["subject"], str(cfg.depth), str(cfg.width),
+            "" if ln is None else ("yes" if ln else "no"), str(cfg.train.get("recipe", "")),
+            cfg.train_dtype, str(cfg.train.get("steps", "")), str(cfg.seed))
 
 
 def _cell(row: dict[str, Any]) -> str:
     if row["status"] != "ok":
         return row["status"]
-    log10 = stored_log10(row.get("log10_mse"))  # an mpN MSE may lie below float64's range
+    log10 = stored_float(row.get("log10_mse"))  # an mpN MSE may lie below float64's range
     text = format_log10(log10) if log10 is not None else format_mse(row.get("mse"))
-    dec = (row.get("result") or {}).get("decomposition") or {}
-    a, r = stored_log10(dec.get("approximation")), stored_log10(dec.get("rounding"))
-    if a is not None and r is not None:
-        text += " " + limit_label((row.get("result") or {}).get("train_converged"), a, r)
+    res = TrainedResult.from_json(row.get("result"))
+    if res.approximation is not None and res.rounding is not None:
+        text += " " + limit_label(res.train_converged, res.approximation, res.rounding)
     return text
 
 

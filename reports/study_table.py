@@ -17,6 +17,7 @@ import pandas as pd
 
 from reports.tables import Pivot
 from reports.text_table import precision_order, text_table
+from results.records import StudyConfig, StudyResult
 
 #: At most this many metric columns per text table (the primary metric, then the others in
 #: the order the study lists them); the report's tables and CSV carry every metric.
@@ -41,10 +42,17 @@ def latest_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     in the store; the table shows the latest)."""
     keep: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: (r["created_at"], r["run_id"])):
-        key = (r["suite"], r["subject"], r["task"], r["precision"],
-               (r.get("config") or {}).get("seed"))
+        key = (r["suite"], r["subject"], r["task"], r["precision"], _config(r).seed)
         keep[key] = r
     return list(keep.values())
+
+
+def _config(row: dict[str, Any]) -> StudyConfig:
+    return StudyConfig.from_json(row.get("config"))
+
+
+def _result(row: dict[str, Any]) -> StudyResult:
+    return StudyResult.from_json(row.get("result"))
 
 
 def _grouped(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -52,9 +60,8 @@ def _grouped(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str,
     for r in latest_runs([r for r in rows if r.get("kind") == "study"]):
         groups[(r["suite"], r["subject"])].append(r)
     for g in groups.values():
-        g.sort(key=lambda r: ((r.get("config") or {}).get("_order", 0), _task_key(r["task"]),
-                              precision_order(r["precision"]),
-                              (r.get("config") or {}).get("seed", 0)))
+        g.sort(key=lambda r: (_task_key(r["task"]), precision_order(r["precision"]),
+                              _config(r).seed))
     return dict(sorted(groups.items()))
 
 
@@ -70,15 +77,11 @@ def _task_key(task: str) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _columns(group: list[dict[str, Any]]) -> list[str]:
-    cols: list[str] = []
-    primary = {(r.get("result") or {}).get("primary") for r in group} - {None}
-    cols += sorted(primary)
-    for r in group:
-        res = r.get("result") or {}
-        for k in res.get("columns") or res.get("metrics") or {}:
-            if k not in cols:
-                cols.append(k)
+def _columns(results: list[StudyResult]) -> list[str]:
+    """The primary metrics (sorted), then every other metric in its study's order."""
+    cols = sorted({res.primary for res in results} - {None})
+    for res in results:
+        cols += [k for k in res.column_order if k not in cols]
     return cols
 
 
@@ -88,13 +91,14 @@ def study_frames(rows: list[dict[str, Any]], max_columns: int | None = None
     the first ``max_columns`` metrics (all when None)."""
     out = []
     for (suite, entry), group in _grouped(rows).items():
-        cols = _columns(group)[:max_columns]
+        results = [_result(r) for r in group]
+        cols = _columns(results)[:max_columns]
         recs = []
-        for r in group:
-            metrics = (r.get("result") or {}).get("metrics") or {}
-            cells = {c: (r["status"] if r["status"] != "ok" else metrics.get(c)) for c in cols}
+        for r, res in zip(group, results, strict=True):
+            cells = {c: (r["status"] if r["status"] != "ok" else res.metrics.get(c))
+                     for c in cols}
             recs.append({"grid point": r["task"], "precision": r["precision"],
-                         "seed": (r.get("config") or {}).get("seed", 0), **cells})
+                         "seed": _config(r).seed, **cells})
         frame = pd.DataFrame(recs, columns=["grid point", "precision", "seed", *cols])
         if frame["seed"].nunique() == 1:
             frame = frame.drop(columns="seed")
@@ -108,7 +112,7 @@ def study_pivots(rows: list[dict[str, Any]], max_columns: int | None = None) -> 
     """One report table per study entry (cells formatted like the CLI's)."""
     pivots = []
     for suite, entry, frame in study_frames(rows, max_columns):
-        study = next(r["config"]["study"] for r in rows
+        study = next(_config(r).study for r in rows
                      if r.get("kind") == "study" and r["subject"] == entry
                      and r["suite"] == suite)
         shown = frame.map(format_value)

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.floor_cells import floor_cell, floor_reached, format_log10, run_seed, stored_log10
+from reports.floor_cells import floor_cell, floor_reached, format_log10
 from reports.text_table import precision_order
 from results.frames import runs_frame
+from results.records import SubjectConfig, TrainedConfig, TrainedResult
 
 SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "floor_log10",
                   "floor_index", "reached", "rate", "conv_order", "mse", "log10_mse", "steps",
@@ -34,8 +35,8 @@ def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """
     chosen = [r for r in rows if r.get("kind") in ("solver", "construction")]
     df = runs_frame(chosen).rename(columns={"task": "problem", "subject": "solver"}).assign(
-        seed=[run_seed(r) for r in chosen], reached=[floor_reached(r) for r in chosen]
-    )[SOLVER_COLUMNS]
+        seed=[SubjectConfig.from_json(r.get("config")).seed for r in chosen],
+        reached=[floor_reached(r) for r in chosen])[SOLVER_COLUMNS]
     if df.empty:
         return df
     df = df.sort_values(["created_at", "run_id"]).drop_duplicates(
@@ -76,37 +77,32 @@ def solver_pivots(runs: pd.DataFrame) -> list[Pivot]:
     return out
 
 
-def _model_label(row: dict[str, Any]) -> str:
+def _model_label(subject: str, cfg: TrainedConfig) -> str:
     """Subject, LayerNorm (``LN`` / ``no LN``), recipe and training dtype where not the
     default, comma-separated: ``baseconv, no LN, gauss-newton, trained in float64`` (it reads
     the same as a file name: ``baseconv-no-ln-gauss-newton-trained-in-float64``)."""
-    cfg = row["config"]
-    parts = [str(row["subject"])]
-    if cfg.get("layernorm") is not None:
-        parts.append("LN" if cfg["layernorm"] else "no LN")
-    train = cfg.get("train") or {}
-    if train.get("recipe", "paper") != "paper":
-        parts.append(str(train["recipe"]))
-    if train.get("dtype", "float32") != "float32":
-        parts.append(f"trained in {train['dtype']}")
+    parts = [subject]
+    if cfg.layernorm is not None:
+        parts.append("LN" if cfg.layernorm else "no LN")
+    if cfg.recipe != "paper":
+        parts.append(cfg.recipe)
+    if cfg.train_dtype != "float32":
+        parts.append(f"trained in {cfg.train_dtype}")
     return ", ".join(parts)
 
 
 def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Runs with ``depth`` and ``width`` in their config (models), one per row, columns
-    :data:`GRID_COLUMNS`."""
-    models = [r for r in rows if r.get("kind") not in ("solver", "construction")
-              and {"depth", "width"} <= (r.get("config") or {}).keys()]
-    cfgs = [r["config"] for r in models]
-    outcomes = [r.get("result") or {} for r in models]
-    decs = [res.get("decomposition") or {} for res in outcomes]
+    """Trained runs (models: depth x width), one per row, columns :data:`GRID_COLUMNS`."""
+    models = [r for r in rows if r.get("kind") == "trained"]
+    cfgs = [TrainedConfig.from_json(r.get("config")) for r in models]
+    outcomes = [TrainedResult.from_json(r.get("result")) for r in models]
     df = runs_frame(models).assign(
-        subject=[_model_label(r) for r in models], depth=[int(c["depth"]) for c in cfgs],
-        width=[int(c["width"]) for c in cfgs], seed=[c.get("seed", 0) for c in cfgs],
-        train_steps=[c.get("train_steps") for c in cfgs],
-        approximation=[stored_log10(d.get("approximation")) for d in decs],
-        rounding=[stored_log10(d.get("rounding")) for d in decs],
-        converged=[res.get("train_converged") for res in outcomes])[GRID_COLUMNS]
+        subject=[_model_label(str(r["subject"]), c) for r, c in zip(models, cfgs, strict=True)],
+        depth=[c.depth for c in cfgs], width=[c.width for c in cfgs],
+        seed=[c.seed for c in cfgs], train_steps=[c.train_steps for c in cfgs],
+        approximation=[res.approximation for res in outcomes],
+        rounding=[res.rounding for res in outcomes],
+        converged=[res.train_converged for res in outcomes])[GRID_COLUMNS]
     if not df.empty:
         df = df.sort_values(["task", "subject", "precision", "depth", "width", "seed",
                              "run_id"]).reset_index(drop=True)

@@ -43,7 +43,7 @@ _R = TypeVar("_R", bound="RecordResult")
 def stored_float(x: Any) -> float | None:
     """A number read back from the store: numbers as they are, the JSON strings "-inf" /
     "inf" as infinities (an exact zero is log10 -inf), NaN and anything else None."""
-    if x is None or isinstance(x, bool):
+    if x is None:
         return None
     try:
         v = float(x)
@@ -167,15 +167,17 @@ class StudyConfig(RecordConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class RecordResult:
-    """What every kind's result holds: the task label (``problem_label``) and where the run
-    was computed (``provenance``, :mod:`precision.provenance`; written by the runner, None in
-    runs stored before it was recorded)."""
+    """What every kind's result holds: the task label (``problem_label``), where the run was
+    computed (``provenance``, :mod:`precision.provenance`; written by the runner, None in runs
+    stored before it was recorded) and the floor detected on its trace (``floor``:
+    ``precision.metrics.Floor.to_dict()``; None: none detected, never for a study)."""
 
     #: Result names a claim may select as ``result.<name>`` (a study: any of its metrics).
     METRICS: ClassVar[tuple[str, ...]] = ()
 
     problem_label: str = ""
     provenance: dict[str, Any] | None = None
+    floor: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls: type[_R], data: Any) -> _R:
@@ -186,29 +188,19 @@ class RecordResult:
         """The number ``result.<name>`` of a claim (None when the run has none)."""
         return stored_float(getattr(self, name)) if name in self.METRICS else None
 
-    def _json(self, **keys: Any) -> dict[str, Any]:
-        out = {"problem_label": self.problem_label, **keys}
-        if self.provenance is not None:
-            out["provenance"] = self.provenance
-        return out
-
-
-@dataclass(frozen=True, kw_only=True)
-class _FloorResult(RecordResult):
-    #: The detected floor (``precision.metrics.Floor.to_dict()``; None: none detected).
-    floor: dict[str, Any] | None = None
-
     @property
     def floor_reached(self) -> bool:
         """Whether the trace reached its floor (True when no floor is stored)."""
         return bool((self.floor or {}).get("reached", True))
 
     def _json(self, **keys: Any) -> dict[str, Any]:
-        return super()._json(**keys, **({} if self.floor is None else {"floor": self.floor}))
+        extra = {"floor": self.floor, "provenance": self.provenance}
+        return {"problem_label": self.problem_label, **keys,
+                **{k: v for k, v in extra.items() if v is not None}}
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainedResult(_FloorResult):
+class TrainedResult(RecordResult):
     """One (trained job, evaluation precision): the test-error decomposition
     (``approximation`` / ``rounding``: log10 MSE of the float64 model against the truth and
     of the precision against the float64 model, 001 Sec. 2), ``digits``, ``n_params``; the
@@ -257,7 +249,7 @@ class TrainedResult(_FloorResult):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SubjectResult(_FloorResult):
+class SubjectResult(RecordResult):
     """A solver or construction run: its final error (``max_abs``, ``relative``, ``digits``,
     ``param_mse``: stored together, when the run has a final step, i.e. ``max_abs`` is not
     None) and, for a construction, its largest log10 MSE against the algorithm it implements

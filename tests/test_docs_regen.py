@@ -29,7 +29,7 @@ def _tiny_store(path: Path) -> None:
         store.write_run(RunRecord(
             run_id="bc", suite="prims", kind="trained", subject="baseconv", task="multiply",
             precision="float64", status="ok", mse=2.5e-6, log10_mse=-5.6,
-            config={"depth": 1, "width": 32, "seed": 0, "layernorm": False,
+            config={"depth": 1, "width": 32, "seed": 0, "model_options": {"layernorm": False},
                     "train": {"recipe": "paper", "steps": 2000, "dtype": "float32"}},
             result={"provenance": {**PROV, "threads": 2}, "train_converged": False,
                     "decomposition": {"approximation": -5.6, "rounding": -30.0}}))

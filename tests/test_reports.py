@@ -90,8 +90,8 @@ def test_every_claim_is_listed_and_checked(store_path, tmp_path):
 
 
 def test_claim_that_does_not_hold():
-    row = {"suite": "solvers", "subject": "gd", "task": "ls_gauss", "precision": "float32",
-           "status": "ok", "floor_log10": -9.0}
+    row = {"suite": "solvers", "kind": "solver", "subject": "gd", "task": "ls_gauss",
+           "precision": "float32", "status": "ok", "floor_log10": -9.0}
     verdicts = {c.id: c for c in check_claims([row])}
     assert verdicts["001-gd-floor"].verdict == "does not hold"
     assert verdicts["001-gd-floor"].measured == "MSE 1.0e-09"
@@ -103,7 +103,7 @@ def test_model_grid_tables_aggregate_seeds(tmp_path):
             for width in (8, 16):
                 for seed, val in enumerate((-6.0, -8.0, -7.0)):
                     cfg = {"depth": depth, "width": width, "seed": seed,
-                           "train_steps": 1000 * width, "layernorm": True}
+                           "train": {"steps": 1000 * width}, "model_options": {"layernorm": True}}
                     dec = {"approximation": val - depth - 1, "rounding": -14.0}
                     store.write_run(RunRecord(
                         run_id=f"{depth}-{width}-{seed}", suite="prims", kind="trained",
@@ -197,7 +197,7 @@ def test_trained_claims_use_best_per_task_config_filters_and_budgets():
     def row(task, depth, steps, log10):
         return {"suite": "primitives", "subject": "transformer", "task": task,
                 "precision": "float32", "status": "ok", "log10_mse": log10, "kind": "trained",
-                "config": {"depth": depth, "train_steps": steps, "train": {"recipe": "paper"}}}
+                "config": {"depth": depth, "train": {"recipe": "paper", "steps": steps}}}
 
     def verdict(rows, claim_id):
         return next(c for c in check_claims(rows) if c.id == claim_id)
@@ -318,7 +318,7 @@ def _hostile_store(path):
             store.write_run(RunRecord(
                 run_id=f"m{i}", suite="s", kind="trained", subject=f"model{i}", task="read",
                 precision="float32", status="ok", log10_mse=-5.0 - i,
-                config={"depth": 1, "width": 8, "seed": 0, "layernorm": True}))
+                config={"depth": 1, "width": 8, "seed": 0, "model_options": {"layernorm": True}}))
             store.write_run(RunRecord(
                 run_id=f"t{i}", suite="s", kind="study", subject=f"entry{i}", task="k=1",
                 precision="float64", status="ok",

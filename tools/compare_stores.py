@@ -1,7 +1,7 @@
 """Compare two results stores number by number (a refactor must leave every stored number
 bit-identical).
 
-    python tools/compare_stores.py before.db after.db [--suite NAME ...]
+    python tools/compare_stores.py before.db after.db [--suite NAME ...] [--map-ids]
 
 Every run id must be in both stores; for each run every column, every key of its config and
 result, and every point of every series must be equal (floats compared exactly, NaN equal to
@@ -9,6 +9,14 @@ NaN). What depends on the moment or the process, not on the computation, is skip
 ``wall_time``, ``worker``, ``created_at``, ``result.provenance`` and the keys of ``result``
 that time something (``*wall_time``, ``*_seconds``). Prints the differences (at most 20) and
 a summary; exit code 1 if any.
+
+``--map-ids`` compares a store written before trained configs lost their top-level copies
+``layernorm`` and ``train_steps`` (of ``model_options.layernorm`` and ``train.steps``) with
+one written after: the id of a trained record is the hash of its stored config, so every
+trained id changed. Each trained record of ``before`` whose config holds either key is
+compared as the record it now is: the keys removed from its config, its id
+``results.canonical.config_hash(stored config minus those keys)``. The number of ids mapped
+is printed.
 """
 
 from __future__ import annotations
@@ -18,9 +26,15 @@ import json
 import math
 import sqlite3
 import sys
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from results.canonical import config_hash  # noqa: E402  (the checkout's own package)
+
 SKIPPED_COLUMNS = {"wall_time", "worker", "created_at"}
+#: Keys trained configs no longer hold (see ``--map-ids`` in the module docstring).
+REMOVED_TRAINED_KEYS = ("layernorm", "train_steps")
 
 
 def _clean(value: Any) -> Any:
@@ -43,29 +57,40 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _runs(db: str, suites: list[str] | None) -> dict[str, dict[str, Any]]:
+def _runs(db: str, suites: list[str] | None, map_ids: dict[str, str] | None = None
+          ) -> dict[str, dict[str, Any]]:
+    """The runs of ``db`` by id; with ``map_ids`` (filled here, old id -> new id) trained
+    records are mapped as ``--map-ids`` says (see the module docstring)."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     con.row_factory = sqlite3.Row
     where = f" WHERE suite IN ({','.join('?' * len(suites))})" if suites else ""
-    runs = {}
+    runs, ids = {}, {}
     for row in con.execute(f"SELECT * FROM runs{where}", suites or []):
         run = {k: row[k] for k in row.keys() if k not in SKIPPED_COLUMNS}
-        run["config_json"] = _clean(json.loads(run["config_json"]))
+        config = json.loads(run["config_json"])
+        if map_ids is not None and run["kind"] == "trained" and \
+                any(k in config for k in REMOVED_TRAINED_KEYS):
+            config = {k: v for k, v in config.items() if k not in REMOVED_TRAINED_KEYS}
+            run["run_id"] = map_ids[row["run_id"]] = config_hash(config)
+        run["config_json"] = _clean(config)
         run["result_json"] = _clean(json.loads(run["result_json"]))
         run["series"] = {}
-        runs[row["run_id"]] = run
+        runs[run["run_id"]] = run
+        ids[row["run_id"]] = run["run_id"]
     for rid, name, step, value in con.execute("SELECT run_id, name, step, value FROM series"):
-        if rid in runs:
-            runs[rid]["series"].setdefault(name, []).append((step, value))
+        if rid in ids:
+            runs[ids[rid]]["series"].setdefault(name, []).append((step, value))
     for run in runs.values():
         run["series"] = {k: sorted(v) for k, v in run["series"].items()}
     con.close()
     return runs
 
 
-def compare(before: str, after: str, suites: list[str] | None = None) -> list[str]:
-    """The differences between the two stores (empty: equal in every stored number)."""
-    a, b = _runs(before, suites), _runs(after, suites)
+def compare(before: str, after: str, suites: list[str] | None = None,
+            map_ids: dict[str, str] | None = None) -> list[str]:
+    """The differences between the two stores (empty: equal in every stored number); with
+    ``map_ids`` (a dict, filled with old id -> new id), ``before``'s trained ids mapped."""
+    a, b = _runs(before, suites, map_ids), _runs(after, suites)
     diffs = [f"only in {before}: {rid} ({a[rid]['suite']} {a[rid]['subject']})"
              for rid in sorted(a.keys() - b.keys())]
     diffs += [f"only in {after}: {rid} ({b[rid]['suite']} {b[rid]['subject']})"
@@ -83,11 +108,16 @@ def main() -> int:
     parser.add_argument("before")
     parser.add_argument("after")
     parser.add_argument("--suite", action="append", default=None)
+    parser.add_argument("--map-ids", action="store_true",
+                        help="compare old trained records under their new ids (see above)")
     args = parser.parse_args()
-    diffs = compare(args.before, args.after, args.suite)
+    mapped: dict[str, str] | None = {} if args.map_ids else None
+    diffs = compare(args.before, args.after, args.suite, mapped)
     for line in diffs[:20]:
         print(line)
     n = len(_runs(args.before, args.suite))
+    if mapped is not None:
+        print(f"{len(mapped)} trained run ids of {args.before} mapped to their new ids")
     print(f"{n} runs in {args.before}; {len(diffs)} differences")
     return 1 if diffs else 0
 
