@@ -2,14 +2,13 @@
 between the writer (``probes``: each kind's ``compute``) and the readers (``reports``, the
 claims check, notebooks), so neither side spells the other's keys.
 
-============  ==================  ==================
-kind          config              result
-============  ==================  ==================
-trained       :class:`TrainedConfig`  :class:`TrainedResult`
-solver,       :class:`SubjectConfig`  :class:`SubjectResult`
-construction
-study         :class:`StudyConfig`    :class:`StudyResult`
-============  ==================  ==================
+=====================  ======================  ======================
+kind                   config                  result
+=====================  ======================  ======================
+trained                :class:`TrainedConfig`  :class:`TrainedResult`
+solver, construction   :class:`SubjectConfig`  :class:`SubjectResult`
+study                  :class:`StudyConfig`    :class:`StudyResult`
+=====================  ======================  ======================
 
 A writer builds a result value and stores its ``to_json()``; the store writes it as canonical
 JSON (NaN and infinities become the strings "nan" / "inf" / "-inf"). A reader takes

@@ -47,3 +47,25 @@ def test_any_changed_number_or_missing_run_is_reported(tmp_path: Path) -> None:
         b = _store(tmp_path / f"{what}.db", changed)
         diffs = compare_stores.compare(a, b)
         assert diffs and any(what in d for d in diffs), (what, diffs)
+
+
+def test_map_ids_compares_old_trained_records_under_their_new_ids(tmp_path: Path) -> None:
+    """A trained record written before its config lost ``layernorm`` / ``train_steps`` equals
+    the record written after, under the id ``config_hash`` gives the config without them."""
+    from results.canonical import config_hash
+
+    new_config = {"kind": "trained", "depth": 1, "model_options": {"layernorm": True},
+                  "train": {"steps": 40}, "precision": "float64"}
+    old_config = {**new_config, "layernorm": True, "train_steps": 40}
+    trained = dataclasses.replace(RECORD, kind="trained", run_id=config_hash(old_config),
+                                  config=old_config)
+    a = _store(tmp_path / "old.db", trained)
+    b = _store(tmp_path / "new.db", dataclasses.replace(
+        trained, run_id=config_hash(new_config), config=new_config))
+    assert any("only in" in d for d in compare_stores.compare(a, b))
+    mapped: dict[str, str] = {}
+    assert compare_stores.compare(a, b, map_ids=mapped) == []
+    assert mapped == {config_hash(old_config): config_hash(new_config)}
+    c = _store(tmp_path / "changed.db", dataclasses.replace(
+        trained, run_id=config_hash(new_config), config=new_config, mse=2e-30))
+    assert any("mse differs" in d for d in compare_stores.compare(a, c, map_ids={}))
