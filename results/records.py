@@ -91,16 +91,15 @@ class RecordConfig:
         return None
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class TrainedConfig(RecordConfig):
     """A trained job's config (``probes.job.Job.config``) plus its evaluation ``precision``:
     the model (``family`` with ``model_options``, ``depth`` x ``width``), the task
-    (``task``, ``task_options``; ``problem_label`` the suite's label of it, ``solver`` its
-    model entry), the recipe (``train``: recipe, steps, batch_size, dtype, ...), ``seed``,
-    ``test_size`` and ``iterate``."""
+    (``task``, ``task_options``; ``problem_label`` the suite's label of it, ``entry`` its
+    model entry, ``solver`` in configs before version 4), the recipe (``train``: recipe,
+    steps, batch_size, dtype, ...), ``seed``, ``test_size`` and ``iterate``."""
 
-    solver: str = ""
+    entry: str = ""
     family: str = ""
     task: str = ""
     problem_label: str = ""
