@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from precision.backends import backend_for
+from precision.precisions import parse_precision
 
 PRECISIONS = ["bfloat16", "float16", "float32", "float64", "mp30", "mp100"]
 
@@ -46,7 +47,7 @@ def test_division_rounds_to_the_precision(name, bits):
 def test_mp_matmul_matches_exact_product_to_working_precision():
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((7, 5)), rng.standard_normal((5, 3))
-    xp = backend_for("mp50")
+    xp = backend_for(parse_precision("mp50"))
     got = xp.to_exact(xp.asarray(a) @ xp.asarray(b))
     flint.ctx.prec = 1000
     try:
@@ -60,7 +61,7 @@ def test_mp_matmul_matches_exact_product_to_working_precision():
 
 
 def test_mp_batched_matmul_and_broadcasting():
-    xp = backend_for("mp30")
+    xp = backend_for(parse_precision("mp30"))
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 2))
     got = xp.to_numpy(xp.asarray(a) @ xp.asarray(b))
@@ -71,7 +72,7 @@ def test_mp_batched_matmul_and_broadcasting():
 
 
 def test_mp_elementwise_functions_are_accurate():
-    xp = backend_for("mp50")
+    xp = backend_for(parse_precision("mp50"))
     x = xp.asarray([0.5, 2.0])
     e = xp.to_exact(xp.exp(x))
     flint.ctx.prec = 400
@@ -85,7 +86,7 @@ def test_mp_elementwise_functions_are_accurate():
 
 def test_radii_do_not_grow_over_long_iterations():
     # Interval radii would explode over thousands of steps; the backend keeps midpoints only.
-    xp = backend_for("mp30")
+    xp = backend_for(parse_precision("mp30"))
     w = xp.asarray([1.0, -1.0])
     M = xp.asarray([[0.6, 0.7], [-0.7, 0.6]])
     for _ in range(3000):
@@ -95,7 +96,7 @@ def test_radii_do_not_grow_over_long_iterations():
 
 
 def test_to_exact_of_float32_is_exact():
-    xp = backend_for("float32")
+    xp = backend_for(parse_precision("float32"))
     v = xp.asarray([0.1])
     e = xp.to_exact(v)[0]
     assert e.rad() == 0 and float(e) == float(np.float32(0.1))
@@ -104,7 +105,7 @@ def test_to_exact_of_float32_is_exact():
 def test_mp_negation_and_abs_keep_full_precision():
     # python-flint rounds unary minus to its global context precision (53 bits by default);
     # the backend must not lose digits there.
-    xp = backend_for("mp50")
+    xp = backend_for(parse_precision("mp50"))
     a = xp.asarray([0.3]) + 1e-20
     assert float((-a + a)[0]) == 0.0
     assert float((abs(-a) - xp.asarray([0.3]))[0]) == pytest.approx(1e-20, rel=1e-12)

@@ -17,6 +17,7 @@ from precision.backends import backend_for
 from precision.constructions import logistic_newton as ln
 from precision.evaluate import evaluate
 from precision.metrics import error_summary
+from precision.precisions import parse_precision
 from precision.problems import logistic_regression
 from precision.solvers.linalg import cholesky_solve
 from precision.solvers.newton_logistic import logistic_grad_hess, newton_logistic
@@ -37,7 +38,7 @@ def ref_step(precision: str, x0: np.ndarray) -> np.ndarray:
 
 
 def first_iterate() -> np.ndarray:
-    xp = backend_for("float64")
+    xp = backend_for(parse_precision("float64"))
     return xp.to_numpy(newton_logistic(xp, xp.asarray(A), xp.asarray(Y), mu=MU, iters=1,
                                        damped=True)[1])
 

@@ -83,7 +83,7 @@ def test_lsa_runs_gd_layer_by_layer():
     prob = gaussian_least_squares(4, 12, seed=3)
     eta = 0.5
     x = tokens(prob.X, prob.y, prob.X_query[0])
-    xp = backend_for("mp50")
+    xp = backend_for(parse_precision("mp50"))
     iterates = gd(xp, xp.asarray(prob.X), xp.asarray(prob.y), step=eta, iters=6)
     q = xp.asarray(prob.X_query[0])
     for layers in range(1, 7):
@@ -115,7 +115,7 @@ def test_linear_attention_runs_newton_schulz():
     alpha = 2.0 ** -int(np.ceil(np.log2(float(np.sum(A * A)))))
     X0 = alpha * A.T
     x = lsa_newton.tokens(X0, A)
-    xp = backend_for("mp50")
+    xp = backend_for(parse_precision("mp50"))
     ref = newton_schulz(xp, xp.asarray(A), iters=steps, alpha=alpha)
     old = flint.ctx.prec
     flint.ctx.prec = 800
@@ -223,7 +223,7 @@ def test_symmetric_newton_schulz_one_layer_per_step():
     A = spd_matrix(d, 10.0, seed=2)
     alpha = 2.0 ** -int(np.ceil(np.log2(float(np.sum(A * A)))))
     x = lsa_newton.symmetric_tokens(alpha * A, A)
-    xp = backend_for("mp50")
+    xp = backend_for(parse_precision("mp50"))
     ref = newton_schulz(xp, xp.asarray(A), iters=steps, alpha=alpha)
     model = lsa_newton.newton_schulz_symmetric(d, steps)
     assert model.depth == steps  # one layer per step, half of Lemma 4.1's general case
@@ -271,7 +271,7 @@ def test_causal_baseconv_runs_gradient_descent():
     prob = gaussian_least_squares(d, n, seed=11)
     eta = 0.5
     x = baseconv_gd.tokens(prob.X, prob.y, prob.X_query[0])
-    xp = backend_for("mp50")
+    xp = backend_for(parse_precision("mp50"))
     iterates = gd(xp, xp.asarray(prob.X), xp.asarray(prob.y), step=eta, iters=steps)
     q = xp.asarray(prob.X_query[0])
     for k in (1, 3, 5):
@@ -511,7 +511,7 @@ def test_gd_plus_plus_reference_gd_phase_is_gd_on_preconditioned_features():
     from precision.solvers.gd import gd_plus_plus
 
     prob = gaussian_least_squares(3, 9, seed=2)
-    xp = backend_for("float64")
+    xp = backend_for(parse_precision("float64"))
     X, y, q = (xp.asarray(a) for a in (prob.X, prob.y, prob.X_query[0]))
     g, eta = 0.01, 0.02
     preds = gd_plus_plus(xp, X, y, q, weights=[(-g, 0.0), (0.0, -eta), (0.0, -eta)])

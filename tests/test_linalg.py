@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from precision.backends import backend_for
+from precision.precisions import parse_precision
 from precision.solvers.linalg import cholesky, householder_qr_solve, jacobi_svd, svd_solve
 
 RNG = np.random.default_rng(3)
@@ -29,7 +30,7 @@ def test_least_squares_solvers_match_numpy(solve, name, tol):
 
 
 def test_jacobi_svd_singular_values_and_orthogonality_mp():
-    xp = backend_for("mp40")
+    xp = backend_for(parse_precision("mp40"))
     U, s, V = jacobi_svd(xp, xp.asarray(X))
     sv = np.sort(xp.to_numpy(s))[::-1]
     assert np.allclose(sv, np.linalg.svd(X, compute_uv=False), rtol=1e-14)
@@ -40,6 +41,6 @@ def test_jacobi_svd_singular_values_and_orthogonality_mp():
 
 
 def test_cholesky_reports_non_spd():
-    xp = backend_for("float64")
+    xp = backend_for(parse_precision("float64"))
     with pytest.raises(ValueError, match="pivot"):
         cholesky(xp, xp.asarray([[1.0, 2.0], [2.0, 1.0]]))

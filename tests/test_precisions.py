@@ -36,9 +36,9 @@ def test_backend_names_and_dtypes():
 
 def test_cast_rounds_into_the_precision():
     third = 1.0 / 3.0
-    f32 = backend_for("float32").asarray([third])
+    f32 = backend_for(parse_precision("float32")).asarray([third])
     assert float(f32[0]) == float(torch.tensor(third, dtype=torch.float32))
-    mp10 = backend_for("mp10").asarray([third])
+    mp10 = backend_for(parse_precision("mp10")).asarray([third])
     # mp10 has 37 bits: the rounded value differs from the float64 input by < 2**-37 relative.
     err = abs(float(mp10[0]) - third) / third
     assert 0 < err <= 2.0**-37

@@ -43,7 +43,7 @@ W0 = np.random.default_rng(6).standard_normal((4, 6))
 
 
 def test_closed_form_matches_monte_carlo_of_the_model() -> None:
-    xp = backend_for("float64")
+    xp = backend_for(parse_precision("float64"))
     a = _setup(xp, PROB)
     S = pl.attention(xp, a["V"], a["T"], xp.asarray(Q0))
     floor = pl.loss_floor(xp, a["Z"], a["Zhat"], PROB.m_tau)
@@ -67,7 +67,7 @@ def test_closed_form_matches_monte_carlo_of_the_model() -> None:
 
 
 def test_model_a_hat_and_forward_agree_with_the_solver() -> None:
-    xp = backend_for("float64")
+    xp = backend_for(parse_precision("float64"))
     a = _setup(xp, PROB)
     Ahat = xp.to_numpy(pl.a_hat(xp, pl.attention(xp, a["V"], a["T"], xp.asarray(Q0)),
                                 xp.asarray(W0)))
@@ -97,7 +97,7 @@ def test_ridge_limit_equals_eq64_and_direct_ridge(name: str, tol: float) -> None
 
 
 def test_gradient_matches_autograd() -> None:
-    xp = backend_for("float64")
+    xp = backend_for(parse_precision("float64"))
     a = _setup(xp, PROB)
     Q = torch.tensor(Q0, requires_grad=True)
     W = torch.tensor(W0, requires_grad=True)

@@ -210,7 +210,7 @@ def test_bfloat16_and_float16_casts_round_once():
     bf = round_to_dtype(x, torch.bfloat16)
     assert bf.dtype == torch.bfloat16 and bf[0].item() == 1 + 2**-7   # Tensor.to gives 1.0
     assert round_to_dtype(x, torch.float16)[1].item() == 1 + 2**-10
-    assert backend_for("bfloat16").asarray(x.numpy())[0].item() == 1 + 2**-7
+    assert backend_for(parse_precision("bfloat16")).asarray(x.numpy())[0].item() == 1 + 2**-7
     # Ties go to even, and a carry rolls into the exponent.
     ties = torch.tensor([1 + 2**-8, 1 + 3 * 2**-8, 2 - 2**-9], dtype=torch.float64)
     assert round_to_dtype(ties, torch.bfloat16).tolist() == [1.0, 1 + 2**-6, 2.0]
