@@ -10,13 +10,20 @@ NaN). What depends on the moment or the process, not on the computation, is skip
 that time something (``*wall_time``, ``*_seconds``). Prints the differences (at most 20) and
 a summary; exit code 1 if any.
 
-``--map-ids`` compares a store written before trained configs lost their top-level copies
-``layernorm`` and ``train_steps`` (of ``model_options.layernorm`` and ``train.steps``) with
-one written after: the id of a trained record is the hash of its stored config, so every
-trained id changed. Each trained record of ``before`` whose config holds either key is
-compared as the record it now is: the keys removed from its config, its id
-``results.canonical.config_hash(stored config minus those keys)``. The number of ids mapped
-is printed.
+``--map-ids`` compares a store of trained config version 3 with one of version 4: the id of
+a trained record is the hash of its stored config, and version 4 changed the config in four
+ways, so every trained id changed. Each version-3 trained record of ``before`` is compared as
+the record it now is, its config migrated by :func:`migrate` and its id
+``results.canonical.config_hash(migrated config)``:
+
+- the top-level copies ``layernorm`` and ``train_steps`` (of ``model_options.layernorm`` and
+  ``train.steps``) are gone;
+- the model entry's label is ``entry`` (it was ``solver``);
+- ``train`` is the resolved table, every suite-settable ``TrainConfig`` field (it was the keys
+  the suite gave);
+- ``version`` is 4.
+
+The number of ids mapped is printed.
 """
 
 from __future__ import annotations
@@ -30,11 +37,19 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from results.canonical import config_hash  # noqa: E402  (the checkout's own package)
+from probes.train_config import TrainConfig  # noqa: E402  (the checkout's own packages)
+from results.canonical import config_hash  # noqa: E402
 
 SKIPPED_COLUMNS = {"wall_time", "worker", "created_at"}
 #: Keys trained configs no longer hold (see ``--map-ids`` in the module docstring).
 REMOVED_TRAINED_KEYS = ("layernorm", "train_steps")
+
+
+def migrate(config: dict[str, Any]) -> dict[str, Any]:
+    """A version-3 trained record's config as version 4 writes it (module docstring)."""
+    new = {("entry" if k == "solver" else k): v for k, v in config.items()
+           if k not in REMOVED_TRAINED_KEYS}
+    return {**new, "version": 4, "train": TrainConfig.from_table(config["train"]).table()}
 
 
 def _clean(value: Any) -> Any:
@@ -68,9 +83,8 @@ def _runs(db: str, suites: list[str] | None, map_ids: dict[str, str] | None = No
     for row in con.execute(f"SELECT * FROM runs{where}", suites or []):
         run = {k: row[k] for k in row.keys() if k not in SKIPPED_COLUMNS}
         config = json.loads(run["config_json"])
-        if map_ids is not None and run["kind"] == "trained" and \
-                any(k in config for k in REMOVED_TRAINED_KEYS):
-            config = {k: v for k, v in config.items() if k not in REMOVED_TRAINED_KEYS}
+        if map_ids is not None and run["kind"] == "trained" and config.get("version") == 3:
+            config = migrate(config)
             run["run_id"] = map_ids[row["run_id"]] = config_hash(config)
         run["config_json"] = _clean(config)
         run["result_json"] = _clean(json.loads(run["result_json"]))
