@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from precision.models import build_model
+from precision.tasks import Task, make_task
 from probes.factory import build_from_factory, is_factory_spec
-from probes.tasks import Task, make_task
 
 
 def model_options(family: str, options: dict[str, Any], task: Task) -> dict[str, Any]:

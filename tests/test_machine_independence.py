@@ -168,7 +168,7 @@ def data_hashes() -> dict[str, str]:
 
     from precision import problems
     from precision.constructions import lsa_gdpp
-    from probes.tasks import TASKS, make_task
+    from precision.tasks import TASKS, make_task
 
     out: dict[str, str] = {}
     for dim, n in ((3, 8), (48, 400)):

@@ -8,7 +8,7 @@ import torch
 
 from precision.backends.mp_backend import exact_array
 from precision.metrics import error_summary
-from probes.tasks import TASKS, TaskError, make_task
+from precision.tasks import TASKS, TaskError, make_task
 
 
 def _sample(name: str, batch: int = 3, seed: int = 0, **opts):
