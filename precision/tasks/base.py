@@ -44,7 +44,7 @@ class Task(ABC):
                             f"got {d}, {n}")
         self.n_tokens, self.d_in, self.d_out = n, d, d
 
-    def integer(self, key: str, default: int | None = None) -> Any:
+    def _int_option(self, key: str, default: int | None = None) -> Any:
         """Option ``key`` (``default`` when not given): None or an integer, else a TaskError."""
         value = self.options.get(key, default)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -87,13 +87,13 @@ class Task(ABC):
         """The entries of a target-shaped array the *test* MSE is taken over: here all."""
         return a
 
-    def shown(self) -> dict[str, Any]:
+    def _shown(self) -> dict[str, Any]:
         """Drawn hidden parameters :meth:`describe` names after the options (none here)."""
         return {}
 
     def describe(self) -> str:
         """``name(option=value, ..., hidden=value, ...)``."""
-        shown = self.shown()
+        shown = self._shown()
         items = {**{k: v for k, v in self.options.items() if k not in shown}, **shown}
         return f"{self.name}({', '.join(f'{k}={v}' for k, v in items.items())})"
 

@@ -66,8 +66,8 @@ class Read(Elementwise):
         n, causal = self.n, self.options["causal"]
         if n < 2:
             raise TaskError("task 'read' needs n >= 2 tokens (i != j)")
-        i, j = self.integer("i"), self.integer("j")
-        self.a, self.b = self.integer("a", 0), self.integer("b", self.dim)
+        i, j = self._int_option("i"), self._int_option("j")
+        self.a, self.b = self._int_option("a", 0), self._int_option("b", self.dim)
         if i is None or j is None:
             pair = sorted(int(v) for v in rng.choice(n, size=2, replace=False))
             if not causal and rng.random() < 0.5:
@@ -88,7 +88,7 @@ class Read(Elementwise):
         y[:, self.j, self.a:self.b] = x[:, self.i, self.a:self.b]
         return y
 
-    def shown(self) -> dict[str, Any]:
+    def _shown(self) -> dict[str, Any]:
         return {"i": self.i, "j": self.j}
 
 
@@ -105,7 +105,7 @@ class Affine(Task):
 
     def __init__(self, rng: np.random.Generator, **options: Any) -> None:
         super().__init__(rng, **options)
-        self.d_out, h_var = self.integer("d_out", 1), self.options.get("h_var", 3.0)
+        self.d_out, h_var = self._int_option("d_out", 1), self.options.get("h_var", 3.0)
         if self.d_out < 1:
             raise TaskError(f"task 'affine' needs d_out >= 1, got {self.d_out}")
         if isinstance(h_var, bool) or not isinstance(h_var, int | float) or \
@@ -136,7 +136,8 @@ class Multiply(Elementwise):
         if d % 2 and "b" not in options and "d_out" not in options:
             raise TaskError(f"task 'multiply' needs an even dim (first half ⊙ second half), "
                             f"got {d}")
-        a, b, k = self.integer("a", 0), self.integer("b", half), self.integer("d_out", half)
+        a, b = self._int_option("a", 0), self._int_option("b", half)
+        k = self._int_option("d_out", half)
         if not (k >= 1 and 0 <= a and a + k <= d and 0 <= b and b + k <= d):
             raise TaskError(f"task 'multiply' needs d_out >= 1, a + d_out <= dim, "
                             f"b + d_out <= dim (got a={a}, b={b}, d_out={k}, dim={d})")
