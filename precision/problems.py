@@ -267,25 +267,29 @@ class PrimitiveProblem:
     name: str = "primitive"
 
 
-PRIMITIVE_OPS = ("read", "affine", "multiply")
+#: The task options the constructions fix (a problem table gives the others): READ causal
+#: (the BaseConv construction is causal: i < j); AFFINE's H ~ N(0, 1) (h_var = 1, where the
+#: probes' default is 001 D.3's 3).
+FIXED_OPTIONS: dict[str, dict[str, Any]] = {"read": {"causal": True}, "affine": {"h_var": 1.0},
+                                            "multiply": {}}
+PRIMITIVE_OPS = tuple(FIXED_OPTIONS)
 
 
 def primitive_problem(op: str, dim: int = 20, seq_len: int = 40, *, seed: int = 0,
                       **params: Any) -> PrimitiveProblem:
     """u ~ N(0, 1)^{N x D} (001 App. D.2.3: D = 20, N = 40 = ``seq_len``), then the
     parameters of task ``op`` (its class's options: READ's i, j, a, b; AFFINE's d_out;
-    MULTIPLY's a, b, d_out), both drawn from ``default_rng([seed, 7])`` in that order.
-    AFFINE's H ~ N(0, 1) here (``h_var`` = 1) unless ``h_var`` is given.
+    MULTIPLY's a, b, d_out; :data:`FIXED_OPTIONS` the rest), both drawn from
+    ``default_rng([seed, 7])`` in that order.
     """
     _check(dim, seq_len, rows="seq_len")
     _check_seed(seed)
     if op not in PRIMITIVE_OPS:
         raise ValueError(f"unknown primitive '{op}'; choose from: {', '.join(PRIMITIVE_OPS)}")
-    if op == "affine":
-        params.setdefault("h_var", 1.0)
     rng = np.random.default_rng([seed, 7])
     u = rng.standard_normal((seq_len, dim))
-    return PrimitiveProblem(u, TASK_CLASSES[op](rng, dim=dim, n=seq_len, **params))
+    task = TASK_CLASSES[op](rng, dim=dim, n=seq_len, **FIXED_OPTIONS[op], **params)
+    return PrimitiveProblem(u, task)
 
 
 PROBLEMS: dict[str, Callable[..., LeastSquaresProblem]] = {

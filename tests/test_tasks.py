@@ -123,6 +123,8 @@ def test_constructions_primitives_are_the_same_classes():
         assert np.array_equal(prob.u, rng.standard_normal((5, 6)))
         if op == "affine":
             assert np.array_equal(prob.task.H, rng.standard_normal((6, 1)))
+    with pytest.raises(TypeError, match="causal"):     # the constructions fix READ causal
+        primitive_problem("read", causal=False)
     # the two AFFINE distributions differ only by the explicit h_var
     h1 = Affine(np.random.default_rng(3), h_var=1.0).H
     assert np.array_equal(Affine(np.random.default_rng(3)).H, np.sqrt(3.0) * h1)
