@@ -19,7 +19,8 @@ Inputs are drawn from N(0, 1) per entry (D.3), by numpy's PCG64 generator seeded
 caller's torch generator, and built with :mod:`precision.deterministic` (the same values on
 every machine, kernel and thread count; :data:`precision.deterministic.DATA_VERSION`).
 A task's hidden parameters (READ's i, j, AFFINE's H) are drawn once per instance from the
-``rng`` its constructor gets (:func:`make_task`: ``default_rng(seed)``).
+``rng`` its constructor gets (:func:`make_task`: ``default_rng(seed)``; the constructions'
+:func:`~precision.problems.primitive_problem`: ``default_rng([seed, 7])`` after their u).
 """
 
 from __future__ import annotations
