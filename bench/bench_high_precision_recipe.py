@@ -20,7 +20,7 @@ import time
 import torch
 
 from precision.models import build_model
-from probes.tasks import make_task
+from precision.tasks import make_task
 from probes.training import TrainConfig, train
 
 D, N, TARGET = 20, 40, 1e-14

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from precision.models import build_model
-from probes.tasks import make_task
+from precision.tasks import make_task
 from probes.training import TrainConfig, TrainResult, train
 
 D, N, TARGETS = 20, 40, (1e-6, 1e-8)

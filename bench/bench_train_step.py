@@ -32,7 +32,7 @@ import time
 import torch
 
 from precision.models import build_model
-from probes.tasks import make_task
+from precision.tasks import make_task
 from probes.training import batch_gradient
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from precision import deterministic as det
 from precision.deterministic import orthonormal
+from precision.tasks import TASK_CLASSES, Affine, Multiply, Read
 
 
 @dataclass(frozen=True)
@@ -257,75 +258,38 @@ def logistic_regression(dim: int = 5, n_samples: int = 26, *, mu: float = 0.1, s
 
 @dataclass(frozen=True)
 class PrimitiveProblem:
-    """Input u (N, D) of a linear-algebra primitive (001 eq. 41-43) and its parameters:
-    READ (i, j, a, b), AFFINE (H, (D, d_out)), MULTIPLY (a, b, d_out)."""
+    """One input u (N, D) of a linear-algebra primitive (001 eq. 41-43) and its task
+    (:class:`~precision.tasks.Read`, :class:`~precision.tasks.Affine` or
+    :class:`~precision.tasks.Multiply`, which holds the parameters)."""
 
     u: np.ndarray
-    op: str
-    params: dict[str, Any]
-    name: str
-    meta: dict[str, Any] = field(default_factory=dict)
+    task: Read | Affine | Multiply
+    name: str = "primitive"
 
 
-PRIMITIVE_OPS = ("read", "affine", "multiply")
+#: The task options the constructions fix (a problem table gives the others): READ causal
+#: (the BaseConv construction is causal: i < j); AFFINE's H ~ N(0, 1) (h_var = 1, where the
+#: probes' default is 001 D.3's 3).
+FIXED_OPTIONS: dict[str, dict[str, Any]] = {"read": {"causal": True}, "affine": {"h_var": 1.0},
+                                            "multiply": {}}
+PRIMITIVE_OPS = tuple(FIXED_OPTIONS)
 
 
 def primitive_problem(op: str, dim: int = 20, seq_len: int = 40, *, seed: int = 0,
-                      i: int | None = None, j: int | None = None, a: int | None = None,
-                      b: int | None = None, d_out: int | None = None) -> PrimitiveProblem:
-    """u ~ N(0, 1)^{N x D} (001 App. D.2.3: D = 20, N = 40) and the parameters of ``op``.
-
-    READ(i, j, a, b): row j := row i, columns a:b (default all); unset i < j are drawn from the
-    seed (i < j: the BaseConv construction is causal). AFFINE: H ~ N(0, 1)^{D x d_out}, d_out
-    = 1 by default (D.2.3: x^T h). MULTIPLY(a, b, d_out): u[:, a:a+d_out] ⊙ u[:, b:b+d_out],
-    default the two halves (D.2.3).
+                      **params: Any) -> PrimitiveProblem:
+    """u ~ N(0, 1)^{N x D} (001 App. D.2.3: D = 20, N = 40 = ``seq_len``), then the
+    parameters of task ``op`` (its class's options: READ's i, j, a, b; AFFINE's d_out;
+    MULTIPLY's a, b, d_out; :data:`FIXED_OPTIONS` the rest), both drawn from
+    ``default_rng([seed, 7])`` in that order.
     """
     _check(dim, seq_len, rows="seq_len")
     _check_seed(seed)
-    for name, value in (("i", i), ("j", j), ("a", a), ("b", b), ("d_out", d_out)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ValueError(f"{name} must be an integer, got {value!r}")
     if op not in PRIMITIVE_OPS:
         raise ValueError(f"unknown primitive '{op}'; choose from: {', '.join(PRIMITIVE_OPS)}")
-    given = {k for k, v in {"i": i, "j": j, "a": a, "b": b, "d_out": d_out}.items()
-             if v is not None}
-    allowed = {"read": {"i", "j", "a", "b"}, "affine": {"d_out"},
-               "multiply": {"a", "b", "d_out"}}[op]
-    if given - allowed:
-        extra = ", ".join(sorted(given - allowed))
-        raise ValueError(f"primitive '{op}' takes no parameter {extra}")
     rng = np.random.default_rng([seed, 7])
     u = rng.standard_normal((seq_len, dim))
-    params: dict[str, Any]
-    if op == "read":
-        if seq_len < 2:
-            raise ValueError("READ needs seq_len >= 2 (i < j)")
-        if i is None or j is None:
-            pair = np.sort(rng.choice(seq_len, size=2, replace=False))
-            i = int(pair[0]) if i is None else i
-            j = int(pair[1]) if j is None else j
-        a = 0 if a is None else a
-        b = dim if b is None else b
-        if not (0 <= i < j < seq_len and 0 <= a < b <= dim):
-            raise ValueError(f"READ needs 0 <= i < j < seq_len and 0 <= a < b <= dim (got i={i}, "
-                             f"j={j}, a={a}, b={b})")
-        params = {"i": i, "j": j, "a": a, "b": b}
-    elif op == "affine":
-        d_out = 1 if d_out is None else d_out
-        if d_out < 1:
-            raise ValueError(f"AFFINE needs d_out >= 1, got {d_out}")
-        params = {"H": rng.standard_normal((dim, d_out))}
-    else:
-        half = dim // 2
-        a = 0 if a is None else a
-        b = half if b is None else b
-        d_out = half if d_out is None else d_out
-        if not (d_out >= 1 and 0 <= a and a + d_out <= dim and 0 <= b and b + d_out <= dim):
-            raise ValueError(f"MULTIPLY needs d_out >= 1, a + d_out <= dim, b + d_out <= dim "
-                             f"(got a={a}, b={b}, d_out={d_out}, dim={dim})")
-        params = {"a": a, "b": b, "d_out": d_out}
-    return PrimitiveProblem(u, op, params, "primitive",
-                            {"seed": seed, "dim": dim, "seq_len": seq_len})
+    task = TASK_CLASSES[op](rng, dim=dim, n=seq_len, **FIXED_OPTIONS[op], **params)
+    return PrimitiveProblem(u, task)
 
 
 PROBLEMS: dict[str, Callable[..., LeastSquaresProblem]] = {

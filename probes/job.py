@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from precision.models import build_model
+from precision.tasks import Task, make_task
 from probes.factory import build_from_factory, is_factory_spec
-from probes.tasks import Task, make_task
 from probes.train_config import TrainConfig
 
 

@@ -35,9 +35,9 @@ from precision.backends.torch_backend import round_to_dtype
 from precision.evaluate import evaluate
 from precision.metrics import Floor, decompose, detect_floor, error_summary
 from precision.precisions import Precision
+from precision.tasks import Task, gradient_query_row
 from precision.truth import least_squares_truth, truth_bits
 from probes.job import Job
-from probes.tasks import Task, gradient_query_row
 from probes.training import TrainResult, train
 from probes.weights import save_weights
 from results.canonical import config_hash

@@ -227,9 +227,9 @@ def load_trained_model(path: str | Path, factory: Factory | str | None = None,
     model (checked on the ``meta`` device, before anything is allocated).
     """
     from precision.models import MODELS
+    from precision.tasks import TaskError
     from probes.factory import FactoryError, load_factory
     from probes.job import Job
-    from probes.tasks import TaskError
 
     path = Path(path).expanduser()
     specs, meta = read_header(path)
@@ -279,8 +279,8 @@ def _check_fits(path: Path, job: Any, specs: dict[str, tuple[str, tuple[int, ...
     (names and shapes), checked on a model built on the ``meta`` device (nothing
     allocated). A user factory that cannot build on ``meta`` is checked after loading."""
     from precision.models import build_model
+    from precision.tasks import TaskError, make_task
     from probes.job import model_options
-    from probes.tasks import TaskError, make_task
 
     try:
         task_opts = dict(job.task_options)

@@ -422,17 +422,17 @@ def test_primitive_problems_are_seeded_and_checked():
 
     a = make_problem("primitive", {"kind": "read", "dim": 20, "seq_len": 40, "seed": 3})
     b = primitive_problem("read", 20, 40, seed=3)
-    assert np.array_equal(a.u, b.u) and a.params == b.params and a.u.shape == (40, 20)
-    assert a.params["i"] < a.params["j"] and (a.params["a"], a.params["b"]) == (0, 20)
+    assert np.array_equal(a.u, b.u) and a.task.describe() == b.task.describe()
+    assert a.u.shape == (40, 20) and a.task.i < a.task.j and (a.task.a, a.task.b) == (0, 20)
     aff = primitive_problem("affine", seed=1)
-    assert aff.params["H"].shape == (20, 1)
+    assert aff.task.H.shape == (20, 1)
     mul = primitive_problem("multiply", seed=1)
-    assert mul.params == {"a": 0, "b": 10, "d_out": 10}
+    assert (mul.task.a, mul.task.b, mul.task.d_out) == (0, 10, 10)
     with pytest.raises(SolverError, match="kind"):
         make_problem("primitive", {"kind": "square"})
     with pytest.raises(SolverError, match="i < j"):
         make_problem("primitive", {"kind": "read", "i": 5, "j": 2})
-    with pytest.raises(SolverError, match="no parameter"):
+    with pytest.raises(SolverError, match="no option i"):
         make_problem("primitive", {"kind": "affine", "i": 1})
 
 

@@ -161,6 +161,11 @@ def _digest(*arrays: Any) -> str:
     return h.hexdigest()
 
 
+def _numbers(task: Any) -> list[Any]:
+    """A task's shapes and hidden parameters (its int and array attributes)."""
+    return [np.ravel(v) for v in vars(task).values() if isinstance(v, int | np.ndarray)]
+
+
 def data_hashes() -> dict[str, str]:
     """A digest of the arrays of every data generator, small and large (a large problem makes
     a threaded BLAS use its threads)."""
@@ -168,7 +173,7 @@ def data_hashes() -> dict[str, str]:
 
     from precision import problems
     from precision.constructions import lsa_gdpp
-    from probes.tasks import TASKS, make_task
+    from precision.tasks import TASKS, make_task
 
     out: dict[str, str] = {}
     for dim, n in ((3, 8), (48, 400)):
@@ -183,14 +188,14 @@ def data_hashes() -> dict[str, str]:
     out["noniso"] = _digest(p.X, p.y, p.w_true, p.X_query)
     for op in ("read", "affine", "multiply"):
         pp = problems.primitive_problem(op, seed=5)
-        out[f"primitive_{op}"] = _digest(pp.u, *(v for v in pp.params.values()))
+        out[f"primitive_{op}"] = _digest(pp.u, *_numbers(pp.task))
     for name in TASKS:
         opts = {"dim": 4, "n": 6} | ({"k": 2} if name in ("ls_feature",
                                                           "explicit_gradient") else {})
         task = make_task(name, seed=6, **opts)
         gen = torch.Generator().manual_seed(7)
         batches = [task.inputs(5, gen).numpy() for _ in range(2)]      # a stream of batches
-        out[f"task_{name}"] = _digest(*batches, *(np.ravel(v) for v in task.params.values()))
+        out[f"task_{name}"] = _digest(*batches, *_numbers(task))
     gd = problems.gaussian_least_squares(4, 12, seed=8)
     out["lsa_gdpp_weights"] = _digest(lsa_gdpp.gdpp(gd.X, 3, 2).w.detach().numpy())
     out.update(study_hashes())

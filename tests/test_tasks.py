@@ -1,4 +1,5 @@
-"""Probe tasks (001 App. D.2-D.3): shapes, targets, exact truths, fixed hidden parameters."""
+"""Tasks (001 App. D.2-D.3), one class each: shapes, targets, exact truths, fixed hidden
+parameters, and READ / AFFINE / MULTIPLY shared with the constructions' primitive problems."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import torch
 
 from precision.backends.mp_backend import exact_array
 from precision.metrics import error_summary
-from probes.tasks import TASKS, TaskError, make_task
+from precision.problems import primitive_problem
+from precision.tasks import TASK_CLASSES, TASKS, Affine, Read, TaskError, make_task
 
 
 def _sample(name: str, batch: int = 3, seed: int = 0, **opts):
@@ -16,9 +18,12 @@ def _sample(name: str, batch: int = 3, seed: int = 0, **opts):
     return task, *task.sample(batch, torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("name", TASKS)
-def test_shapes_and_exact_truth_agree_with_float64_target(name):
-    task, x, y = _sample(name)
+@pytest.mark.parametrize("name, opts", [(name, {}) for name in TASKS] + [
+    ("read", {"a": 2, "b": 5, "causal": False}), ("affine", {"d_out": 3, "h_var": 1.0}),
+    ("multiply", {"dim": 7, "a": 1, "b": 4, "d_out": 3})])
+def test_shapes_and_exact_truth_agree_with_float64_target(name, opts):
+    task, x, y = _sample(name, **opts)
+    assert type(task) is TASK_CLASSES[name] and task.name == name
     assert x.shape == (3, task.n_tokens, task.d_in)
     assert task.select(torch.zeros(3, task.n_tokens, task.d_out)).shape == y.shape
     truth = task.truth(exact_array(x.numpy()), 512)
@@ -36,7 +41,7 @@ def test_primitive_shapes_are_001_d23():
 
 def test_read_copies_row_i_to_row_j_and_keeps_the_rest():
     task, x, y = _sample("read")
-    i, j = task.params["i"], task.params["j"]
+    i, j = task.i, task.j
     assert i < j                                   # causal by default
     assert torch.equal(y[:, j], x[:, i])
     keep = [k for k in range(40) if k != j]
@@ -45,10 +50,10 @@ def test_read_copies_row_i_to_row_j_and_keeps_the_rest():
 
 def test_hidden_parameters_are_fixed_per_seed_not_per_batch():
     a, b = make_task("affine", seed=3), make_task("affine", seed=3)
-    assert np.array_equal(a.params["h"], b.params["h"])
-    assert not np.array_equal(a.params["h"], make_task("affine", seed=4).params["h"])
+    assert np.array_equal(a.H, b.H) and a.H.shape == (20, 1)
+    assert not np.array_equal(a.H, make_task("affine", seed=4).H)
     # h ~ N(0, 3 I): its sample variance over many seeds is near 3
-    hs = np.concatenate([make_task("affine", seed=s).params["h"] for s in range(200)])
+    hs = np.concatenate([make_task("affine", seed=s).H for s in range(200)])
     assert 2.6 < hs.var() < 3.4
 
 
@@ -78,6 +83,10 @@ def test_truth_uses_the_rounded_inputs():
     ("ls_fixed_n", {"dim": 6, "n": 4}, "n >= dim"),
     ("ls_feature", {"k": 3}, "k must be 0, 1 or 2"),
     ("affine", {"width": 3}, "has no option width"),
+    ("read", {"i": "3"}, "i must be an integer"),
+    ("read", {"a": 4, "b": 4}, "0 <= a < b <= dim"),
+    ("affine", {"h_var": 0.0}, "h_var must be a finite number > 0"),
+    ("multiply", {"dim": 8, "b": 6, "d_out": 3}, "b \\+ d_out <= dim"),
 ])
 def test_impossible_tasks_are_one_line_errors(name, opts, match):
     with pytest.raises(TaskError, match=match) as info:
@@ -90,3 +99,36 @@ def test_ls_parallel_test_mse_skips_the_underdetermined_positions():
     assert y.shape == (3, 21)                       # y_1 .. y_N and y_q are all trained on
     assert task.evaluated(y).shape == (3, 16)       # tested: positions with >= D examples
     assert torch.equal(task.evaluated(y)[:, -1], y[:, -1])
+
+
+def test_describe_names_the_options_and_reads_positions():
+    read = make_task("read", seed=2)
+    assert read.describe() == f"read(dim=20, n=40, causal=True, i={read.i}, j={read.j})"
+    assert make_task("affine", dim=4, n=3).describe() == "affine(dim=4, n=3)"
+    assert make_task("ls_feature", k=2).describe() == "ls_feature(dim=5, n=20, k=2)"
+
+
+def test_non_causal_read_draws_both_orders():
+    pairs = [(t.i, t.j) for t in (make_task("read", seed=s, causal=False) for s in range(20))]
+    assert any(i < j for i, j in pairs) and any(i > j for i, j in pairs)
+
+
+def test_constructions_primitives_are_the_same_classes():
+    """One definition: the constructions' problems hold the probe tasks' classes; they draw u
+    then the parameters from default_rng([seed, 7]), and AFFINE's H with h_var = 1."""
+    for op in ("read", "affine", "multiply"):
+        prob = primitive_problem(op, 6, 5, seed=4)
+        assert type(prob.task) is TASK_CLASSES[op] and prob.u.shape == (5, 6)
+        rng = np.random.default_rng([4, 7])
+        assert np.array_equal(prob.u, rng.standard_normal((5, 6)))
+        if op == "affine":
+            assert np.array_equal(prob.task.H, rng.standard_normal((6, 1)))
+    with pytest.raises(TypeError, match="causal"):     # the constructions fix READ causal
+        primitive_problem("read", causal=False)
+    # the two AFFINE distributions differ only by the explicit h_var
+    h1 = Affine(np.random.default_rng(3), h_var=1.0).H
+    assert np.array_equal(Affine(np.random.default_rng(3)).H, np.sqrt(3.0) * h1)
+    read = Read(np.random.default_rng(0), dim=4, n=6, i=1, j=4, a=1, b=3)
+    x = torch.arange(2 * 6 * 4, dtype=torch.float64).reshape(2, 6, 4)
+    y = read.target(x)
+    assert torch.equal(y[:, 4, 1:3], x[:, 1, 1:3]) and torch.equal(y[:, 4, ::3], x[:, 4, ::3])

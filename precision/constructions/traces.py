@@ -124,30 +124,30 @@ def trace_primitive(p: Any, prob: Any, op: str) -> tuple[list[Any], list[Any], A
     """One point: the single-layer BaseConv primitive (001 App. C.1) on the seeded input u,
     against the primitive computed directly in the same precision (a row copy, u H, or a
     product of columns) and against the exact result from the rounded u (and H)."""
-    if prob.op != op:
+    task = prob.task
+    if task.name != op:
         raise SolverError(f"construction 'baseconv_{op}' needs a primitive problem of kind "
-                          f"'{op}', not '{prob.op}'")
+                          f"'{op}', not '{task.name}'")
     xp = backend_for(p)
     u = xp.asarray(prob.u)
     ue = xp.to_exact(u)                      # exact values of the rounded input
     n, d = ue.shape
-    prm = prob.params
     bits = truth_bits(p)
     if op == "read":
-        i, j, a, b = prm["i"], prm["j"], prm["a"], prm["b"]
+        i, j, a, b = task.i, task.j, task.a, task.b
         model = baseconv_primitives.read(n, d, i, j, a, b)
         rows = np.arange(n)
         rows[j] = i
         ref = truth = ue[rows][:, a:b]      # a copy: exact in every precision
     elif op == "affine":
-        H = xp.asarray(prm["H"])            # a weight: rounded into the precision like u
+        H = xp.asarray(task.H)               # a weight: rounded into the precision like u
         He = xp.to_exact(H)
         model = baseconv_primitives.affine(n, xp.to_numpy(H))
         ref = xp.to_exact(u @ H)
         truth = from_arb_mat(certified(lambda: to_arb_mat(ue) * to_arb_mat(He), bits),
                              (n, He.shape[1]))
     else:
-        a, b, k = prm["a"], prm["b"], prm["d_out"]
+        a, b, k = task.a, task.b, task.d_out
         model = baseconv_primitives.multiply(n, d, a, b, k)
         ref = xp.to_exact(u[:, a:a + k] * u[:, b:b + k])
         ua, ub = to_arb_mat(ue[:, a:a + k]), to_arb_mat(ue[:, b:b + k])

@@ -44,12 +44,12 @@ from precision.metrics import detect_floor
 from precision.models import MODELS
 from precision.params import Param, ParamError, count
 from precision.precisions import Precision
+from precision.tasks import TaskError
 from probes.factory import FactoryError, is_factory_spec
 from probes.job import Job
 from probes.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
 from probes.names import axis_length, list_length
 from probes.run import Run, SuiteError, check_time_limit, make_record, new_run
-from probes.tasks import TaskError
 from probes.train_config import SECOND_ORDER, TrainConfig, TrainConfigError
 from probes.trained_run import run_trained
 from results.canonical import config_hash
@@ -243,7 +243,7 @@ def expand(suite: SuiteData, entries: tuple[ModelEntry, ...]) -> list[Run]:
 
 def _check_task_size(options: dict[str, Any], where: str) -> None:
     """A task's dim and n within bounds before anything is built (their types and the
-    task-specific rules are :func:`probes.tasks.make_task`'s)."""
+    task-specific rules are :func:`precision.tasks.make_task`'s)."""
     for key, top in (("dim", MAX_TASK_DIM), ("n", MAX_TASK_TOKENS)):
         v = options.get(key)
         if isinstance(v, int) and not isinstance(v, bool) and v > top:
