@@ -3,14 +3,14 @@ import numpy as np
 import pytest
 
 from precision.backends import backend_for
-from precision.precisions import parse_precision
+from precision.precisions import as_precision, parse_precision
 
 PRECISIONS = ["bfloat16", "float16", "float32", "float64", "mp30", "mp100"]
 
 
 @pytest.mark.parametrize("name", PRECISIONS)
 def test_same_code_runs_in_every_backend(name):
-    xp = backend_for(name)
+    xp = backend_for(as_precision(name))
     A = xp.asarray(np.array([[4.0, 1.0], [1.0, 3.0]]))
     b = xp.asarray([1.0, 2.0])
     assert xp.to_numpy(A @ b).tolist() == [6.0, 7.0]
@@ -31,7 +31,7 @@ def test_same_code_runs_in_every_backend(name):
 @pytest.mark.parametrize("name,bits", [("float32", 24), ("float64", 53), ("mp30", 103),
                                        ("mp100", 336)])
 def test_division_rounds_to_the_precision(name, bits):
-    xp = backend_for(name)
+    xp = backend_for(as_precision(name))
     third = xp.scalar(1.0) / 3.0
     exact = xp.to_exact(third).reshape(-1)[0]
     with_prec = flint.ctx.prec

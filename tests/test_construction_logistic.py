@@ -17,7 +17,7 @@ from precision.backends import backend_for
 from precision.constructions import logistic_newton as ln
 from precision.evaluate import evaluate
 from precision.metrics import error_summary
-from precision.precisions import parse_precision
+from precision.precisions import as_precision, parse_precision
 from precision.problems import logistic_regression
 from precision.solvers.linalg import cholesky_solve
 from precision.solvers.newton_logistic import logistic_grad_hess, newton_logistic
@@ -29,7 +29,7 @@ A, Y, MU = PROB.X, PROB.y, PROB.mu
 
 def ref_step(precision: str, x0: np.ndarray) -> np.ndarray:
     """One damped Newton step from x0 (the loop body of newton_logistic) as exact values."""
-    xp = backend_for(precision)
+    xp = backend_for(as_precision(precision))
     x = xp.asarray(x0)
     grad, H = logistic_grad_hess(xp, xp.asarray(A), xp.asarray(Y), x, MU)
     step = cholesky_solve(xp, H, grad)

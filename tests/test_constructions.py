@@ -12,7 +12,7 @@ from precision.constructions import baseconv_primitives as prim
 from precision.constructions.lsa_gd import preconditioned_gd, tokens
 from precision.evaluate import evaluate
 from precision.metrics import error_summary
-from precision.precisions import parse_precision
+from precision.precisions import as_precision, parse_precision
 from precision.problems import gaussian_least_squares
 from precision.solvers.gd import gd
 
@@ -349,7 +349,7 @@ def test_noncausal_baseconv_runs_gd_layer_by_layer(prec):
     assert model.cfg.width == bg.width_noncausal(d) == 5 * d + 3 and len(model.layers) == 10
     lay = bg._layout_noncausal(d)
     x = bg.tokens_noncausal(prob.X, prob.y, prob.X_query[0])
-    xp = backend_for(prec)
+    xp = backend_for(as_precision(prec))
     X, y = xp.asarray(prob.X), xp.asarray(prob.y)
     iterates = gd(xp, X, y, step=eta, iters=steps)
     states = evaluate(_StepStates(model), x, prec)[0]   # (layers, n + 1, width)

@@ -37,7 +37,7 @@ from precision.backends.interpreter import OPS, MPProgram
 from precision.backends.interpreter.complex import MPComplex
 from precision.backends.interpreter.core import Ctx
 from precision.backends.mp_backend import MPArray
-from precision.precisions import parse_precision
+from precision.precisions import as_precision, parse_precision
 
 try:  # PyTorch's OpInfo database; its test utilities import the ``expecttest`` package
     from torch.testing._internal.common_methods_invocations import op_db
@@ -438,7 +438,7 @@ def run_direct(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], check: st
     ref = op(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
     outs = {}
     for digits in (50, 100):
-        ctx = Ctx(backend_for(f"mp{digits}"))  # type: ignore[arg-type]
+        ctx = Ctx(backend_for(as_precision(f"mp{digits}")))  # type: ignore[arg-type]
         outs[digits] = OPS[op](ctx, *[_to_mp(ctx, a) for a in args],
                                **{k: _to_mp(ctx, v) for k, v in kwargs.items()})
     refs = pytree.tree_leaves(ref)

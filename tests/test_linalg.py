@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from precision.backends import backend_for
-from precision.precisions import parse_precision
+from precision.precisions import as_precision, parse_precision
 from precision.solvers.linalg import cholesky, householder_qr_solve, jacobi_svd, svd_solve
 
 RNG = np.random.default_rng(3)
@@ -13,7 +13,7 @@ W_REF = np.linalg.lstsq(X, Y, rcond=None)[0]
 
 @pytest.mark.parametrize("name,tol", [("float32", 1e-5), ("float64", 1e-13), ("mp40", 1e-13)])
 def test_cholesky_reconstructs(name, tol):
-    xp = backend_for(name)
+    xp = backend_for(as_precision(name))
     A = xp.asarray(X.T @ X)
     L = cholesky(xp, A)
     Ln = xp.to_numpy(L)
@@ -24,7 +24,7 @@ def test_cholesky_reconstructs(name, tol):
 @pytest.mark.parametrize("solve", [householder_qr_solve, svd_solve])
 @pytest.mark.parametrize("name,tol", [("float32", 1e-5), ("float64", 1e-12), ("mp40", 1e-14)])
 def test_least_squares_solvers_match_numpy(solve, name, tol):
-    xp = backend_for(name)
+    xp = backend_for(as_precision(name))
     w = xp.to_numpy(solve(xp, xp.asarray(X), xp.asarray(Y)))
     assert np.allclose(w, W_REF, rtol=tol, atol=tol)
 

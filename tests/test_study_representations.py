@@ -8,7 +8,7 @@ import torch
 
 from precision.backends import backend_for
 from precision.models.softmax_icl import SoftmaxICL
-from precision.precisions import parse_precision
+from precision.precisions import as_precision, parse_precision
 from probes.studies import StudyError, get_study
 from probes.studies import population_loss as pl
 from probes.studies.representations import (
@@ -86,7 +86,7 @@ def test_ridge_limit_equals_eq64_and_direct_ridge(name: str, tol: float) -> None
     assert m["ridge_forms_diff"] < tol and m["ridge_vs_direct"] < tol
     assert m["loss_forms_rel_diff"] < tol
     # and directly: A^T y = (y, Z^Q^T lambda_hat) with lambda_hat of eq. 65
-    xp = backend_for(name)
+    xp = backend_for(as_precision(name))
     a = _setup(xp, PROB)
     y = xp.asarray([0.3, -1.2, 0.7])
     pred = pl.ridge_predictions(xp, a["Z"], a["Zhat"], y, PROB.m_tau)

@@ -8,7 +8,7 @@ import mpmath
 import pytest
 
 from precision.backends import backend_for
-from precision.precisions import Precision
+from precision.precisions import Precision, as_precision
 from precision_cli.main import main
 from probes.studies import STUDIES, StudyError, StudyOutcome, register_study
 from probes.suite import SuiteError, load_suite
@@ -25,7 +25,7 @@ def _check(params: dict) -> None:
 @register_study("test.newton_sqrt2", {"iters": 8, "x0": 1.0}, validate=_check)
 def newton_sqrt2(params: dict, precision: Precision, seed: int) -> StudyOutcome:
     """Heron's iteration for sqrt(2) in the given precision (a real, tiny study)."""
-    xp = backend_for(precision)
+    xp = backend_for(as_precision(precision))
     two = xp.asarray([2.0])
     x = xp.asarray([params["x0"]])
     truth = mpmath.sqrt(2)

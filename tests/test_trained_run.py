@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from precision.precisions import parse_precisions
 from precision_cli.main import main
 from probes.job import Job
 from probes.trained_run import run_trained as _run_trained
@@ -32,7 +33,7 @@ def job(**over):
 
 
 def run_trained(cfg):
-    return _run_trained(Job.from_config(cfg), cfg["precisions"])
+    return _run_trained(Job.from_config(cfg), parse_precisions(cfg["precisions"]))
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from precision.backends import backend_for
 from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import round_to_dtype
 from precision.metrics import detect_floor
-from precision.precisions import parse_precision
+from precision.precisions import as_precision, parse_precision
 from precision.problems import logistic_regression
 from precision.solvers.registry import _inputs_and_truth, get_solver, make_problem, run_solver
 from precision.truth import (
@@ -93,7 +93,7 @@ def test_ridge_truth_uses_lambda_as_the_precision_rounds_it():
     spec = get_solver("ridge")
     prob = make_problem("least_squares", {"kind": "gaussian", "dim": 3, "n_samples": 8})
     p = parse_precision("float32")
-    xp = backend_for(p)
+    xp = backend_for(as_precision(p))
     _, w_true, *_ = _inputs_and_truth(spec, xp, prob, {"lam": 0.1}, 512)
     X, y = xp.to_exact(xp.asarray(prob.X)), xp.to_exact(xp.asarray(prob.y))
     lam32 = flint.arb(float(np.float32(0.1)))

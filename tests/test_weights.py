@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from precision.precisions import as_precision
 from precision_cli.main import main
 from probes.job import Job
 from probes.trained_run import TEST_SEED_OFFSET, measure_precision
@@ -50,7 +51,7 @@ def test_saved_weights_reproduce_the_stored_numbers(tmp_path: Path) -> None:
         task, _ = Job.from_config(job).build()
         gen = torch.Generator().manual_seed(job["seed"] + TEST_SEED_OFFSET)
         x_test, _ = task.sample(job["test_size"], gen)
-        out = measure_precision(model.double(), task, x_test, "float64", {})
+        out = measure_precision(model.double(), task, x_test, as_precision("float64"), {})
         assert out.total == stored[(job["width"], "float64")]
 
 
