@@ -10,10 +10,12 @@ import pytest
 from precision.backends import backend_for
 from precision.precisions import Precision, as_precision
 from precision_cli.main import main
-from probes.studies import STUDIES, StudyError, StudyOutcome, register_study
-from probes.suite import SuiteError, load_suite
+from probes.kinds.study import compute
+from probes.studies import STUDIES, StudyError, StudyOutcome, per_precision, register_study
+from probes.suite import SuiteError, expand, load_suite
 from reports.claims import metric_value
 from reports.study_table import study_tables
+from results.canonical import config_hash
 from results.store import Store
 
 
@@ -23,6 +25,7 @@ def _check(params: dict) -> None:
 
 
 @register_study("test.newton_sqrt2", {"iters": 8, "x0": 1.0}, validate=_check)
+@per_precision
 def newton_sqrt2(params: dict, precision: Precision, seed: int) -> StudyOutcome:
     """Heron's iteration for sqrt(2) in the given precision (a real, tiny study)."""
     xp = backend_for(as_precision(precision))
@@ -45,9 +48,10 @@ def _suite(tmp_path: Path, body: str) -> Path:
 
 def test_study_grid_expands_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = _suite(tmp_path, '[studies.heron]\nstudy = "test.newton_sqrt2"\niters = [2, 8]\n')
-    runs = list(load_suite(str(path)).runs)
-    assert len(runs) == 6
-    assert sorted({r.label for r in runs}) == ["iters=2", "iters=8"]
+    runs = expand(load_suite(str(path)))
+    assert len(runs) == 2                               # one run per grid point and seed ...
+    assert [r.label for r in runs] == ["iters=2", "iters=8"]
+    assert all(len(r.ids) == 3 for r in runs)           # ... one record per precision
     db = tmp_path / "r.db"
     assert main(["run", str(path), "--db", str(db), "--no-progress", "--no-report"]) == 0
     out = capsys.readouterr().out
@@ -104,6 +108,7 @@ def test_bad_study_entries_are_one_line(tmp_path: Path, body: str, message: str,
 
 def test_a_study_that_raises_is_a_failed_run(tmp_path: Path) -> None:
     @register_study("test.broken", {})
+    @per_precision
     def broken(params: dict, precision: Precision, seed: int) -> StudyOutcome:
         """Always fails."""
         raise FloatingPointError("overflow in step 3")
@@ -119,3 +124,70 @@ def test_a_study_that_raises_is_a_failed_run(tmp_path: Path) -> None:
         assert rows["heron"]["status"] == "ok"
     finally:
         STUDIES.pop("test.broken", None)
+
+
+def test_one_call_per_run_and_todays_record_ids(tmp_path: Path) -> None:
+    """A run covers every precision of its grid point and seed: the study is called once
+    (a trained model is trained once), and each precision's record keeps the id and config
+    of a one-precision record: the hash of the config with that precision."""
+    calls: list[tuple[str, ...]] = []
+
+    @register_study("test.once", {"scale": 1.0})
+    def once(params: dict, precisions: tuple[Precision, ...], seed: int
+             ) -> list[StudyOutcome]:
+        """Counts its calls; fails in float32 only."""
+        calls.append(tuple(p.name for p in precisions))
+        if "float32" not in calls[-1]:
+            return [StudyOutcome(metrics={"x": params["scale"] * seed}) for _ in precisions]
+        return [StudyOutcome.failed(FloatingPointError("float32 overflow"))
+                if p.name == "float32" else StudyOutcome(metrics={"x": params["scale"] * seed})
+                for p in precisions]
+
+    try:
+        path = _suite(tmp_path, 'seeds = [3, 4]\n[studies.o]\nstudy = "test.once"\n'
+                      'scale = [1.0, 2.0]\nprecisions = ["float32", "float64"]\n')
+        runs = expand(load_suite(str(path)))
+        assert len(runs) == 4 and [len(r.precisions) for r in runs] == [2] * 4
+        run = runs[0]
+        base = {"version": 2, "kind": "study", "suite": "st", "study": "test.once",
+                "study_version": 1, "entry": "o", "params": {"scale": 1.0}, "seed": 3,
+                "data_version": run.config["data_version"]}
+        assert run.config == {**base, "precisions": ["float32", "float64"]}
+        assert run.ids == tuple(config_hash({**base, "precision": p})
+                                for p in ("float32", "float64"))
+        assert run.run_id not in run.ids                   # the run's id only schedules it
+        records = compute(run)
+        assert calls == [("float32", "float64")]           # one call for both precisions
+        assert [r.run_id for r in records] == list(run.ids)
+        assert [r.config for r in records] == [{**base, "precision": p}
+                                               for p in ("float32", "float64")]
+        # a failure in one precision is that precision's record, not the other's
+        assert [r.status for r in records] == ["failed", "ok"]
+        assert records[0].error == "FloatingPointError: float32 overflow"
+        assert records[1].result["metrics"] == {"x": 3.0}
+        db = tmp_path / "r.db"
+        calls.clear()
+        assert main(["run", str(path), "--db", str(db), "--no-progress", "--no-report"]) == 0
+        assert len(calls) == 4
+        with Store(db, create=False) as store:
+            stored = store.runs(suite="st")
+        assert sorted(r["run_id"] for r in stored) == sorted(i for r in runs for i in r.ids)
+    finally:
+        STUDIES.pop("test.once", None)
+
+
+def test_a_study_that_raises_fails_every_precision_of_its_run(tmp_path: Path) -> None:
+    @register_study("test.untrainable", {})
+    def untrainable(params: dict, precisions: tuple[Precision, ...], seed: int
+                    ) -> list[StudyOutcome]:
+        """Training fails before any precision is measured."""
+        raise FloatingPointError("loss became nan")
+
+    try:
+        path = _suite(tmp_path, '[studies.u]\nstudy = "test.untrainable"\n')
+        [run] = expand(load_suite(str(path)))
+        records = compute(run)
+        assert [r.precision for r in records] == ["float32", "float64", "mp50"]
+        assert all(r.status == "failed" and "loss became nan" in r.error for r in records)
+    finally:
+        STUDIES.pop("test.untrainable", None)

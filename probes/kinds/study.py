@@ -11,9 +11,12 @@
     sigmas = [[1, 3], [1, 3, 5]]            # a list-valued parameter: a list of lists
     precisions = ["float64", "mp50"]        # optional: replaces the suite's list
 
-Every (entry, grid point, seed, precision) is one run of kind ``study``; its task label names
-the grid point (``sigma_max=3``), its config holds the resolved parameters, so a change of a
-default is a new run, never a stale reuse.
+Every (entry, grid point, seed) is one run of kind ``study``: one call of the study for all
+its precisions (a study that trains a model trains it once), one store record per precision.
+A record's task label names the grid point (``sigma_max=3``); its config holds the resolved
+parameters and its precision, and the record's id is that config's hash, so a change of a
+default is a new record, never a stale reuse. The run's own id (its config with the list of
+precisions) only names the run.
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from precision.precisions import Precision
-from probes.kinds.base import RunKind, SuiteData, entry_precisions
+from probes.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
 from probes.names import MAX_LABEL_CHARS, axis_length, check_name, list_length
 from probes.run import Run, SuiteError, finite_or_none, make_record, new_run
 from probes.studies import StudyError, StudyOutcome, StudySpec, get_study
+from results.canonical import config_hash
 from results.store import RunRecord
 
 #: 2: the suite name is part of every run's config (and so of its id).
@@ -46,8 +50,9 @@ def _label(value: Any) -> str:
 
 
 def grid_size(suite: SuiteData) -> int:
-    """Runs the ``[studies.*]`` tables expand into, counted without expanding them (a grid
-    axis above :data:`~probes.names.MAX_AXIS_VALUES` values is a SuiteError)."""
+    """Store rows (runs x precisions) of the ``[studies.*]`` tables, counted without
+    expanding them (a grid axis above :data:`~probes.names.MAX_AXIS_VALUES` values is a
+    SuiteError)."""
     entries = suite.data.get("studies")
     total = 0
     for name, entry in entries.items() if isinstance(entries, dict) else ():
@@ -113,34 +118,52 @@ def parse(suite: SuiteData) -> tuple[StudyEntry, ...]:
 
 
 def expand(suite: SuiteData, entries: tuple[StudyEntry, ...]) -> list[Run]:
-    """Every (entry, grid point, seed, precision) of ``entries`` as one run."""
+    """Every (entry, grid point, seed) of ``entries`` as one run of all the entry's
+    precisions, writing one record per precision."""
     runs: list[Run] = []
     for e in entries:
         for label, params in e.points:
             for seed in suite.seeds:
-                for p in e.precisions:
-                    config = {"version": VERSION, "kind": "study", "suite": suite.name,
-                              "study": e.study.name, "study_version": e.study.version,
-                              "entry": e.label, "params": params, "seed": seed,
-                              "precision": p.name}
-                    runs.append(new_run("study", e.label, label, [p], config))
+                # a record's config (and id) is this one with its precision
+                config = {"version": VERSION, "kind": "study", "suite": suite.name,
+                          "study": e.study.name, "study_version": e.study.version,
+                          "entry": e.label, "params": params, "seed": seed,
+                          "data_version": DATA_VERSION}
+                runs.append(new_run(
+                    "study", e.label, label, list(e.precisions),
+                    {**config, "precisions": [p.name for p in e.precisions]},
+                    record_ids=tuple(config_hash({**config, "precision": p.name})
+                                     for p in e.precisions)))
     return runs
 
 
 def compute(run: Run) -> list[RunRecord]:
-    """Run one study and store its outcome: its metrics, its primary metric as the MSE.
+    """Run one study for all the run's precisions; one record per precision with its
+    outcome: its metrics, its primary metric as the MSE.
 
-    An exception inside the study is the run's ``failed`` status with the message, not a
-    crash of the sweep; non-finite metrics are stored as null.
+    An exception inside the study is the ``failed`` status of every precision (of one
+    precision, when the study raised measuring only that one), with the message, not a
+    crash of the sweep; non-finite metrics are stored as null. Every record's wall time is
+    the run's.
     """
-    cfg = run.config
+    cfg = {k: v for k, v in run.config.items() if k != "precisions"}
     spec = get_study(cfg["study"])
     start = time.perf_counter()
     try:
-        out = spec.fn(dict(cfg["params"]), run.precision, int(cfg["seed"]))
+        outcomes = spec.fn(dict(cfg["params"]), run.precisions, int(cfg["seed"]))
+        if len(outcomes) != len(run.precisions):
+            raise StudyError(f"study '{spec.name}' returned {len(outcomes)} outcomes for "
+                             f"{len(run.precisions)} precisions")
     except Exception as exc:  # noqa: BLE001 -- any failure is this run's status, not the sweep's
-        out = StudyOutcome(metrics={}, status="failed", error=f"{type(exc).__name__}: {exc}")
+        outcomes = [StudyOutcome.failed(exc)] * len(run.precisions)
     wall = time.perf_counter() - start
+    return [_record(run, cfg, p, rid, out, wall)
+            for p, rid, out in zip(run.precisions, run.ids, outcomes, strict=True)]
+
+
+def _record(run: Run, cfg: dict[str, Any], precision: Precision, record_id: str,
+            out: StudyOutcome, wall: float) -> RunRecord:
+    """The store record of one precision's outcome."""
     mse = out.primary_value
     series: dict[str, list[Any]] = {}
     for name, values in out.series.items():
@@ -150,14 +173,17 @@ def compute(run: Run) -> list[RunRecord]:
               "metrics": {k: finite_or_none(v) for k, v in out.metrics.items()},
               "columns": list(out.metrics), **out.info}  # the study's metric order
     log10_mse = math.log10(mse) if mse and mse > 0 else (-math.inf if mse == 0 else None)
-    return [make_record(run, status=out.status, error=out.error, mse=mse, log10_mse=log10_mse,
-                        steps=max((len(v) for v in series.values()), default=0),
-                        wall_time=wall, result=result, series=series)]
+    return make_record(run, record_id=record_id, precision=precision, status=out.status,
+                       error=out.error, mse=mse, log10_mse=log10_mse,
+                       steps=max((len(v) for v in series.values()), default=0),
+                       wall_time=wall, config={**cfg, "precision": precision.name},
+                       result=result, series=series)
 
 
 def cost(run: Run) -> float:
-    """A study's cost is not known in advance: every study weighs the same."""
-    return 1e5
+    """A study's cost is not known in advance: every measurement (precision) weighs the
+    same."""
+    return 1e5 * len(run.precisions)
 
 
 KIND = RunKind(names=("study",), tables=("studies",), version=VERSION,

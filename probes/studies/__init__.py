@@ -1,11 +1,15 @@
 """Paper studies: experiments that are neither a solver trace nor one trained probe task.
 
-A *study* is a registered function ``fn(params, precision, seed) -> StudyOutcome`` -- e.g.
-002's ridge baselines on noisy regression, 003's Memformers against CG, 004's population-loss
-gradient descent. Suites run them through ``[studies.<label>]`` tables
-(:mod:`probes.kinds.study`); each (entry, grid point, seed, precision) is one store record of
-kind ``study`` whose ``result`` holds every metric the study measured and whose series hold
-its traces (per layer, per iteration, per variance bin ...).
+A *study* is a registered function ``fn(params, precisions, seed) -> [StudyOutcome, ...]``,
+one outcome per precision in the order given -- e.g. 002's ridge baselines on noisy
+regression, 003's Memformers against CG, 004's population-loss gradient descent. Suites run
+them through ``[studies.<label>]`` tables (:mod:`probes.kinds.study`): one call per (entry,
+grid point, seed) covers every precision, so a study that trains a model trains it once and
+measures it in each precision (:func:`each_precision`); a study measured per precision
+anyway is written ``fn(params, precision, seed) -> StudyOutcome`` under
+:func:`per_precision`. Each (entry, grid point, seed, precision) is one store record of kind
+``study`` whose ``result`` holds every metric the study measured and whose series hold its
+traces (per layer, per iteration, per variance bin ...).
 
 Each module of this package registers its studies with :func:`register_study` when imported
 (or holds numerics only they use); :func:`get_study` imports them all, so adding a paper is
@@ -14,10 +18,11 @@ adding a file. Parameters are checked by each study's validator (:func:`check_in
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +58,39 @@ class StudyOutcome:
         v = self.metrics.get(self.primary)
         return None if v is None or not math.isfinite(v) else float(v)
 
+    @classmethod
+    def failed(cls, exc: BaseException) -> StudyOutcome:
+        """The outcome of a measurement that raised ``exc``: status ``failed``, its message."""
+        return cls(metrics={}, status="failed", error=f"{type(exc).__name__}: {exc}")
 
-StudyFn = Callable[[dict[str, Any], Precision, int], StudyOutcome]
+
+#: A study: (resolved params, the run's precisions, seed) -> one outcome per precision.
+StudyFn = Callable[[dict[str, Any], tuple[Precision, ...], int], list[StudyOutcome]]
+
+
+def each_precision(precisions: Sequence[Precision],
+                   measure: Callable[[Precision], StudyOutcome]) -> list[StudyOutcome]:
+    """``measure(p)`` for each precision; an exception is that precision's ``failed``
+    outcome, not the others' (any failure is the record's status, not the sweep's)."""
+    outcomes = []
+    for p in precisions:
+        try:
+            outcomes.append(measure(p))
+        except Exception as exc:  # noqa: BLE001 -- this precision's status
+            outcomes.append(StudyOutcome.failed(exc))
+    return outcomes
+
+
+def per_precision(fn: Callable[[dict[str, Any], Precision, int], StudyOutcome]) -> StudyFn:
+    """A study measured independently in each precision, ``fn(params, precision, seed)``, as
+    a :data:`StudyFn` (a decorator, under :func:`register_study`)."""
+
+    @functools.wraps(fn)
+    def study(params: dict[str, Any], precisions: tuple[Precision, ...], seed: int
+              ) -> list[StudyOutcome]:
+        return each_precision(precisions, lambda p: fn(params, p, seed))
+
+    return study
 
 
 @dataclass(frozen=True)

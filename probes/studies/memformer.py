@@ -41,9 +41,7 @@ last training batch loss. Series: ``loss_model``, ``loss_cg``, ``loss_nesterov``
 
 from __future__ import annotations
 
-import json
 import math
-from collections import OrderedDict
 from typing import Any
 
 import flint
@@ -65,8 +63,11 @@ from probes.studies import (
     StudyOutcome,
     check_int,
     check_positive,
+    each_precision,
     register_study,
 )
+from probes.training import TrainConfig
+from probes.training import train as train_model
 
 DATA = ("isotropic", "non-isotropic")
 #: model name -> Memformer options (003 eq. 2.5, 3.1-3.2, 3.4; Fig. 3 for gdpp).
@@ -178,52 +179,56 @@ def build(params: dict[str, Any], seed: int) -> Memformer:
     return model.double()
 
 
-def train(params: dict[str, Any], seed: int) -> tuple[Memformer, list[tuple[int, float]]]:
-    """Adam on the mean squared query error with per-matrix gradient clipping (Sec. 3.3).
+def _clip_each_matrix(model: Memformer, clip: float) -> list[Any]:
+    """Gradient hooks that clip the gradient of every parameter matrix to norm ``clip``
+    separately (Sec. 3.3), exactly as ``clip_grad_norm_([p], clip)`` per parameter would;
+    returns the hook handles (remove them after training)."""
 
-    Returns the trained model and the training curve (step, batch loss) every 100 steps.
+    def clipped(grad: torch.Tensor) -> torch.Tensor:
+        norm = torch.nn.utils.get_total_norm([grad])
+        return grad * torch.clamp(clip / (norm + 1e-6), max=1.0)
+
+    return [p.register_hook(clipped) for p in model.parameters()]
+
+
+def train(params: dict[str, Any], seed: int) -> tuple[Memformer, list[tuple[int, float]]]:
+    """Adam on the mean squared query error with per-matrix gradient clipping (Sec. 3.3):
+    :func:`probes.training.train`'s constant-rate recipe in float64, its data the fixed
+    evaluation batch or a fresh batch of B instances every ``resample`` steps.
+
+    Returns the trained model and the training curve (step, batch loss) at steps 0, 100,
+    ... and the last step (0-based: the loss before the update of that step).
     """
     model = build(params, seed)
     root, inv_root, _ = covariance(params, seed)
     rng = np.random.default_rng([seed, 1])
-    fixed = _is_fixed(params)
-    opt = torch.optim.Adam(model.parameters(), lr=params["lr"])
-    curve: list[tuple[int, float]] = []
-    tokens, target = evaluation_set(params, seed) if fixed else (None, None)
-    for step in range(params["steps"]):
-        if not fixed and step % params["resample"] == 0:
-            tokens, target = sample_instances(params, root, inv_root, params["B"], rng)
-        loss = (model(tokens)[:, -1, 0] - target).pow(2).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        for p in model.parameters():                       # clip each matrix separately
-            torch.nn.utils.clip_grad_norm_([p], params["clip"])
-        opt.step()
-        if step % 100 == 0 or step == params["steps"] - 1:
-            curve.append((step, float(loss.detach())))
-        if not math.isfinite(curve[-1][1]):
-            break
+    fixed = evaluation_set(params, seed) if _is_fixed(params) else None
+    batch: list[tuple[torch.Tensor, torch.Tensor]] = []
+    calls = 0
+
+    def sample(size: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        nonlocal calls
+        if fixed is not None:
+            return fixed
+        if calls % params["resample"] == 0:
+            batch[:] = [sample_instances(params, root, inv_root, size, rng)]
+        calls += 1
+        return batch[0]
+
+    steps = params["steps"]
+    cfg = TrainConfig(recipe="constant", steps=steps, batch_size=params["B"],
+                      lr=params["lr"], dtype="float64", seed=seed, curve_points=steps + 1,
+                      validation_size=0)
+    hooks = _clip_each_matrix(model, params["clip"])
+    try:
+        result = train_model(model, sample, lambda m, x: m(x)[:, -1, 0], cfg)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    curve = [(s - 1, v) for s, v in result.curve if (s - 1) % 100 == 0 or s == steps]
+    if result.status != "ok":
+        curve.append((result.steps, math.nan))
     return model, curve
-
-
-_CACHE: OrderedDict[str, Any] = OrderedDict()
-
-
-def _cached(kind: str, params: dict[str, Any], seed: int, extra: str, fn: Any) -> Any:
-    """Memoise trained models and baseline traces (each precision of a run, and each run
-    that needs the lsa / one-head counterpart, reuses them; same inputs, same numbers)."""
-    key = json.dumps([kind, params, seed, extra], sort_keys=True)
-    if key not in _CACHE:
-        _CACHE[key] = fn()
-        while len(_CACHE) > 48:
-            _CACHE.popitem(last=False)
-    _CACHE.move_to_end(key)
-    return _CACHE[key]
-
-
-def trained(params: dict[str, Any], seed: int) -> tuple[Memformer, list[tuple[int, float]]]:
-    """:func:`train`, memoised."""
-    return _cached("train", params, seed, "", lambda: train(params, seed))
 
 
 # ---------------------------------------------------------------- measurement
@@ -281,12 +286,6 @@ def baseline_losses(params: dict[str, Any], tokens: torch.Tensor, target: torch.
     return out
 
 
-def _baseline_key(params: dict[str, Any]) -> dict[str, Any]:
-    keys = ("data", "B", "depth", "d", "n", "eigenvalues", "batch_mode", "n_test",
-            "nesterov_eta", "nesterov_beta", "heavy_ball_eta", "heavy_ball_beta", "pgd_step")
-    return {k: params[k] for k in keys}
-
-
 def _mean_log10(v: np.ndarray) -> float:
     """Mean of log10 of per-instance losses (the paper plots the average log-loss)."""
     return float(np.mean(np.log10(np.maximum(v, 1e-300))))
@@ -296,37 +295,31 @@ def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 and math.isfinite(a) and math.isfinite(b) else None
 
 
-def _counterpart_loss(params: dict[str, Any], seed: int, precision: Precision,
-                      tokens: torch.Tensor, target: torch.Tensor, **change: Any) -> float:
-    """Final-layer mean loss of the same run with ``change`` applied (e.g. model = lsa)."""
-    other = {**params, **change}
-    model, _ = trained(other, seed)
-    key = f"{precision.name}"
-    losses = _cached("eval", other, seed, key,
-                     lambda: model_losses(model, tokens, target, precision))
-    return float(losses[:, -1].mean())
+def _final_loss(model: Memformer | None, tokens: torch.Tensor, target: torch.Tensor,
+                precision: Precision) -> float | None:
+    """Mean loss of ``model`` after its last layer (None without a model)."""
+    if model is None:
+        return None
+    return float(model_losses(model, tokens, target, precision)[:, -1].mean())
 
 
-@register_study("memformer.compare", DEFAULTS, validate=_validate)
-def compare(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
-    """Trained Memformer / linear transformer vs per-instance CG, Nesterov, heavy ball, PGD.
-    003 eq. 2.5-2.10, 3.1-3.2, 3.4; Sec. 3.3, 4, 5; App. B."""
-    torch.set_num_threads(1)
-    model, curve = trained(params, seed)
+def measure(params: dict[str, Any], seed: int, precision: Precision, model: Memformer,
+            curve: list[tuple[int, float]], lsa: Memformer | None,
+            one_head: Memformer | None) -> StudyOutcome:
+    """The metrics of one precision: ``model`` (trained, training curve ``curve``) and the
+    solvers on the evaluation instances, ``lsa`` / ``one_head`` the trained counterparts of
+    ``ratio_vs_lsa`` / ``ratio_vs_one_head`` (None: not measured)."""
     tokens, target = evaluation_set(params, seed)
-    mine = _cached("eval", params, seed, precision.name,
-                   lambda: model_losses(model, tokens, target, precision))
-    base = _cached("baselines", _baseline_key(params), seed, precision.name,
-                   lambda: baseline_losses(params, tokens, target, precision, seed))
+    mine = model_losses(model, tokens, target, precision)
+    base = baseline_losses(params, tokens, target, precision, seed)
     final = float(mine[:, -1].mean())
     finals = {name: float(v[:, -1].mean()) for name, v in base.items()}
     metrics: dict[str, float | None] = {"loss": final}
     for name in ("cg", "nesterov", "heavy_ball", "pgd"):
         metrics[f"ratio_vs_{name}"] = _ratio(final, finals[name])
-    metrics["ratio_vs_lsa"] = None if params["model"] == "lsa" else _ratio(
-        final, _counterpart_loss(params, seed, precision, tokens, target, model="lsa"))
-    metrics["ratio_vs_one_head"] = None if params["heads"] == 1 else _ratio(
-        final, _counterpart_loss(params, seed, precision, tokens, target, heads=1))
+    for name, other in (("lsa", lsa), ("one_head", one_head)):
+        loss = _final_loss(other, tokens, target, precision)
+        metrics[f"ratio_vs_{name}"] = None if loss is None else _ratio(final, loss)
     metrics["frac_beats_cg"] = float(np.mean(mine[:, -1] < base["cg"][:, -1]))
     metrics["mean_log10_loss"] = _mean_log10(mine[:, -1])
     metrics["mean_log10_loss_cg"] = _mean_log10(base["cg"][:, -1])
@@ -340,3 +333,19 @@ def compare(params: dict[str, Any], precision: Precision, seed: int) -> StudyOut
             "parameters": int(sum(p.numel() for p in model.parameters()))}
     return StudyOutcome(metrics=metrics, primary="loss", series=series, info=info,
                         status=status)
+
+
+@register_study("memformer.compare", DEFAULTS, validate=_validate)
+def compare(params: dict[str, Any], precisions: tuple[Precision, ...], seed: int
+            ) -> list[StudyOutcome]:
+    """Trained Memformer / linear transformer vs per-instance CG, Nesterov, heavy ball, PGD.
+    003 eq. 2.5-2.10, 3.1-3.2, 3.4; Sec. 3.3, 4, 5; App. B.
+
+    The model (and the lsa / 1-head counterpart its ratios need) is trained once and
+    measured in each precision."""
+    torch.set_num_threads(1)
+    model, curve = train(params, seed)
+    lsa = None if params["model"] == "lsa" else train({**params, "model": "lsa"}, seed)[0]
+    one_head = None if params["heads"] == 1 else train({**params, "heads": 1}, seed)[0]
+    return each_precision(precisions, lambda p: measure(params, seed, p, model, curve, lsa,
+                                                        one_head))

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -37,8 +36,15 @@ from precision.solvers.gd import gd
 from precision.solvers.newton_schulz import newton_schulz
 from precision.solvers.registry import make_problem
 from precision.truth import least_squares_truth, matvec, truth_bits
-from probes.studies import StudyError, StudyOutcome, check_int, register_study
-from probes.training import TrainConfig, train
+from probes.studies import (
+    StudyError,
+    StudyOutcome,
+    check_int,
+    each_precision,
+    per_precision,
+    register_study,
+)
+from probes.training import TrainConfig, TrainResult, train
 
 MAX_STEPS = 200
 
@@ -139,6 +145,7 @@ def _order_p_trace(p: Precision, prob: Any, target: str, M: Any, alpha: float, s
 
 
 @register_study("newton.kappa_sweep", KAPPA_DEFAULTS, validate=_check_kappa)
+@per_precision
 def kappa_sweep(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
     """Lemma 4.1 / Thm 4.2 constructions vs kappa (000 App. D data): Newton steps to the floor.
 
@@ -228,27 +235,13 @@ def regression_prompts(batch: int, d: int, n: int, gen: torch.Generator
     return tokens, torch.from_numpy(y[:, -1].copy())
 
 
-_TRAINED: dict[str, tuple[dict[str, torch.Tensor], Any]] = {}
-
-
-def _train_key(params: dict[str, Any], seed: int) -> str:
-    keys = sorted(set(TRAINED_DEFAULTS) - {"n_test", "ref_steps"})
-    return json.dumps({"seed": seed, **{k: params[k] for k in keys}}, sort_keys=True)
-
-
-def trained_model(params: dict[str, Any], seed: int) -> tuple[LinearTransformerLN, Any]:
+def trained_model(params: dict[str, Any], seed: int
+                  ) -> tuple[LinearTransformerLN, TrainResult]:
     """The model of ``params`` trained with Adam (probes.training "paper" recipe: float32,
     a fresh batch per step, the rate halved at 1/3 and 2/3 of the steps), and its
-    TrainResult. Cached per (training parameters, seed): every precision of a study grid
-    point evaluates the same weights (training is deterministic, so a recomputation in
-    another process gives the same weights too)."""
+    TrainResult."""
     d, n, L = params["dim"], params["n_samples"], params["layers"]
-    key = _train_key(params, seed)
     model = _untrained(params, seed)
-    if key in _TRAINED:
-        state, result = _TRAINED[key]
-        model.load_state_dict(state)
-        return model, result
     every = params["supervision"] == "every_layer"
 
     def sample(batch: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -262,9 +255,7 @@ def trained_model(params: dict[str, Any], seed: int) -> tuple[LinearTransformerL
     cfg = TrainConfig(recipe="paper", steps=steps, batch_size=params["batch"], lr=params["lr"],
                       dtype="float32", seed=seed, step_size=max(1, math.ceil(steps / 3)),
                       gamma=0.5, curve_points=50)
-    result = train(model, sample, predict, cfg)
-    _TRAINED[key] = ({k: v.clone() for k, v in model.state_dict().items()}, result)
-    return model, result
+    return model, train(model, sample, predict, cfg)
 
 
 def _untrained(params: dict[str, Any], seed: int) -> LinearTransformerLN:
@@ -335,17 +326,27 @@ def equivalent_steps(alg_log10: list[float], target_log10: float) -> float:
 
 
 @register_study("newton.trained_lsa", TRAINED_DEFAULTS, validate=_check_trained)
-def trained_lsa(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
+def trained_lsa(params: dict[str, Any], precisions: tuple[Precision, ...], seed: int
+                ) -> list[StudyOutcome]:
     """Trained linear attention +/- LayerNorm vs order-2/3 Newton and GD per layer (000 Sec. 6).
 
     000 Fig. 2-3: d = 10, n = 50, width 64, 4 heads; the comparison is per layer / step.
 
-    Trained once per grid point and seed in float32 (cached), evaluated in the precision on a
+    Trained once per grid point and seed in float32, evaluated in each precision on a
     seeded test set; errors against the certified OLS prediction of each rounded prompt.
     """
     model, result = trained_model(params, seed)
     tokens, _ = _test_set(params, seed)
     init = _untrained(params, seed)
+    return each_precision(precisions, lambda p: _measure_trained(params, p, model, result,
+                                                                 init, tokens))
+
+
+def _measure_trained(params: dict[str, Any], precision: Precision, model: LinearTransformerLN,
+                     result: TrainResult, init: LinearTransformerLN, tokens: np.ndarray
+                     ) -> StudyOutcome:
+    """:func:`trained_lsa`'s metrics in one precision: the trained ``model`` (TrainResult
+    ``result``) and its initialisation ``init`` on the test prompts ``tokens``."""
     L = params["layers"]
     pred = evaluate_method(model, "per_layer", torch.as_tensor(tokens), precision)     # (P, L)
     truth, refs = _reference_traces(precision, tokens, params["ref_steps"])
@@ -402,6 +403,7 @@ def _check_logistic(params: dict[str, Any]) -> None:
 
 
 @register_study("newton.logistic", LOGISTIC_DEFAULTS, validate=_check_logistic)
+@per_precision
 def logistic(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
     """Damped Newton in 11+2k layers vs ReLU width N and Newton-Schulz depth k (000 Thm 5.2).
 

@@ -33,7 +33,13 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
 from precision.precisions import Precision
-from probes.studies import StudyError, StudyOutcome, check_int, register_study
+from probes.studies import (
+    StudyError,
+    StudyOutcome,
+    check_int,
+    per_precision,
+    register_study,
+)
 from probes.studies import ridge_baselines as rb
 from probes.studies.noisy_regression_data import (
     NoiseSpecError,
@@ -296,6 +302,7 @@ _COMMON = {"noise": "uniform:3", "d": 10, "n": 20, "tune_size": 50_000, "iters":
 
 @register_study("noisy_regression.baselines", {**_COMMON, "eval_size": 400_000},
                 validate=_check_common)
+@per_precision
 def baselines(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
     """002 Table 1 baselines (ConstRR, AdaRR, TunedRR, 1-layer optimum) for one noise column."""
     dtype = _dtype(precision)
@@ -349,6 +356,7 @@ def in_distribution_mean(sig: np.ndarray, prof: np.ndarray, noise: Any) -> float
 
 @register_study("noisy_regression.profile", {**_COMMON, "eval_size": 20_000, "points": 17},
                 validate=_check_profile)
+@per_precision
 def profile(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
     """002 Fig. 3 per-variance profile: each baseline's adjusted loss at fixed sigma."""
     dtype = _dtype(precision)

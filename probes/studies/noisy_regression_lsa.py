@@ -33,16 +33,13 @@ warm-up, gradient-norm clipping and a cosine decay of the rate (``warmup``, ``cl
 ``schedule``: ``probes.training``'s constant / cosine recipes; 002 only notes that deep
 models needed a smaller rate "to prevent stability issues"), then optionally a float64
 Levenberg-Marquardt finish (``second_order_steps``; ``probes.training``'s high-precision
-phase). The trained weights are cached per process, so the runs of one grid
-point in several precisions train once.
+phase). One run trains once and measures the weights in each of its precisions.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import math
-from collections import OrderedDict
 from typing import Any
 
 import flint
@@ -58,6 +55,7 @@ from probes.studies import (
     StudyOutcome,
     check_int,
     check_positive,
+    each_precision,
     register_study,
 )
 from probes.studies import ridge_baselines as rb
@@ -99,10 +97,6 @@ DEFAULTS: dict[str, Any] = {
     "profile_points": 0,        # per-variance profile grid points (0 = no profile)
     "profile_size": 2000,       # evaluation sequences per profile point
 }
-
-_CACHE: OrderedDict[str, tuple[dict[str, torch.Tensor], TrainResult]] = OrderedDict()
-_CACHE_SIZE = 4
-
 
 # --- parameters ------------------------------------------------------------------------------
 #: Entries of one batch of sequences held at once (1.6 GB in float64).
@@ -212,13 +206,6 @@ def constrr_loss(batch: NoisyRegressionBatch, tune: NoisyRegressionBatch) -> tup
 
 
 # --- training --------------------------------------------------------------------------------
-def _train_key(params: dict[str, Any], seed: int) -> str:
-    keys = ("variant", "layers", "heads", "noise", "d", "n", "steps", "batch", "lr", "schedule",
-            "warmup", "clip", "train_dtype", "second_order_steps", "second_order_batch",
-            "init_scale")
-    return json.dumps({k: params[k] for k in keys} | {"seed": seed}, sort_keys=True)
-
-
 def build(params: dict[str, Any], seed: int) -> LSA:
     """The untrained LSA of ``params`` (seeded init, float64).
 
@@ -261,23 +248,15 @@ def levenberg_marquardt(model: LSA, params: dict[str, Any], seed: int, first: Tr
 
 
 def trained_model(params: dict[str, Any], seed: int) -> tuple[LSA, TrainResult]:
-    """Train (or fetch from the per-process cache) the LSA of ``params``; float64 weights."""
-    key = _train_key(params, seed)
+    """The LSA of ``params`` trained (Adam, then the optional Levenberg-Marquardt finish);
+    float64 weights."""
     model = build(params, seed)
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        state, result = _CACHE[key]
-        model.load_state_dict(state)
-        return model, result
     torch.set_num_threads(1)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         result = adam(model, params, seed)
         if result.status == "ok" and params["second_order_steps"] > 0:
             result = levenberg_marquardt(model, params, seed, result)
-    _CACHE[key] = ({k: v.detach().clone() for k, v in model.state_dict().items()}, result)
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
     return model, result
 
 
@@ -355,46 +334,50 @@ def sigma_profile(model: LSA, params: dict[str, Any], precision: Precision
 
 
 @register_study("noisy_regression.lsa", DEFAULTS, validate=_validate)
-def lsa_study(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
+def lsa_study(params: dict[str, Any], precisions: tuple[Precision, ...], seed: int
+              ) -> list[StudyOutcome]:
     """Trained LSA Full/Diag/GD++ on mixed-noise regression: adjusted loss, per layer, Thm 4.1.
-    002 Sec. 4-6, eq. 1-3, 8-11, Table 1."""
-    torch.set_num_threads(1)
+    002 Sec. 4-6, eq. 1-3, 8-11, Table 1.
+
+    Trained once; what does not depend on the precision (the evaluation set, its oracle,
+    ConstRR, the float32 / float64 / mp50 decomposition) is computed once too."""
     model, result = trained_model(params, seed)
     rng = np.random.default_rng(params["eval_seed"])
     batch = sample_batch(params["eval_size"], params["d"], params["n"], params["noise"], rng)
     tune = sample_batch(params["eval_size"], params["d"], params["n"], params["noise"], rng)
     e = tokens(batch)
     oracle = oracle_mse(batch)
-    per_layer = adjusted_loss(per_layer_predictions(model, e, precision), batch, oracle)
-    dtype = torch.float32 if precision.name == "float32" else torch.float64
-    q_dev, t_dev = implicit_deviation(model, e, dtype)
     const_rr, const_lam = constrr_loss(batch, tune)
     final_train = result.curve[-1][1] if result.curve else None
-    metrics: dict[str, float | None] = {
-        "loss": float(per_layer[-1]),
-        "oracle_mse": oracle,
-        "implicit_rel_dev": q_dev,
-        "implicit_tokens_rel_dev": t_dev,
-        "constrr_loss": const_rr,
-        "train_loss": final_train,
-        "train_steps": float(result.steps),
-    }
-    if params["decompose"]:
-        metrics.update(_decomposition(model, e, batch, oracle))
-    series: dict[str, Any] = {
-        "layer_loss": [(i + 1, float(v)) for i, v in enumerate(per_layer)],
-        "train_curve": [(int(s), float(v)) for s, v in result.curve]}
-    if params["profile_points"]:
-        sig, prof, summary = sigma_profile(model, params, precision)
-        metrics.update(summary)
-        series["sigma"] = [float(v) for v in sig]
-        series["sigma_profile"] = [float(v) for v in prof]
+    common: dict[str, float | None] = {"constrr_loss": const_rr, "train_loss": final_train,
+                                       "train_steps": float(result.steps)}
+    decomposition = _decomposition(model, e, batch, oracle) if params["decompose"] else {}
     weights = {k: v.detach().reshape(-1).tolist() for k, v in model.state_dict().items()}
-    return StudyOutcome(
-        metrics=metrics, primary="loss", series=series,
-        info={"noise_label": noise_label(params["noise"]), "constrr_lambda": const_lam,
-              "train_status": result.status, "train_message": result.message,
-              "train_seconds": result.wall_time, "implicit_dtype": str(dtype),
-              "weights": weights if sum(len(v) for v in weights.values()) <= 200 else None},
-        status="ok" if result.status == "ok" else "diverged",
-        error=result.message or None)
+    info = {"noise_label": noise_label(params["noise"]), "constrr_lambda": const_lam,
+            "train_status": result.status, "train_message": result.message,
+            "train_seconds": result.wall_time,
+            "weights": weights if sum(len(v) for v in weights.values()) <= 200 else None}
+    train_curve = [(int(s), float(v)) for s, v in result.curve]
+
+    def measure(precision: Precision) -> StudyOutcome:
+        per_layer = adjusted_loss(per_layer_predictions(model, e, precision), batch, oracle)
+        dtype = torch.float32 if precision.name == "float32" else torch.float64
+        q_dev, t_dev = implicit_deviation(model, e, dtype)
+        metrics: dict[str, float | None] = {
+            "loss": float(per_layer[-1]), "oracle_mse": oracle, "implicit_rel_dev": q_dev,
+            "implicit_tokens_rel_dev": t_dev, **common, **decomposition}
+        series: dict[str, Any] = {
+            "layer_loss": [(i + 1, float(v)) for i, v in enumerate(per_layer)],
+            "train_curve": train_curve}
+        if params["profile_points"]:
+            sig, prof, summary = sigma_profile(model, params, precision)
+            metrics.update(summary)
+            series["sigma"] = [float(v) for v in sig]
+            series["sigma_profile"] = [float(v) for v in prof]
+        return StudyOutcome(
+            metrics=metrics, primary="loss", series=series,
+            info={**info, "implicit_dtype": str(dtype)},
+            status="ok" if result.status == "ok" else "diverged",
+            error=result.message or None)
+
+    return each_precision(precisions, measure)

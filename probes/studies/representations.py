@@ -30,7 +30,13 @@ from precision.models.softmax_icl import SoftmaxICL
 from precision.precisions import Precision
 from precision.solvers.ols import ridge
 from precision.truth import truth_bits
-from probes.studies import StudyError, StudyOutcome, check_int, register_study
+from probes.studies import (
+    StudyError,
+    StudyOutcome,
+    check_int,
+    per_precision,
+    register_study,
+)
 from probes.studies import population_loss as pl
 
 _INSTANCE = {"d": 3, "N": 3, "K": 6, "m": 2, "tau": 0.5, "beta": 2.0, "heads": 12}
@@ -247,6 +253,7 @@ def _bound_holds(steps: list[int], gaps: list[float], rate_bound: float) -> floa
 
 
 @register_study("representations.population_gd", {**_INSTANCE, **_GD}, validate=_validate_gd)
+@per_precision
 def population_gd(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
     """GD on 004's population loss (Lemma 4, Lemma 5 steps): A_hat -> ridge limit A (eq. 31),
     floor and linear rate vs Thm 1 (eq. 12)."""
@@ -329,6 +336,7 @@ def _min_rank(prob: pl.RepresentationProblem, Q0: np.ndarray) -> int:
 
 
 @register_study("representations.heads", {**_INSTANCE, **_GD}, validate=_validate_gd)
+@per_precision
 def heads(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
     """Heads H vs the ridge limit: H >= N reaches it (Prop. 1), H = 1 keeps a certified
     positive loss gap (004 App. B.4)."""
@@ -418,6 +426,7 @@ def _mc_metrics(params: dict[str, Any], prob: pl.RepresentationProblem, Q0: np.n
 
 @register_study("representations.closed_form", {**_INSTANCE, "samples": 100000, "w_scale": 1.0},
                 validate=_validate_closed_form)
+@per_precision
 def closed_form(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
     """Lemma 4's loss (corrected L*) vs Monte Carlo of the model (float64 runs); ridge limit
     eq. 31 vs eq. 64 vs a direct ridge regression eq. 16 (every precision)."""
