@@ -12,7 +12,7 @@ from precision.evaluate import evaluate_method
 from precision.models.memformer import Memformer
 from precision.precisions import parse_precision
 from precision_cli.main import main
-from probes.studies import StudyError, get_study
+from probes.studies import StudyError, get_study, memformer
 from probes.studies.memformer import (
     DEFAULTS,
     baseline_losses,
@@ -21,9 +21,11 @@ from probes.studies.memformer import (
     covariance,
     evaluation_set,
     model_losses,
+    sample_instances,
     train,
 )
-from probes.suite import load_suite
+from probes.suite import expand, load_suite
+from probes.training import train as train_model
 from reports.claims import metric_value
 from results.store import Store
 
@@ -111,14 +113,65 @@ def test_short_training_lowers_the_loss() -> None:
     _, curve = train(params, 0)
     assert curve[0][0] == 0 and curve[-1][0] == 59
     assert curve[-1][1] < 0.2 * curve[0][1]
-    out = compare(params, F64, 0)
+    [out] = compare(params, (F64,), 0)
     assert out.status == "ok" and out.primary == "loss"
     trace = out.series["loss_model"]
     assert len(trace) == 4 and trace[-1] < 0.2 * trace[0]
     assert out.metrics["loss"] == pytest.approx(trace[-1])
     assert out.metrics["ratio_vs_cg"] == pytest.approx(trace[-1] / out.series["loss_cg"][-1])
     assert out.info["fixed_batch"] and out.info["instances"] == 4
-    assert compare(params, F64, 0).metrics == out.metrics            # same seed, same numbers
+    assert compare(params, (F64,), 0)[0].metrics == out.metrics      # same seed, same numbers
+
+
+def test_training_is_adam_with_each_matrix_clipped() -> None:
+    """The shared training loop (probes.training) with per-matrix clipping hooks gives the
+    weights and curve of the plain loop of Sec. 3.3, bit for bit: Adam, the gradient of every
+    parameter matrix clipped to norm ``clip`` separately, a fresh batch every ``resample``
+    steps, the curve every 100 steps (0-based) and at the last step."""
+    params = {**TINY, "model": "lfom_full", "B": 200, "steps": 230, "resample": 40,
+              "lr": 0.05, "clip": 0.02}
+    model, curve = train(params, 3)
+    ref = build(params, 3)
+    root, inv_root, _ = covariance(params, 3)
+    rng = np.random.default_rng([3, 1])
+    opt = torch.optim.Adam(ref.parameters(), lr=params["lr"])
+    ref_curve = []
+    for step in range(params["steps"]):
+        if step % params["resample"] == 0:
+            tokens, target = sample_instances(params, root, inv_root, params["B"], rng)
+        loss = (ref(tokens)[:, -1, 0] - target).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        for p in ref.parameters():
+            torch.nn.utils.clip_grad_norm_([p], params["clip"])
+        opt.step()
+        if step % 100 == 0 or step == params["steps"] - 1:
+            ref_curve.append((step, float(loss.detach())))
+    assert curve == ref_curve and [s for s, _ in curve] == [0, 100, 200, 229]
+    for a, b in zip(model.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_one_training_per_run_for_all_precisions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run in float64 and float32 trains its model once and each counterpart (lsa for
+    ratio_vs_lsa, 1 head for ratio_vs_one_head) once; each precision measures those
+    weights, as a one-precision run would."""
+    trainings = []
+
+    def counted(model, sample, predict, cfg):  # noqa: ANN001, ANN202
+        trainings.append((type(model).__name__, model.memory, model.heads))
+        return train_model(model, sample, predict, cfg)
+
+    monkeypatch.setattr(memformer, "train_model", counted)
+    params = {**TINY, "model": "cgd", "heads": 2, "steps": 20}
+    f64, f32 = compare(params, (F64, parse_precision("float32")), 0)
+    assert trainings == [("Memformer", "cgd", 2), ("Memformer", "none", 2),
+                         ("Memformer", "cgd", 1)]
+    assert f64.series["train_loss"] == f32.series["train_loss"]
+    assert f64.metrics["ratio_vs_lsa"] is not None and f64.metrics["ratio_vs_one_head"]
+    assert f32.metrics["loss"] == pytest.approx(f64.metrics["loss"], rel=1e-5)
+    assert f32.metrics["loss"] != f64.metrics["loss"]
+    assert compare(params, (F64,), 0)[0].metrics == f64.metrics
 
 
 def test_mp50_evaluation_agrees_with_float64_on_random_weights() -> None:
@@ -161,12 +214,15 @@ def test_bad_parameters_raise_study_error(change: dict, message: str) -> None:
 
 
 def test_quick_profile_expands() -> None:
-    runs = list(load_suite("memformer", profile="quick").runs)
-    by_entry: dict[str, int] = {}
+    runs = expand(load_suite("memformer", profile="quick"))
+    by_entry: dict[str, list[int]] = {}
     for r in runs:
-        by_entry[r.subject] = by_entry.get(r.subject, 0) + 1
-    assert by_entry == {"training_batches": 12, "fresh": 20, "heads": 6, "precision": 12}
-    assert len(list(load_suite("memformer").runs)) == 5 * (40 + 10 + 10 + 6)
+        by_entry.setdefault(r.subject, []).append(len(r.ids))
+    assert by_entry == {"training_batches": [1] * 12, "fresh": [1] * 20, "heads": [1] * 6,
+                        "precision": [3] * 4}    # one run: float32, float64 and mp50
+    full = expand(load_suite("memformer"))
+    assert len(full) == 5 * (40 + 10 + 10 + 2)
+    assert sum(len(r.ids) for r in full) == 5 * (40 + 10 + 10 + 6)
 
 
 def test_suite_run_stores_metrics(tmp_path: Path) -> None:

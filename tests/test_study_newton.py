@@ -10,14 +10,17 @@ import torch
 
 from precision.models.linear_transformer_ln import LinearTransformerLN
 from precision.precisions import parse_precision
-from probes.studies import StudyError, get_study
+from probes.studies import StudyError, get_study, newton
 from probes.studies.newton import equivalent_steps, predicted_steps, regression_prompts
-from probes.suite import load_suite
+from probes.suite import expand, load_suite
+from probes.training import train
+
+F64 = parse_precision("float64")
 
 
 def _run(study: str, given: dict, precision: str = "float64", seed: int = 0):
     spec = get_study(study)
-    return spec.fn(spec.resolve(given), parse_precision(precision), seed)
+    return spec.fn(spec.resolve(given), (parse_precision(precision),), seed)[0]
 
 
 def test_steps_to_floor_grow_with_log_kappa() -> None:
@@ -84,10 +87,26 @@ def test_trained_lsa_lowers_loss_and_series_lengths() -> None:
     assert out.series["log10_mse_newton2"][0] == out.series["log10_mse_newton3"][0]
     assert m["log10_mse_newton3"] < m["log10_mse_newton2"]  # order 3 ahead after 2 steps
     assert m["log10_mse"] == out.series["log10_mse_per_layer"][-1][1]
-    # float32 evaluation of the same (cached) weights: same error to ~1e-4 relative
-    m32 = _run("newton.trained_lsa", given, "float32").metrics
-    assert m32["train_loss_last"] == m["train_loss_last"]
-    assert m32["log10_mse"] == pytest.approx(m["log10_mse"], abs=1e-3)
+
+
+def test_trained_lsa_trains_once_for_all_precisions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One run, two precisions: one training; both measure the same weights."""
+    given = {"dim": 3, "n_samples": 8, "layers": 2, "width": 8, "heads": 2,
+             "train_steps": 150, "batch": 32, "lr": 0.01, "n_test": 32, "ref_steps": 6}
+    trainings = []
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        trainings.append(args[3].steps)
+        return train(*args, **kwargs)
+
+    monkeypatch.setattr(newton, "train", counted)
+    spec = get_study("newton.trained_lsa")
+    f32, f64 = spec.fn(spec.resolve(given), (parse_precision("float32"), F64), 0)
+    assert trainings == [150]
+    assert f32.metrics["train_loss_last"] == f64.metrics["train_loss_last"]
+    # float32 evaluation of the same weights: same error to ~1e-4 relative
+    assert f32.metrics["log10_mse"] == pytest.approx(f64.metrics["log10_mse"], abs=1e-3)
+    assert f64.metrics == _run("newton.trained_lsa", given).metrics
 
 
 def test_trained_lsa_every_layer_supervision_and_layernorm() -> None:
@@ -158,11 +177,12 @@ def test_bad_parameters_raise_study_error(study: str, given: dict, message: str)
 
 
 def test_shipped_suite_expands() -> None:
-    runs = list(load_suite("newton", profile="quick").runs)
+    runs = expand(load_suite("newton", profile="quick"))
     studies = {r.config["study"] for r in runs}
     assert studies == {"newton.kappa_sweep", "newton.trained_lsa", "newton.logistic"}
-    assert {r.precision.name for r in runs} == {"float32", "float64", "mp50"}
-    full = list(load_suite("newton").runs)
+    assert {p.name for r in runs for p in r.precisions} == {"float32", "float64", "mp50"}
+    assert len(runs) == 3 + 3 + 4 + 3 + 3      # one run per grid point, all its precisions
+    full = expand(load_suite("newton"))
     assert len(full) > len(runs)
 
 

@@ -97,7 +97,7 @@ def small_runs() -> dict[str, dict]:
     out = {}
     for noise in (2, [1, 3]):
         p = spec.resolve({"noise": noise, "eval_size": 30000, "tune_size": 8000})
-        out[str(noise)] = spec.fn(p, F64, 0).metrics
+        out[str(noise)] = spec.fn(p, (F64,), 0)[0].metrics
     return out
 
 
@@ -118,14 +118,14 @@ def test_small_study_hits_table1(small_runs: dict, noise: str, col: int) -> None
 def test_sampled_query_loss_agrees_and_runs_are_seeded() -> None:
     spec = get_study("noisy_regression.baselines")
     base = {"noise": 3, "eval_size": 20000, "tune_size": 3000}
-    cond = spec.fn(spec.resolve(base), F64, 1).metrics
-    again = spec.fn(spec.resolve(base), F64, 1).metrics
+    cond, f32 = (o.metrics for o in spec.fn(spec.resolve(base),
+                                             (F64, parse_precision("float32")), 1))
+    again = spec.fn(spec.resolve(base), (F64,), 1)[0].metrics
     assert cond == again
-    samp = spec.fn(spec.resolve({**base, "loss": "sampled"}), F64, 1).metrics
+    samp = spec.fn(spec.resolve({**base, "loss": "sampled"}), (F64,), 1)[0].metrics
     for k in ("const_rr", "ada_rr", "tuned_rr"):
         assert samp[f"{k}_se"] > cond[f"{k}_se"]          # the conditional loss is tighter
         assert abs(samp[k] - cond[k]) < 4 * samp[f"{k}_se"]
-    f32 = spec.fn(spec.resolve(base), parse_precision("float32"), 1).metrics
     assert f32["tuned_rr"] == pytest.approx(cond["tuned_rr"], abs=2e-3)
     assert cond["published_const_rr"] == 0.161 and cond["oracle_mse"] > 1.5
 
@@ -133,7 +133,7 @@ def test_sampled_query_loss_agrees_and_runs_are_seeded() -> None:
 def test_profile_study() -> None:
     spec = get_study("noisy_regression.profile")
     p = spec.resolve({"noise": 3, "eval_size": 3000, "tune_size": 3000, "points": 9})
-    out = spec.fn(p, F64, 0)
+    [out] = spec.fn(p, (F64,), 0)
     sig = np.asarray(out.series["sigma"])
     assert sig[0] == 0 and sig[-1] == 4 and 3.0 in sig
     assert out.series["ada_rr"][0] == pytest.approx(0, abs=1e-12)   # AdaRR exact when noiseless
@@ -168,6 +168,10 @@ def test_bad_parameters(given: dict, message: str) -> None:
 
 
 def test_mp_precision_is_refused_in_one_line() -> None:
+    """mp50 is that precision's failed outcome (one line); float64 of the same run is ok."""
     spec = get_study("noisy_regression.baselines")
-    with pytest.raises(StudyError, match="float32 / float64 only"):
-        spec.fn(spec.resolve({"eval_size": 10, "tune_size": 10}), parse_precision("mp50"), 0)
+    mp, f64 = spec.fn(spec.resolve({"eval_size": 10, "tune_size": 10}),
+                      (parse_precision("mp50"), F64), 0)
+    assert mp.status == "failed" and mp.error.startswith("StudyError: ")
+    assert "float32 / float64 only" in mp.error and "\n" not in mp.error
+    assert f64.status == "ok" and f64.metrics["tuned_rr"] is not None

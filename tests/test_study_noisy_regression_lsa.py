@@ -12,6 +12,7 @@ from precision.models.linear_attention import LSA, implicit_linear_model
 from precision.precisions import parse_precision
 from precision_cli.main import main
 from probes.studies import StudyError, get_study
+from probes.studies import noisy_regression_lsa as nrl
 from probes.studies.noisy_regression_data import sample_batch
 from probes.studies.noisy_regression_lsa import (
     constrr_loss,
@@ -19,7 +20,8 @@ from probes.studies.noisy_regression_lsa import (
     ridge_predictions,
     tokens,
 )
-from probes.suite import load_suite
+from probes.suite import expand, load_suite
+from probes.training import train
 from results.store import Store
 
 TINY = {"d": 3, "n": 8, "batch": 64, "eval_size": 400, "lr": 1e-2}  # tiny sizes
@@ -27,7 +29,7 @@ TINY = {"d": 3, "n": 8, "batch": 64, "eval_size": 400, "lr": 1e-2}  # tiny sizes
 
 def run(precision: str = "float64", seed: int = 0, **given: object):  # noqa: ANN201
     spec = get_study("noisy_regression.lsa")
-    return spec.fn(spec.resolve({**TINY, **given}), parse_precision(precision), seed)
+    return spec.fn(spec.resolve({**TINY, **given}), (parse_precision(precision),), seed)[0]
 
 
 def test_tiny_training_reduces_the_loss() -> None:
@@ -80,16 +82,29 @@ def test_printed_plus_sign_of_lemma_4_2_fails() -> None:
     assert float((plus - im.M[:, 2]).abs().max()) > 1e-3 * float(im.M[:, 2].abs().max())
 
 
-def test_study_metrics_per_layer_and_implicit() -> None:
-    out = run(variant="full", layers=3, noise="uniform:2", steps=5)
+def test_study_metrics_per_layer_and_implicit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One run in float32 and float64: trained once, each precision measured."""
+    trainings = []
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        trainings.append(args[3].recipe)
+        return train(*args, **kwargs)
+
+    monkeypatch.setattr(nrl, "train", counted)
+    spec = get_study("noisy_regression.lsa")
+    params = spec.resolve({**TINY, "variant": "full", "layers": 3, "noise": "uniform:2",
+                           "steps": 5})
+    f32, out = spec.fn(params, (parse_precision("float32"), parse_precision("float64")), 0)
+    assert trainings == ["constant"]
     layer = out.series["layer_loss"]
     assert [i for i, _ in layer] == [1, 2, 3]
     assert layer[-1][1] == out.metrics["loss"]
     assert out.metrics["implicit_rel_dev"] < 1e-12
     assert out.metrics["implicit_tokens_rel_dev"] < 1e-12
-    f32 = run("float32", variant="full", layers=3, noise="uniform:2", steps=5)
     assert 1e-9 < f32.metrics["implicit_rel_dev"] < 1e-4
     assert f32.metrics["loss"] == pytest.approx(out.metrics["loss"], rel=1e-4)
+    assert f32.series["train_curve"] == out.series["train_curve"]
+    assert out.metrics == run(variant="full", layers=3, noise="uniform:2", steps=5).metrics
 
 
 def test_decomposition_float32_float64_mp50() -> None:
@@ -142,7 +157,7 @@ def test_bad_parameters_raise_study_error(given: dict, message: str) -> None:
 
 def test_suite_loads_and_a_tiny_suite_runs(tmp_path: Path) -> None:
     suite = load_suite("noisy_regression_lsa", profile="quick")
-    runs = list(suite.runs)
+    runs = expand(suite)
     assert len(runs) >= 12 and all(r.config["study"] == "noisy_regression.lsa" for r in runs)
     path = tmp_path / "s.toml"
     path.write_text('name = "t"\nprecisions = ["float64"]\n[studies.diag]\n'
