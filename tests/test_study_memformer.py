@@ -24,7 +24,7 @@ from probes.studies.memformer import (
     sample_instances,
     train,
 )
-from probes.suite import expand, load_suite
+from probes.suite import load_suite
 from probes.training import train as train_model
 from reports.claims import metric_value
 from results.store import Store
@@ -214,13 +214,13 @@ def test_bad_parameters_raise_study_error(change: dict, message: str) -> None:
 
 
 def test_quick_profile_expands() -> None:
-    runs = expand(load_suite("memformer", profile="quick"))
+    runs = load_suite("memformer", profile="quick").runs
     by_entry: dict[str, list[int]] = {}
     for r in runs:
         by_entry.setdefault(r.subject, []).append(len(r.ids))
     assert by_entry == {"training_batches": [1] * 12, "fresh": [1] * 20, "heads": [1] * 6,
                         "precision": [3] * 4}    # one run: float32, float64 and mp50
-    full = expand(load_suite("memformer"))
+    full = load_suite("memformer").runs
     assert len(full) == 5 * (40 + 10 + 10 + 2)
     assert sum(len(r.ids) for r in full) == 5 * (40 + 10 + 10 + 6)
 

@@ -12,7 +12,7 @@ from precision.models.linear_transformer_ln import LinearTransformerLN
 from precision.precisions import parse_precision
 from probes.studies import StudyError, get_study, newton
 from probes.studies.newton import equivalent_steps, predicted_steps, regression_prompts
-from probes.suite import expand, load_suite
+from probes.suite import load_suite
 from probes.training import train
 
 F64 = parse_precision("float64")
@@ -177,12 +177,12 @@ def test_bad_parameters_raise_study_error(study: str, given: dict, message: str)
 
 
 def test_shipped_suite_expands() -> None:
-    runs = expand(load_suite("newton", profile="quick"))
+    runs = load_suite("newton", profile="quick").runs
     studies = {r.config["study"] for r in runs}
     assert studies == {"newton.kappa_sweep", "newton.trained_lsa", "newton.logistic"}
     assert {p.name for r in runs for p in r.precisions} == {"float32", "float64", "mp50"}
     assert len(runs) == 3 + 3 + 4 + 3 + 3      # one run per grid point, all its precisions
-    full = expand(load_suite("newton"))
+    full = load_suite("newton").runs
     assert len(full) > len(runs)
 
 

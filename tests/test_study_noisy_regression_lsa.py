@@ -20,7 +20,7 @@ from probes.studies.noisy_regression_lsa import (
     ridge_predictions,
     tokens,
 )
-from probes.suite import expand, load_suite
+from probes.suite import load_suite
 from probes.training import train
 from results.store import Store
 
@@ -157,7 +157,7 @@ def test_bad_parameters_raise_study_error(given: dict, message: str) -> None:
 
 def test_suite_loads_and_a_tiny_suite_runs(tmp_path: Path) -> None:
     suite = load_suite("noisy_regression_lsa", profile="quick")
-    runs = expand(suite)
+    runs = suite.runs
     assert len(runs) >= 12 and all(r.config["study"] == "noisy_regression.lsa" for r in runs)
     path = tmp_path / "s.toml"
     path.write_text('name = "t"\nprecisions = ["float64"]\n[studies.diag]\n'

@@ -17,7 +17,7 @@ from probes.studies.representations import (
     monte_carlo_loss,
     single_head_gap_bound,
 )
-from probes.suite import expand, load_suite
+from probes.suite import load_suite
 
 torch.set_num_threads(1)
 
@@ -43,7 +43,7 @@ W0 = np.random.default_rng(6).standard_normal((4, 6))
 
 
 def test_closed_form_matches_monte_carlo_of_the_model() -> None:
-    xp = backend_for("float64")
+    xp = backend_for(parse_precision("float64"))
     a = _setup(xp, PROB)
     S = pl.attention(xp, a["V"], a["T"], xp.asarray(Q0))
     floor = pl.loss_floor(xp, a["Z"], a["Zhat"], PROB.m_tau)
@@ -67,7 +67,7 @@ def test_closed_form_matches_monte_carlo_of_the_model() -> None:
 
 
 def test_model_a_hat_and_forward_agree_with_the_solver() -> None:
-    xp = backend_for("float64")
+    xp = backend_for(parse_precision("float64"))
     a = _setup(xp, PROB)
     Ahat = xp.to_numpy(pl.a_hat(xp, pl.attention(xp, a["V"], a["T"], xp.asarray(Q0)),
                                 xp.asarray(W0)))
@@ -86,7 +86,7 @@ def test_ridge_limit_equals_eq64_and_direct_ridge(name: str, tol: float) -> None
     assert m["ridge_forms_diff"] < tol and m["ridge_vs_direct"] < tol
     assert m["loss_forms_rel_diff"] < tol
     # and directly: A^T y = (y, Z^Q^T lambda_hat) with lambda_hat of eq. 65
-    xp = backend_for(name)
+    xp = backend_for(parse_precision(name))
     a = _setup(xp, PROB)
     y = xp.asarray([0.3, -1.2, 0.7])
     pred = pl.ridge_predictions(xp, a["Z"], a["Zhat"], y, PROB.m_tau)
@@ -97,7 +97,7 @@ def test_ridge_limit_equals_eq64_and_direct_ridge(name: str, tol: float) -> None
 
 
 def test_gradient_matches_autograd() -> None:
-    xp = backend_for("float64")
+    xp = backend_for(parse_precision("float64"))
     a = _setup(xp, PROB)
     Q = torch.tensor(Q0, requires_grad=True)
     W = torch.tensor(W0, requires_grad=True)
@@ -200,7 +200,7 @@ def test_theorem_steps_need_rank_condition() -> None:
 
 
 def test_suite_quick_profile_expands() -> None:
-    runs = expand(load_suite("representations", profile="quick"))
+    runs = load_suite("representations", profile="quick").runs
     labels = sorted((r.subject, r.label, p.name) for r in runs for p in r.precisions)
     assert len(runs) == 8 and len(labels) == 11    # one run per grid point, all its precisions
     assert ("heads", "heads=1", "float64") in labels and ("gd", "gd", "mp50") in labels

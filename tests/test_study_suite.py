@@ -12,7 +12,7 @@ from precision.precisions import Precision, as_precision
 from precision_cli.main import main
 from probes.kinds.study import compute
 from probes.studies import STUDIES, StudyError, StudyOutcome, per_precision, register_study
-from probes.suite import SuiteError, expand, load_suite
+from probes.suite import SuiteError, load_suite
 from reports.claims import metric_value
 from reports.study_table import study_tables
 from results.canonical import config_hash
@@ -48,7 +48,7 @@ def _suite(tmp_path: Path, body: str) -> Path:
 
 def test_study_grid_expands_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = _suite(tmp_path, '[studies.heron]\nstudy = "test.newton_sqrt2"\niters = [2, 8]\n')
-    runs = expand(load_suite(str(path)))
+    runs = load_suite(str(path)).runs
     assert len(runs) == 2                               # one run per grid point and seed ...
     assert [r.label for r in runs] == ["iters=2", "iters=8"]
     assert all(len(r.ids) == 3 for r in runs)           # ... one record per precision
@@ -146,7 +146,7 @@ def test_one_call_per_run_and_todays_record_ids(tmp_path: Path) -> None:
     try:
         path = _suite(tmp_path, 'seeds = [3, 4]\n[studies.o]\nstudy = "test.once"\n'
                       'scale = [1.0, 2.0]\nprecisions = ["float32", "float64"]\n')
-        runs = expand(load_suite(str(path)))
+        runs = load_suite(str(path)).runs
         assert len(runs) == 4 and [len(r.precisions) for r in runs] == [2] * 4
         run = runs[0]
         base = {"version": 2, "kind": "study", "suite": "st", "study": "test.once",
@@ -185,7 +185,7 @@ def test_a_study_that_raises_fails_every_precision_of_its_run(tmp_path: Path) ->
 
     try:
         path = _suite(tmp_path, '[studies.u]\nstudy = "test.untrainable"\n')
-        [run] = expand(load_suite(str(path)))
+        [run] = load_suite(str(path)).runs
         records = compute(run)
         assert [r.precision for r in records] == ["float32", "float64", "mp50"]
         assert all(r.status == "failed" and "loss became nan" in r.error for r in records)

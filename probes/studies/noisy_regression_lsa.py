@@ -49,7 +49,7 @@ from torch import nn
 
 from precision.evaluate import evaluate_method
 from precision.models.linear_attention import LSA, implicit_linear_model
-from precision.precisions import Precision
+from precision.precisions import Precision, parse_precision
 from probes.studies import (
     StudyError,
     StudyOutcome,
@@ -126,7 +126,7 @@ def _validate(params: dict[str, Any]) -> None:
     check_int(params, "d", 1, 64)
     check_int(params, "n", 1, 1000)
     check_int(params, "steps", 0, 100_000_000)
-    check_int(params, "batch", 1)
+    check_int(params, "batch", 1, 65_536)     # TrainConfig.batch_size's bound
     check_int(params, "warmup", 0, 100_000_000)
     check_int(params, "second_order_steps", 0, 1_000_000)
     check_int(params, "second_order_batch", 1)
@@ -301,7 +301,8 @@ def implicit_deviation(model: LSA, e: torch.Tensor, dtype: torch.dtype) -> tuple
 def _decomposition(model: LSA, e: torch.Tensor, batch: NoisyRegressionBatch,
                    oracle: float) -> dict[str, float]:
     """Adjusted losses of the same weights in float32 / float64 / mp50 and their split."""
-    preds = {p: per_layer_predictions(model, e, p)[:, -1] for p in DECOMPOSE_PRECISIONS}
+    preds = {p: per_layer_predictions(model, e, parse_precision(p))[:, -1]
+             for p in DECOMPOSE_PRECISIONS}
     out = {f"loss_{p}": float(adjusted_loss(preds[p][:, None], batch, oracle)[0])
            for p in DECOMPOSE_PRECISIONS}
     out["approximation"] = out["loss_mp50"]

@@ -27,7 +27,7 @@ from precision import deterministic as det
 from precision.backends import backend_for
 from precision.metrics import detect_floor, max_abs_error
 from precision.models.softmax_icl import SoftmaxICL
-from precision.precisions import Precision
+from precision.precisions import Precision, parse_precision
 from precision.solvers.ols import ridge
 from precision.truth import truth_bits
 from probes.studies import (
@@ -112,7 +112,8 @@ def _arrays(xp: Any, prob: pl.RepresentationProblem) -> dict[str, Any]:
 def _high(precision: Precision) -> Any:
     """The backend for truths: arb midpoints at 4x the working bits (at least 512;
     :func:`precision.truth.truth_bits`)."""
-    return backend_for(f"mp{math.ceil(truth_bits(precision) * math.log10(2)) + 2}")
+    digits = math.ceil(truth_bits(precision) * math.log10(2)) + 2
+    return backend_for(parse_precision(f"mp{digits}"))
 
 
 def _truth_A(precision: Precision, arrs: dict[str, Any], m_tau: float) -> np.ndarray:
