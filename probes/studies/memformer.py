@@ -100,7 +100,7 @@ def _validate(params: dict[str, Any]) -> None:
     if params["batch_mode"] not in BATCH_MODES:
         raise StudyError(f"batch_mode must be one of {', '.join(BATCH_MODES)}, "
                          f"got {params['batch_mode']!r}")
-    for key, top in (("heads", 16), ("B", 100_000), ("depth", 20), ("d", 50), ("n", 1000),
+    for key, top in (("heads", 16), ("B", 65_536), ("depth", 20), ("d", 50), ("n", 1000),
                      ("steps", 1_000_000), ("resample", 1_000_000), ("n_test", 100_000)):
         check_int(params, key, 1, top)
     for key in ("lr", "clip", "init_scale", "nesterov_eta", "heavy_ball_eta", "pgd_step"):

@@ -204,7 +204,7 @@ TRAINED_DEFAULTS: dict[str, Any] = {
 
 def _check_trained(params: dict[str, Any]) -> None:
     ints = {"dim": (1, 64), "n_samples": (1, 1024), "layers": (1, 24), "width": (4, 512),
-            "heads": (1, 64), "train_steps": (1, 10**6), "batch": (1, 10**5),
+            "heads": (1, 64), "train_steps": (1, 10**6), "batch": (1, 65_536),
             "n_test": (1, 10**5), "ref_steps": (1, MAX_STEPS)}
     for key, (lo, hi) in ints.items():
         check_int(params, key, lo, hi)
