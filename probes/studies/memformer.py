@@ -41,7 +41,9 @@ last training batch loss. Series: ``loss_model``, ``loss_cg``, ``loss_nesterov``
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import flint
@@ -197,31 +199,29 @@ def train(params: dict[str, Any], seed: int) -> tuple[Memformer, list[tuple[int,
     evaluation batch or a fresh batch of B instances every ``resample`` steps.
 
     Returns the trained model and the training curve (step, batch loss) at steps 0, 100,
-    ... and the last step (0-based: the loss before the update of that step).
+    ... and the last step (0-based: the loss before the update of that step); a training
+    that diverged ends it with NaN at the step it diverged.
     """
     model = build(params, seed)
     root, inv_root, _ = covariance(params, seed)
     rng = np.random.default_rng([seed, 1])
     fixed = evaluation_set(params, seed) if _is_fixed(params) else None
-    batch: list[tuple[torch.Tensor, torch.Tensor]] = []
-    calls = 0
 
-    def sample(size: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        nonlocal calls
-        if fixed is not None:
-            return fixed
-        if calls % params["resample"] == 0:
-            batch[:] = [sample_instances(params, root, inv_root, size, rng)]
-        calls += 1
-        return batch[0]
+    def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        while True:         # the fixed batch, or a fresh one every ``resample`` steps
+            batch = fixed if fixed is not None else \
+                sample_instances(params, root, inv_root, params["B"], rng)
+            yield from itertools.repeat(batch, params["resample"])
 
+    stream = batches()
     steps = params["steps"]
     cfg = TrainConfig(recipe="constant", steps=steps, batch_size=params["B"],
                       lr=params["lr"], dtype="float64", seed=seed, curve_points=steps + 1,
                       validation_size=0)
     hooks = _clip_each_matrix(model, params["clip"])
     try:
-        result = train_model(model, sample, lambda m, x: m(x)[:, -1, 0], cfg)
+        result = train_model(model, lambda size, gen: next(stream),
+                             lambda m, x: m(x)[:, -1, 0], cfg)
     finally:
         for hook in hooks:
             hook.remove()
