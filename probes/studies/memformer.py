@@ -295,14 +295,6 @@ def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 and math.isfinite(a) and math.isfinite(b) else None
 
 
-def _final_loss(model: Memformer | None, tokens: torch.Tensor, target: torch.Tensor,
-                precision: Precision) -> float | None:
-    """Mean loss of ``model`` after its last layer (None without a model)."""
-    if model is None:
-        return None
-    return float(model_losses(model, tokens, target, precision)[:, -1].mean())
-
-
 def measure(params: dict[str, Any], seed: int, precision: Precision, model: Memformer,
             curve: list[tuple[int, float]], lsa: Memformer | None,
             one_head: Memformer | None) -> StudyOutcome:
@@ -318,8 +310,8 @@ def measure(params: dict[str, Any], seed: int, precision: Precision, model: Memf
     for name in ("cg", "nesterov", "heavy_ball", "pgd"):
         metrics[f"ratio_vs_{name}"] = _ratio(final, finals[name])
     for name, other in (("lsa", lsa), ("one_head", one_head)):
-        loss = _final_loss(other, tokens, target, precision)
-        metrics[f"ratio_vs_{name}"] = None if loss is None else _ratio(final, loss)
+        metrics[f"ratio_vs_{name}"] = None if other is None else _ratio(
+            final, float(model_losses(other, tokens, target, precision)[:, -1].mean()))
     metrics["frac_beats_cg"] = float(np.mean(mine[:, -1] < base["cg"][:, -1]))
     metrics["mean_log10_loss"] = _mean_log10(mine[:, -1])
     metrics["mean_log10_loss_cg"] = _mean_log10(base["cg"][:, -1])

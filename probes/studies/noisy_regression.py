@@ -33,13 +33,7 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
 from precision.precisions import Precision
-from probes.studies import (
-    StudyError,
-    StudyOutcome,
-    check_int,
-    per_precision,
-    register_study,
-)
+from probes.studies import StudyError, StudyOutcome, check_int, per_precision, register_study
 from probes.studies import ridge_baselines as rb
 from probes.studies.noisy_regression_data import (
     NoiseSpecError,

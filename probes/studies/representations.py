@@ -30,13 +30,7 @@ from precision.models.softmax_icl import SoftmaxICL
 from precision.precisions import Precision, parse_precision
 from precision.solvers.ols import ridge
 from precision.truth import truth_bits
-from probes.studies import (
-    StudyError,
-    StudyOutcome,
-    check_int,
-    per_precision,
-    register_study,
-)
+from probes.studies import StudyError, StudyOutcome, check_int, per_precision, register_study
 from probes.studies import population_loss as pl
 
 _INSTANCE = {"d": 3, "N": 3, "K": 6, "m": 2, "tau": 0.5, "beta": 2.0, "heads": 12}
