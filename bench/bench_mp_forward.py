@@ -131,7 +131,7 @@ ZOO = ["llama", "mamba", "hyena", "retnet", "linear_attention", "deltanet", "moe
 
 def zoo() -> None:
     """mp50 vs float64 vs the arb_mat limit for each zoo module; recurrence scaling."""
-    from probes.factory import load_factory
+    from experiments.factory import load_factory
 
     zb, zn, zd, zw, zdepth = 4, 32, 20, 32, 2
     print(f"\nzoo: batch {zb} x N {zn} x D {zd}, width {zw}, depth {zdepth}, {DIGITS} digits")

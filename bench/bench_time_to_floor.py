@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import torch
 
+from experiments.trained.recipes import TrainConfig, TrainResult, train
 from precision.models import build_model
 from precision.tasks import make_task
-from probes.training import TrainConfig, TrainResult, train
 
 D, N, TARGETS = 20, 40, (1e-6, 1e-8)
 #: gauss-newton per task: width, MLP factor, Adam steps, Adam lr, sequences per LM batch.

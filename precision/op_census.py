@@ -4,7 +4,7 @@
 (``torch.export`` + ``run_decompositions()``) and lists every op with its number of uses,
 whether the arbitrary-precision interpreter implements it, and the module paths using it.
 Nothing is trained or evaluated, so all unsupported ops are known at once, before any
-training starts (``probes.census`` applies it to a user factory and to a trained suite).
+training starts (``experiments.census`` applies it to a user factory and to a trained suite).
 """
 
 from __future__ import annotations

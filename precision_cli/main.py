@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from experiments.executors import ExecutorError
+from experiments.names import check_name
+from experiments.suite import Suite, SuiteError, load_suite, shipped_suites
 from precision.precisions import ALIASES_TEXT, VALID_FORMS, PrecisionError, parse_precision
-from precision.solvers.registry import SOLVERS, SolverError
+from precision.solvers.measure import SOLVERS, SolverError
 from precision_cli.stdout import CheckedStdout, StdoutError, drop_stdout
 from precision_cli.stopping import StopSignals, interrupted
-from probes.executors import ExecutorError
-from probes.names import check_name
-from probes.suite import Suite, SuiteError, load_suite, shipped_suites
 from reports.data_version import left_out_note, newest_data_rows
 from results.store import Store, StoreError
 
@@ -57,7 +57,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _csv(text: str | None, option: str) -> list[str] | None:
-    """The names of a comma-separated option (each a valid name, :mod:`probes.names`)."""
+    """The names of a comma-separated option (each a valid name, :mod:`experiments.names`)."""
     if text is None:
         return None
     items = [t.strip() for t in text.split(",") if t.strip()]
@@ -102,8 +102,8 @@ def _check_factories(suite: Suite, args: argparse.Namespace, census: bool) -> No
     process before anything is computed: one that cannot build its module -- it raises,
     exits, crashes or hangs past the time limit -- is a one-line error (exit 2), nothing
     stored. What fails later, during a run, is that run's ``failed`` / ``timeout`` records."""
-    from probes.census import check_factories
-    from probes.factory import is_factory_spec
+    from experiments.census import check_factories
+    from experiments.factory import is_factory_spec
     _check_time_limit(args)
     if not any(is_factory_spec(e.family) for e in suite.models):
         return   # no user code
@@ -122,7 +122,7 @@ def _check_time_limit(args: argparse.Namespace) -> None:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from probes.suite import suite_for_factory
+    from experiments.suite import suite_for_factory
 
     _check_run_args(args)
     base = load_suite(args.suite, profile=args.profile, expand=False,
@@ -152,7 +152,7 @@ def _check_probe_label(suite: Suite, args: argparse.Namespace) -> None:
 
 def _cmd_ops(args: argparse.Namespace) -> int:
     """Census of the ops of FACTORY's exported graph; exit 2 if mpN lacks any."""
-    from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
+    from experiments.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 
     try:  # the user's factory is imported and called in a child process
         c = call_isolated(_census_or_error, args.factory, args.d_in, args.d_out, args.depth,
@@ -170,9 +170,9 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 
 def _census_or_error(spec: str, *shape: int) -> object:
     """In the child of ``ops``: the census of the factory's module, or its one-line error."""
+    from experiments.census import census_for_factory
+    from experiments.factory import FactoryError
     from precision.op_census import CensusError
-    from probes.census import census_for_factory
-    from probes.factory import FactoryError
 
     try:
         return census_for_factory(spec, *shape)
@@ -181,7 +181,7 @@ def _census_or_error(spec: str, *shape: int) -> object:
 
 
 def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
-    from probes.runner import SweepInterrupted, pending_runs, run_suite
+    from experiments.runner import SweepInterrupted, pending_runs, run_suite
     from reports.model_table import model_tables
     from reports.solver_table import solver_tables
     from reports.study_table import study_tables
@@ -440,7 +440,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
                 desc = f"(invalid: {exc})"
             print(f"  {name:<12} {desc}")
     if what in ("solvers", "all"):
-        from precision.constructions.registry import CONSTRUCTIONS
+        from precision.constructions.measure import CONSTRUCTIONS
 
         print("solvers:")
         for name, spec in sorted(SOLVERS.items()):
@@ -448,7 +448,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print("constructions (run by name like solvers, e.g. --solvers lsa_gd):")
         for name, cspec in sorted(CONSTRUCTIONS.items()):
             print(f"  {name:<18} [{cspec.task}] {cspec.description}")
-        from probes.studies import load_studies
+        from experiments.studies import load_studies
 
         print("studies (run from a suite's [studies.<label>] tables):")
         for name, sspec in sorted(load_studies().items()):

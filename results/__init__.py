@@ -1,7 +1,7 @@
 """The results store: every computed run and its traces, in one SQLite file.
 
-The lowest layer above the numerics: ``probes`` writes it, ``reports`` and notebooks read it
-(without importing ``probes``): ``results.runs(path, ...)`` and ``results.series(path,
+The lowest layer above the numerics: ``experiments`` writes it, ``reports`` and notebooks read it
+(without importing ``experiments``): ``results.runs(path, ...)`` and ``results.series(path,
 run_id)`` give pandas DataFrames (:mod:`results.frames`).
 """
 

@@ -1,5 +1,5 @@
 """The typed schema of a store record's ``config`` and ``result``, per run kind: the contract
-between the writer (``probes``: each kind's ``compute``) and the readers (``reports``, the
+between the writer (``experiments``: each kind's ``compute``) and the readers (``reports``, the
 claims check, notebooks), so neither side spells the other's keys.
 
 =====================  ======================  ======================
@@ -93,7 +93,8 @@ class RecordConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainedConfig(RecordConfig):
-    """A trained job's config (``probes.job.Job.config``) plus its evaluation ``precision``:
+    """A trained job's config (``experiments.trained.job.Job.config``) plus its evaluation
+    ``precision``:
     the model (``family`` with ``model_options``, ``depth`` x ``width``), the task
     (``task``, ``task_options``; ``problem_label`` the suite's label of it, ``entry`` its
     model entry, ``solver`` in configs before version 4), the recipe (``train``: recipe,

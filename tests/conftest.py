@@ -15,7 +15,7 @@ torch.set_num_threads(1)
 def one_seed_solvers_suite(folder: Path) -> Path:
     """The shipped ``solvers`` suite (same name, problems and solvers) with one seed instead of
     five: a fifth of the cost for tests that need its numbers, not its spread."""
-    text = (Path(__file__).resolve().parents[1] / "probes" / "suites" / "solvers.toml"
+    text = (Path(__file__).resolve().parents[1] / "experiments" / "suites" / "solvers.toml"
             ).read_text(encoding="utf-8")
     lines = ["seeds = [0]" if line.startswith("seeds = ") else line
              for line in text.splitlines()]

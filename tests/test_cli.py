@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import one_seed_solvers_suite, solver_store
 
+from experiments.run import subsample as _subsample
 from precision_cli.main import main
-from probes.run import subsample as _subsample
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-import probes.runner
+import experiments.runner
 import results.store
+from experiments.suite import Suite, load_suite
 from precision_cli.main import build_parser, main
-from probes.suite import Suite, load_suite
 
 TINY = """
 name = "tiny"
@@ -56,13 +56,13 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 def computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Run ids the runner computes (the real computation still runs)."""
     calls: list[str] = []
-    real = probes.runner.compute_records
+    real = experiments.runner.compute_records
 
     def spy(run):
         calls.append(run.run_id)
         return real(run)
 
-    monkeypatch.setattr(probes.runner, "compute_records", spy)
+    monkeypatch.setattr(experiments.runner, "compute_records", spy)
     return calls
 
 

@@ -179,7 +179,7 @@ def test_mp50_agrees_with_float64_and_has_the_same_approximation_error():
 
 
 def test_registered_construction_runs_per_step():
-    from precision.constructions.registry import run_construction
+    from precision.constructions.measure import run_construction
 
     res = run_construction("logistic_newton", "float64",
                            {"kind": "logistic", "dim": D, "n_samples": NS, "mu": MU},

@@ -182,7 +182,7 @@ def test_least_squares_in_3_plus_t_layers_equals_ols(mu):
 
 
 def test_construction_runs_per_layer_and_suite_stores_them(tmp_path):
-    from precision.constructions.registry import run_construction
+    from precision.constructions.measure import run_construction
     from precision_cli.main import main
     from results.store import Store
 
@@ -406,7 +406,7 @@ def test_noncausal_baseconv_gd_breaks_when_one_weight_changes():
 
 
 def test_noncausal_gd_construction_in_registry():
-    from precision.constructions.registry import run_construction
+    from precision.constructions.measure import run_construction
 
     prob = {"kind": "gaussian", "dim": 4, "n_samples": 40}
     res = run_construction("baseconv_gd_noncausal", "mp50", prob, {"iters": 8})
@@ -418,7 +418,7 @@ def test_noncausal_gd_construction_in_registry():
 
 def test_primitive_problems_are_seeded_and_checked():
     from precision.problems import primitive_problem
-    from precision.solvers.registry import SolverError, make_problem
+    from precision.solvers.measure import SolverError, make_problem
 
     a = make_problem("primitive", {"kind": "read", "dim": 20, "seq_len": 40, "seed": 3})
     b = primitive_problem("read", 20, 40, seed=3)
@@ -437,8 +437,8 @@ def test_primitive_problems_are_seeded_and_checked():
 
 
 def test_primitive_constructions_in_the_suite(tmp_path):
-    from precision.constructions.registry import run_construction
-    from precision.solvers.registry import SolverError
+    from precision.constructions.measure import run_construction
+    from precision.solvers.measure import SolverError
     from precision_cli.main import main
     from results.store import Store
 
@@ -478,7 +478,7 @@ _NEW = [("lsa_least_squares", _LS, {"steps": 14}),
 @pytest.mark.parametrize("prec", ["float64", "mp50"])
 @pytest.mark.parametrize("name,problem,params", _NEW, ids=[c[0] for c in _NEW])
 def test_new_constructions_match_algorithm_and_truth(name, problem, params, prec):
-    from precision.constructions.registry import run_construction
+    from precision.constructions.measure import run_construction
 
     res = run_construction(name, prec, problem, params)
     assert res.status == "ok"
@@ -495,8 +495,8 @@ def test_new_constructions_match_algorithm_and_truth(name, problem, params, prec
 
 
 def test_ridge_construction_differs_from_ols_and_checks_mu():
-    from precision.constructions.registry import run_construction
-    from precision.solvers.registry import SolverError
+    from precision.constructions.measure import run_construction
+    from precision.solvers.measure import SolverError
 
     ols = run_construction("lsa_least_squares", "float64", _LS, {"steps": 12})
     ridge = run_construction("lsa_ridge", "float64", _LS, {"steps": 12, "mu": 40.0})

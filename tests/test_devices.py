@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from experiments.api import probe
+from experiments.kinds import SuiteData, expand_all
+from experiments.suite import SuiteError, load_suite
 from precision.devices import DeviceError, resolve_device
 from precision.precisions import parse_precision
 from precision_cli.main import main
-from probes.api import probe
-from probes.kinds import SuiteData, expand_all
-from probes.suite import SuiteError, load_suite
 from results.store import Store
 
 HAS_CUDA = torch.cuda.is_available()

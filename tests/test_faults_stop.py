@@ -17,9 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from experiments.api import probe
+from experiments.suite import SuiteError, load_suite
 from precision_cli.main import main
-from probes.api import probe
-from probes.suite import SuiteError, load_suite
 from results.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

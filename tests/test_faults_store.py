@@ -27,9 +27,9 @@ import pytest
 import torch
 
 import results
+from experiments.trained.job import Job
+from experiments.trained.weights import WeightsError, load_trained_model, load_weights, save_weights
 from precision_cli.main import main
-from probes.job import Job
-from probes.weights import WeightsError, load_trained_model, load_weights, save_weights
 from reports.floor_cells import format_log10
 from results.atomic import atomic_write, same_file
 from results.store import Store, StoreError

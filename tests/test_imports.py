@@ -7,16 +7,16 @@ import pkgutil
 
 import pytest
 
+import experiments
 import precision
 import precision_cli
-import probes
 import reports
 import results
 
 
 def _modules() -> list[str]:
     names = []
-    for package in (precision, results, probes, reports, precision_cli):
+    for package in (precision, results, experiments, reports, precision_cli):
         names.append(package.__name__)
         names += [m.name for m in pkgutil.walk_packages(package.__path__,
                                                          prefix=f"{package.__name__}.")]
@@ -28,8 +28,8 @@ MODULES = _modules()
 
 
 def test_the_walk_finds_the_packages():
-    assert {"precision_cli.main", "results.store", "probes.suite", "reports.build",
-            "precision.params", "probes.studies.newton"} <= set(MODULES)
+    assert {"precision_cli.main", "results.store", "experiments.suite", "reports.build",
+            "precision.params", "experiments.studies.newton"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

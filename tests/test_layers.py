@@ -1,6 +1,6 @@
 """The packages form layers and the modules no cycle, counting imports inside functions too.
 
-Layers, lowest first: ``precision`` (numerics) < ``results`` (the store) < ``probes`` (what is
+Layers, lowest first: ``precision`` (numerics) < ``results`` (the store) < ``experiments`` (what is
 measured) < ``reports`` (tables from the store) < ``precision_cli`` (the command). A module
 may import its own layer and the layers below it, never one above; and no chain of imports,
 module-level or lazy, leads from a module back to itself. The graph is read from the source
@@ -13,7 +13,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("precision", "results", "probes", "reports", "precision_cli")
+LAYERS = ("precision", "results", "experiments", "reports", "precision_cli")
 
 
 def _module_files() -> dict[str, Path]:
@@ -103,7 +103,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_the_packages():
     graph = import_graph()
     assert "precision_cli.main" in graph and "results.store" in graph
-    assert "results.store" in graph["probes.runner"]
+    assert "results.store" in graph["experiments.runner"]
 
 
 def test_no_import_runs_up_a_layer():

@@ -206,7 +206,7 @@ def study_hashes() -> dict[str, str]:
     """Digests of the studies' data samplers."""
     import torch
 
-    from probes.studies import memformer, newton, noisy_regression_data, population_loss
+    from experiments.studies import memformer, newton, noisy_regression_data, population_loss
 
     out = {}
     b = noisy_regression_data.sample_batch(6, 3, 5, "uniform:2", np.random.default_rng(1))
@@ -228,8 +228,8 @@ def worker(out: Path) -> None:
     import torch
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    from probes.job import Job
-    from probes.runner import compute_records
+    from experiments.runner import compute_records
+    from experiments.trained.job import Job
 
     # torch's initialisers draw differently per CPU capability (measured: the same seed gives
     # other initial weights under ATEN_CPU_CAPABILITY=default), and trained weights are not
@@ -246,7 +246,7 @@ def worker(out: Path) -> None:
         return task, model
 
     Job.build = seeded_build  # type: ignore[method-assign]
-    from probes.suite import load_suite
+    from experiments.suite import load_suite
     from results.store import Store
 
     (out / "hashes.json").write_text(json.dumps(data_hashes()))

@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
+import experiments.suite as ps
 import precision.precisions as pp
-import probes.suite as ps
 from precision.precisions import Precision, PrecisionError, parse_precision, parse_spelling
 from precision_cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("precision", "results", "probes", "reports", "precision_cli")
+PACKAGES = ("precision", "results", "experiments", "reports", "precision_cli")
 #: The Python API's entry points: they accept a spelling and convert it (``as_precision``).
 EDGES = {("precision/evaluate.py", "evaluate"), ("precision/evaluate.py", "evaluate_method"),
          ("precision/evaluate.py", "error_decomposition"),
-         ("precision/solvers/registry.py", "run_solver"),
-         ("precision/constructions/registry.py", "run_construction"),
+         ("precision/solvers/measure.py", "run_solver"),
+         ("precision/constructions/measure.py", "run_construction"),
          ("precision/precisions.py", "as_precision")}
 
 TINY = """

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from precision.solvers.registry import SolverError, run_solver
+from precision.solvers.measure import SolverError, run_solver
 
 GAUSS = {"kind": "gaussian", "dim": 5, "n_samples": 20}
 KAPPA_1E6 = {"kind": "controlled", "dim": 5, "n_samples": 20, "kappa": 1e6}  # cond(X) = 1e3

@@ -8,12 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from precision.evaluate import evaluate_method
-from precision.models.memformer import Memformer
-from precision.precisions import parse_precision
-from precision_cli.main import main
-from probes.studies import StudyError, get_study, memformer
-from probes.studies.memformer import (
+from experiments.studies import StudyError, get_study, memformer
+from experiments.studies.memformer import (
     DEFAULTS,
     baseline_losses,
     build,
@@ -24,8 +20,12 @@ from probes.studies.memformer import (
     sample_instances,
     train,
 )
-from probes.suite import load_suite
-from probes.training import train as train_model
+from experiments.suite import load_suite
+from experiments.trained.recipes import train as train_model
+from precision.evaluate import evaluate_method
+from precision.models.memformer import Memformer
+from precision.precisions import parse_precision
+from precision_cli.main import main
 from reports.claims import metric_value
 from results.store import Store
 
@@ -124,7 +124,8 @@ def test_short_training_lowers_the_loss() -> None:
 
 
 def test_training_is_adam_with_each_matrix_clipped() -> None:
-    """The shared training loop (probes.training) with per-matrix clipping hooks gives the
+    """The shared training loop (experiments.trained.recipes) with per-matrix clipping hooks gives
+    the
     weights and curve of the plain loop of Sec. 3.3, bit for bit: Adam, the gradient of every
     parameter matrix clipped to norm ``clip`` separately, a fresh batch every ``resample``
     steps, the curve every 100 steps (0-based) and at the last step."""

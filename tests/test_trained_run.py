@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from experiments.trained.job import Job
+from experiments.trained.measure import run_trained as _run_trained
 from precision.precisions import parse_precisions
 from precision_cli.main import main
-from probes.job import Job
-from probes.trained_run import run_trained as _run_trained
 from results.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

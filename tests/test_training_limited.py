@@ -4,8 +4,8 @@ and the T / A / R labels of the tables and claims."""
 import torch
 from torch import nn
 
+from experiments.trained.recipes import TrainConfig, train
 from precision_cli.main import main
-from probes.training import TrainConfig, train
 from reports.model_table import limit_label, model_tables
 from results.store import Store
 

@@ -21,7 +21,7 @@ from precision.backends.torch_backend import round_to_dtype
 from precision.metrics import detect_floor
 from precision.precisions import as_precision, parse_precision
 from precision.problems import logistic_regression
-from precision.solvers.registry import _inputs_and_truth, get_solver, make_problem, run_solver
+from precision.solvers.measure import _inputs_and_truth, get_solver, make_problem, run_solver
 from precision.truth import (
     TruthError,
     inverse_truth,
@@ -227,7 +227,7 @@ def test_model_in_float64_is_rounded_once_into_bfloat16():
 
 
 def test_trained_truth_in_low_mp_uses_the_rounded_inputs():
-    from probes.trained_run import _rounded_inputs
+    from experiments.trained.measure import _rounded_inputs
 
     x = torch.tensor([1 / 3, 2.0, 1e-5], dtype=torch.float64)
     p = parse_precision("mp10")
@@ -237,7 +237,7 @@ def test_trained_truth_in_low_mp_uses_the_rounded_inputs():
 
 
 def test_exactly_zero_rounding_error_keeps_its_label():
-    from probes.trained_run import log10_or_none
+    from experiments.trained.measure import log10_or_none
 
     assert log10_or_none(-math.inf) == -math.inf and log10_or_none(math.nan) is None
     row = {"kind": "trained", "task": "read", "subject": "baseconv", "precision": "mp50",

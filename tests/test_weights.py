@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from experiments.trained.job import Job
+from experiments.trained.measure import TEST_SEED_OFFSET, measure_precision
+from experiments.trained.weights import WeightsError, load_trained_model, load_weights, save_weights
 from precision.precisions import as_precision
 from precision_cli.main import main
-from probes.job import Job
-from probes.trained_run import TEST_SEED_OFFSET, measure_precision
-from probes.weights import WeightsError, load_trained_model, load_weights, save_weights
 from results.store import Store
 
 SUITE = """

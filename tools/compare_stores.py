@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from probes.train_config import TrainConfig  # noqa: E402  (the checkout's own packages)
+from experiments.trained.train_config import TrainConfig  # noqa: E402  (the checkout's own packages)
 from results.canonical import config_hash  # noqa: E402
 
 SKIPPED_COLUMNS = {"wall_time", "worker", "created_at"}

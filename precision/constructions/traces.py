@@ -1,7 +1,7 @@
 """One trace per construction, ``trace(p, problem, **params) -> (models, refs, truth)``: per
 depth t, the model's output in precision ``p``, the reference algorithm's iterate t in the
 same precision (:mod:`precision.solvers`) and the certified truth of the rounded inputs, all
-exact values (:func:`~precision.constructions.registry.run_construction` scores them)."""
+exact values (:func:`~precision.constructions.measure.run_construction` scores them)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ from precision.constructions import (
 from precision.constructions.layers import PerLayer, blockwise_mp, layerwise
 from precision.evaluate import evaluate, evaluate_method
 from precision.solvers.gd import gd, gd_plus_plus
+from precision.solvers.measure import SolverError
 from precision.solvers.newton_logistic import newton_logistic
 from precision.solvers.newton_schulz import newton_schulz
-from precision.solvers.registry import SolverError
 from precision.truth import (
     certified,
     from_arb_mat,

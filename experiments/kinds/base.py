@@ -2,16 +2,16 @@
 
 A run kind is one :class:`RunKind` value: the suite tables it reads, the version of its
 configs, and four functions: ``parse`` (suite tables -> typed, validated entries),
-``expand`` (entries -> :class:`~probes.run.Run` values), ``compute`` (one run -> its store
+``expand`` (entries -> :class:`~experiments.run.Run` values), ``compute`` (one run -> its store
 records, in whatever process calls it) and ``cost`` (a relative cost, for longest-first
 scheduling). Adding a kind is adding a module
-that defines one and listing it in ``probes.kinds.KINDS``.
+that defines one and listing it in ``experiments.kinds.KINDS``.
 
 Version policy (one for every kind): a kind's ``version`` is part of every config it expands,
 so of every run id; bump it when the meaning of its configs changes and old records are never
 reused for new runs. The data the runs are computed on have a version of their own,
 :data:`DATA_VERSION` (:mod:`precision.deterministic`: how problems, task data and test sets
-are generated), which :func:`probes.run.new_run` writes into every config as
+are generated), which :func:`experiments.run.new_run` writes into every config as
 ``data_version``: a change of the generators changes every run id, so a store never mixes
 rows computed on old data with new ones, and each stored row names its data version.
 """
@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from experiments.run import Run, SuiteError
 from precision.deterministic import DATA_VERSION as DATA_VERSION  # re-exported: the kinds
 from precision.precisions import Precision, PrecisionError, parse_precision
-from probes.run import Run, SuiteError
 from results.store import RunRecord
 
 

@@ -3,7 +3,7 @@
 A *study* is a registered function ``fn(params, precisions, seed) -> [StudyOutcome, ...]``,
 one outcome per precision in the order given -- e.g. 002's ridge baselines on noisy
 regression, 003's Memformers against CG, 004's population-loss gradient descent. Suites run
-them through ``[studies.<label>]`` tables (:mod:`probes.kinds.study`): one call per (entry,
+them through ``[studies.<label>]`` tables (:mod:`experiments.kinds.study`): one call per (entry,
 grid point, seed) covers every precision, so a study that trains a model trains it once and
 measures it in each precision (:func:`each_precision`); a study measured per precision
 anyway is written ``fn(params, precision, seed) -> StudyOutcome`` under

@@ -1,6 +1,6 @@
 """Python API for testing an architecture inside a user's own test suite (no store needed).
 
-    from probes.api import probe, assert_floor_below
+    from experiments.api import probe, assert_floor_below
 
     def test_my_mixer_multiplies_precisely():
         assert_floor_below(make_mixer, "multiply", 1e-6, precision="float64",
@@ -10,7 +10,7 @@
 ``probe`` trains the factory's module on a task with a recipe and returns what each
 evaluation precision measured (test MSE and its approximation / rounding split), exactly as
 ``precision probe`` does for the store. The factory, its module's forward and its training
-run in a child process (:mod:`probes.isolation`): a factory that raises, exits, crashes or
+run in a child process (:mod:`experiments.isolation`): a factory that raises, exits, crashes or
 runs past ``time_limit`` gives outcomes with status ``failed`` / ``timeout`` and the reason,
 and the calling test process goes on.
 
@@ -31,14 +31,14 @@ from typing import Any
 
 from torch import nn
 
+from experiments.factory import FactoryError, is_factory_spec
+from experiments.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
+from experiments.names import check_name
+from experiments.trained.job import Job
+from experiments.trained.measure import PrecisionOutcome, run_trained
+from experiments.trained.train_config import TrainConfig
 from precision.devices import resolve_device
 from precision.precisions import parse_precision, parse_precisions
-from probes.factory import FactoryError, is_factory_spec
-from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
-from probes.job import Job
-from probes.names import check_name
-from probes.train_config import TrainConfig
-from probes.trained_run import PrecisionOutcome, run_trained
 
 #: A small default budget (seconds to a minute on 2 CPU cores for a small module).
 DEFAULT_TRAIN = {"recipe": "paper", "steps": 500, "batch_size": 32, "dtype": "float32"}

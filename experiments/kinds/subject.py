@@ -23,18 +23,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from precision.constructions.registry import get_construction, run_construction
+from experiments.kinds.base import RunKind, SuiteData, entry_precisions
+from experiments.names import list_length
+from experiments.run import Run, SuiteError, make_record, new_run, subsample
+from precision.constructions.measure import get_construction, run_construction
 from precision.precisions import Precision
-from precision.solvers.registry import (
+from precision.solvers.measure import (
     SolverError,
     get_solver,
     make_problem,
     resolve_params,
     run_solver,
 )
-from probes.kinds.base import RunKind, SuiteData, entry_precisions
-from probes.names import list_length
-from probes.run import Run, SuiteError, make_record, new_run, subsample
 from results.records import SubjectResult
 from results.store import RunRecord
 

@@ -1,7 +1,7 @@
 """004 *In-context learning with representations*: population-loss GD, the ridge limit, heads.
 
 Three studies on a seeded instance of 004's setting (tanh basis f, K unit-norm tokens, the
-prompt = the first N; see :mod:`probes.studies.population_loss`):
+prompt = the first N; see :mod:`experiments.studies.population_loss`):
 
 * ``representations.closed_form`` -- Lemma 4's closed-form population loss (corrected L*)
   against a Monte Carlo estimate of the actual model's loss (:class:`SoftmaxICL`, float64),
@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from experiments.studies import StudyError, StudyOutcome, check_int, per_precision, register_study
+from experiments.studies import population_loss as pl
 from precision import deterministic as det
 from precision.backends import backend_for
 from precision.metrics import detect_floor, max_abs_error
@@ -30,8 +32,6 @@ from precision.models.softmax_icl import SoftmaxICL
 from precision.precisions import Precision, parse_precision
 from precision.solvers.ols import ridge
 from precision.truth import truth_bits
-from probes.studies import StudyError, StudyOutcome, check_int, per_precision, register_study
-from probes.studies import population_loss as pl
 
 _INSTANCE = {"d": 3, "N": 3, "K": 6, "m": 2, "tau": 0.5, "beta": 2.0, "heads": 12}
 _GD = {"step_rule": "scaled", "gamma": 1.0, "step": 1.5, "iters": 3000, "record_every": 10}

@@ -32,15 +32,15 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
-from precision.precisions import Precision
-from probes.studies import StudyError, StudyOutcome, check_int, per_precision, register_study
-from probes.studies import ridge_baselines as rb
-from probes.studies.noisy_regression_data import (
+from experiments.studies import StudyError, StudyOutcome, check_int, per_precision, register_study
+from experiments.studies import ridge_baselines as rb
+from experiments.studies.noisy_regression_data import (
     NoiseSpecError,
     noise_label,
     parse_noise,
     sample_batch,
 )
+from precision.precisions import Precision
 
 #: 002 App. C Table 1, columns sigma_max = 0..7 (uniform) and {1,3}, {1,3,5} (categorical).
 TABLE1_COLUMNS = ("0", "1", "2", "3", "4", "5", "6", "7", "{1,3}", "{1,3,5}")

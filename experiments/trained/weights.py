@@ -226,10 +226,10 @@ def load_trained_model(path: str | Path, factory: Factory | str | None = None,
     safetensors, malformed metadata, a missing factory, or tensors that do not fit the
     model (checked on the ``meta`` device, before anything is allocated).
     """
+    from experiments.factory import FactoryError, load_factory
+    from experiments.trained.job import Job
     from precision.models import MODELS
     from precision.tasks import TaskError
-    from probes.factory import FactoryError, load_factory
-    from probes.job import Job
 
     path = Path(path).expanduser()
     specs, meta = read_header(path)
@@ -278,9 +278,9 @@ def _check_fits(path: Path, job: Any, specs: dict[str, tuple[str, tuple[int, ...
     """WeightsError unless the tensors the header declares are exactly the model's state
     (names and shapes), checked on a model built on the ``meta`` device (nothing
     allocated). A user factory that cannot build on ``meta`` is checked after loading."""
+    from experiments.trained.job import model_options
     from precision.models import build_model
     from precision.tasks import TaskError, make_task
-    from probes.job import model_options
 
     try:
         task_opts = dict(job.task_options)

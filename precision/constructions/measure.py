@@ -19,7 +19,7 @@ from precision.metrics import error_summary
 from precision.params import Param, count, positive
 from precision.precisions import Precision, as_precision
 from precision.registry import Declared, Registry
-from precision.solvers.registry import SolverError, SolverResult, make_problem
+from precision.solvers.measure import SolverError, SolverResult, make_problem
 from precision.truth import TruthError
 
 

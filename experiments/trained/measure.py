@@ -1,7 +1,8 @@
 """One trained-model run: build, train, evaluate in every precision, decompose the error.
 
 A *job* is (model family + options, depth, width, task, training recipe, seed). It trains
-once (:mod:`probes.training`) and then measures the trained weights on a fixed seeded test
+once (:mod:`experiments.trained.recipes`) and then measures the trained weights on a fixed seeded
+test
 set in each evaluation precision p:
 
   total         = f_p(x_p) - y*(x_p)       the test MSE in p
@@ -27,6 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from experiments.trained.job import Job
+from experiments.trained.recipes import TrainResult, train
+from experiments.trained.weights import save_weights
 from precision import deterministic
 from precision.backends import backend_for
 from precision.backends.interpreter import UnsupportedOpError
@@ -37,9 +41,6 @@ from precision.metrics import Floor, decompose, detect_floor, error_summary
 from precision.precisions import Precision
 from precision.tasks import Task, gradient_query_row
 from precision.truth import least_squares_truth, truth_bits
-from probes.job import Job
-from probes.training import TrainResult, train
-from probes.weights import save_weights
 from results.canonical import config_hash
 
 #: The high precision the decomposition's f_mp is computed in.

@@ -10,10 +10,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from experiments.factory import build_from_factory, is_factory_spec
+from experiments.trained.train_config import TrainConfig
 from precision.models import build_model
 from precision.tasks import Task, make_task
-from probes.factory import build_from_factory, is_factory_spec
-from probes.train_config import TrainConfig
 
 
 def model_options(family: str, options: dict[str, Any], task: Task) -> dict[str, Any]:

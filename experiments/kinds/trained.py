@@ -23,7 +23,8 @@
     time_limit = 600             # optional: seconds one job may take (else "timeout")
 
 Every combination of grid values (model options and ``train`` values alike) x task x seed is
-one *job* (:class:`~probes.job.Job`): trained once, measured in every evaluation precision.
+one *job* (:class:`~experiments.trained.job.Job`): trained once, measured in every evaluation
+precision.
 Each (job, precision) is one store record whose id is the hash of the job config plus the
 precision, so adding a precision later re-trains (deterministically) and writes only the
 missing records. Every record carries the job's training curve (``train_log10_loss``), its
@@ -40,18 +41,18 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from experiments.factory import FactoryError, is_factory_spec
+from experiments.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
+from experiments.names import axis_length, list_length
+from experiments.run import Run, SuiteError, check_time_limit, make_record, new_run
+from experiments.trained.job import Job
+from experiments.trained.measure import run_trained
+from experiments.trained.train_config import SECOND_ORDER, TrainConfig, TrainConfigError
 from precision.metrics import detect_floor
 from precision.models import MODELS
 from precision.params import Param, ParamError, count
 from precision.precisions import Precision
 from precision.tasks import TaskError
-from probes.factory import FactoryError, is_factory_spec
-from probes.job import Job
-from probes.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
-from probes.names import axis_length, list_length
-from probes.run import Run, SuiteError, check_time_limit, make_record, new_run
-from probes.train_config import SECOND_ORDER, TrainConfig, TrainConfigError
-from probes.trained_run import run_trained
 from results.canonical import config_hash
 from results.records import TrainedResult
 from results.store import RunRecord
@@ -133,7 +134,7 @@ def _axes(table: dict[str, Any], where: str) -> list[tuple[str, tuple[Any, ...]]
 
 def grid_size(suite: SuiteData) -> int:
     """Store rows (jobs x evaluation precisions) of the [models.*] tables, counted without
-    expanding them (a grid axis above :data:`~probes.names.MAX_AXIS_VALUES` values is a
+    expanding them (a grid axis above :data:`~experiments.names.MAX_AXIS_VALUES` values is a
     SuiteError)."""
     models = suite.data.get("models")
     total = 0
@@ -266,8 +267,8 @@ def _check_model_size(depth: Any, width: Any, where: str) -> None:
 def _validate_job(job: Job, where: str) -> None:
     """Impossible shapes and bad options fail here, before anything is trained or stored.
     A user factory is not called here, in the driver: its module is built and checked in a
-    child process (:func:`probes.factory.check_factories`) and each run builds it in its own
-    child (:mod:`probes.isolation`)."""
+    child process (:func:`experiments.factory.check_factories`) and each run builds it in its own
+    child (:mod:`experiments.isolation`)."""
     try:
         task = job.build_task() if is_factory_spec(job.family) else job.build()[0]
     except (TaskError, FactoryError) as exc:

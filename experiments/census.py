@@ -4,7 +4,7 @@
 or ``path/to/file.py:FACTORY``) and takes its census; ``suite_mp_problem(suite)`` names, in
 one line, every op that a trained suite's mpN evaluations would lack, before anything trains;
 ``check_factories(runs)`` builds (and takes the census of) a suite's user factories in a child
-process (:mod:`probes.isolation`), so their import cannot take the driver down.
+process (:mod:`experiments.isolation`), so their import cannot take the driver down.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from experiments.factory import FactoryError, build_from_factory, is_factory_spec
+from experiments.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
+from experiments.run import Run
 from precision.op_census import Census, CensusError, census
-from probes.factory import FactoryError, build_from_factory, is_factory_spec
-from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
-from probes.run import Run
 
 
 def census_for_factory(spec: str | Callable[..., nn.Module], d_in: int = 20, d_out: int = 20,
@@ -85,7 +85,7 @@ def _check_family(runs: list[Any], census: bool) -> str | None:
 def check_factories(runs: list[Any], *, census: bool = False,
                     time_limit: float | None = None) -> str | None:
     """Check the user factories of ``runs`` (a suite's expanded runs) before anything is
-    computed, each in a child process (:mod:`probes.isolation`), so that its import, call and
+    computed, each in a child process (:mod:`experiments.isolation`), so that its import, call and
     forward cannot take the driver down: None when every factory builds its modules (and,
     with ``census``, the mpN interpreter runs all their ops), else one line naming the
     factory and what went wrong (an exception, an exit, a crash, or ``time_limit`` seconds

@@ -2,7 +2,7 @@
 
 Every executor receives the runs and the function that computes one run into its records
 (``compute``, a module-level function so that it pickles by name), and yields
-``(run, records)`` as runs finish; only the driver (:func:`probes.runner.run_suite`) writes
+``(run, records)`` as runs finish; only the driver (:func:`experiments.runner.run_suite`) writes
 the store, one transaction per run, so a worker never
 touches SQLite. What happens when a worker dies:
 
@@ -14,7 +14,7 @@ touches SQLite. What happens when a worker dies:
   ``distributed.scheduler.allowed-failures`` + 1 workers is stored as ``failed``.
 
 What stops them: workers ignore Ctrl-C (the terminal sends it to every process of the
-foreground group) and die with their driver (:func:`probes.isolation.die_with_parent`: Linux's
+foreground group) and die with their driver (:func:`experiments.isolation.die_with_parent`: Linux's
 ``PR_SET_PDEATHSIG``, so even ``kill -9`` of the driver leaves no worker computing). When the
 driver is interrupted (Ctrl-C, SIGTERM: a ``KeyboardInterrupt`` in it), the executor kills its
 workers at once, drops the runs in flight and re-raises; nothing half-done reaches the store.
@@ -35,12 +35,12 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from probes.isolation import die_with_parent
-from probes.kinds import kind_of
-from probes.run import Run
+from experiments.isolation import die_with_parent
+from experiments.kinds import kind_of
+from experiments.run import Run
 from results.store import RunRecord
 
-#: Computes one run into its store records (``probes.runner.compute_records``).
+#: Computes one run into its store records (``experiments.runner.compute_records``).
 Compute = Callable[[Run], list[RunRecord]]
 
 #: A local pool broken by dying workers is rebuilt at most this many times per sweep.
@@ -66,7 +66,7 @@ _DASK_CONFIG = {
     # like the pool's (torch is pinned to one thread in ``compute_in_worker`` either way).
     "distributed.nanny.pre-spawn-environ": {},
     # Each worker runs this module's ``dask_setup`` when it starts: it ignores Ctrl-C.
-    "distributed.worker.preload": ["probes.executors"],
+    "distributed.worker.preload": ["experiments.executors"],
 }
 
 

@@ -23,20 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from precision import deterministic as det
-from precision.backends import backend_for
-from precision.constructions.registry import get_construction
-from precision.constructions.traces import pow2_below
-from precision.evaluate import evaluate, evaluate_method
-from precision.metrics import detect_floor, error_summary
-from precision.models.linear_transformer_ln import LinearTransformerLN
-from precision.precisions import Precision
-from precision.problems import conditioned_least_squares, population_covariance
-from precision.solvers.gd import gd
-from precision.solvers.newton_schulz import newton_schulz
-from precision.solvers.registry import make_problem
-from precision.truth import least_squares_truth, matvec, truth_bits
-from probes.studies import (
+from experiments.studies import (
     StudyError,
     StudyOutcome,
     check_int,
@@ -44,7 +31,20 @@ from probes.studies import (
     per_precision,
     register_study,
 )
-from probes.training import TrainConfig, TrainResult, train
+from experiments.trained.recipes import TrainConfig, TrainResult, train
+from precision import deterministic as det
+from precision.backends import backend_for
+from precision.constructions.measure import get_construction
+from precision.constructions.traces import pow2_below
+from precision.evaluate import evaluate, evaluate_method
+from precision.metrics import detect_floor, error_summary
+from precision.models.linear_transformer_ln import LinearTransformerLN
+from precision.precisions import Precision
+from precision.problems import conditioned_least_squares, population_covariance
+from precision.solvers.gd import gd
+from precision.solvers.measure import make_problem
+from precision.solvers.newton_schulz import newton_schulz
+from precision.truth import least_squares_truth, matvec, truth_bits
 
 MAX_STEPS = 200
 
@@ -237,7 +237,8 @@ def regression_prompts(batch: int, d: int, n: int, gen: torch.Generator
 
 def trained_model(params: dict[str, Any], seed: int
                   ) -> tuple[LinearTransformerLN, TrainResult]:
-    """The model of ``params`` trained with Adam (probes.training "paper" recipe: float32,
+    """The model of ``params`` trained with Adam (experiments.trained.recipes "paper" recipe:
+    float32,
     a fresh batch per step, the rate halved at 1/3 and 2/3 of the steps), and its
     TrainResult."""
     d, n, L = params["dim"], params["n_samples"], params["layers"]

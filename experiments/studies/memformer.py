@@ -50,6 +50,16 @@ import flint
 import numpy as np
 import torch
 
+from experiments.studies import (
+    StudyError,
+    StudyOutcome,
+    check_int,
+    check_positive,
+    each_precision,
+    register_study,
+)
+from experiments.trained.recipes import TrainConfig
+from experiments.trained.recipes import train as train_model
 from precision import deterministic as det
 from precision.backends import backend_for
 from precision.backends.mp_backend import workprec
@@ -60,16 +70,6 @@ from precision.problems import orthonormal
 from precision.solvers.cg import conjugate_gradient
 from precision.solvers.gd import preconditioned_gd
 from precision.solvers.momentum import heavy_ball, nesterov
-from probes.studies import (
-    StudyError,
-    StudyOutcome,
-    check_int,
-    check_positive,
-    each_precision,
-    register_study,
-)
-from probes.training import TrainConfig
-from probes.training import train as train_model
 
 DATA = ("isotropic", "non-isotropic")
 #: model name -> Memformer options (003 eq. 2.5, 3.1-3.2, 3.4; Fig. 3 for gdpp).
@@ -195,7 +195,7 @@ def _clip_each_matrix(model: Memformer, clip: float) -> list[Any]:
 
 def train(params: dict[str, Any], seed: int) -> tuple[Memformer, list[tuple[int, float]]]:
     """Adam on the mean squared query error with per-matrix gradient clipping (Sec. 3.3):
-    :func:`probes.training.train`'s constant-rate recipe in float64, its data the fixed
+    :func:`experiments.trained.recipes.train`'s constant-rate recipe in float64, its data the fixed
     evaluation batch or a fresh batch of B instances every ``resample`` steps.
 
     Returns the trained model and the training curve (step, batch loss) at steps 0, 100,

@@ -1,6 +1,6 @@
 """Suites are data: load a suite TOML file, validate it, expand it into run configs.
 
-A solver suite (``probes/suites/solvers.toml`` is the shipped example)::
+A solver suite (``experiments/suites/solvers.toml`` is the shipped example)::
 
     name = "solvers"
     description = "..."
@@ -23,13 +23,13 @@ A solver suite (``probes/suites/solvers.toml`` is the shipped example)::
     [profiles.quick]           # optional: a budget profile overriding top-level keys
     precisions = ["float32", "mp30"]
 
-The run kinds (``probes.kinds``) expand the suite's tables: every (solver, problem, precision,
+The run kinds (``experiments.kinds``) expand the suite's tables: every (solver, problem, precision,
 seed) becomes one run, every model grid point x task x seed one trained job, every study grid
 point x seed x precision one study run. A run's resolved config is hashed into its id, so
 re-running a suite skips what the store already holds. Validation happens here, before
 anything touches the store: any problem is one :class:`SuiteError` line. Every label is a
 valid name and the suite stays within its limits (file size, nesting, seeds, values per grid
-axis, runs of the whole grid; :mod:`probes.names`), the grid's size counted before anything is
+axis, runs of the whole grid; :mod:`experiments.names`), the grid's size counted before anything is
 expanded.
 """
 
@@ -44,12 +44,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from precision.devices import DeviceError, resolve_device
-from precision.precisions import PrecisionError, parse_precision
-from probes.factory import is_factory_spec
-from probes.kinds import SuiteData, expand_all, grid_size, parse_all, trained
-from probes.kinds.subject import SUBJECT_TABLES
-from probes.names import (
+from experiments.factory import is_factory_spec
+from experiments.kinds import SuiteData, expand_all, grid_size, parse_all, trained
+from experiments.kinds.subject import SUBJECT_TABLES
+from experiments.names import (
     MAX_GRID_RUNS,
     MAX_NESTING,
     MAX_SEEDS,
@@ -57,7 +55,9 @@ from probes.names import (
     check_name,
     shown,
 )
-from probes.run import Run, SuiteError, check_time_limit
+from experiments.run import Run, SuiteError, check_time_limit
+from precision.devices import DeviceError, resolve_device
+from precision.precisions import PrecisionError, parse_precision
 
 #: A suite name: it names the suite's rows in the store and its report folder.
 SUITE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
@@ -65,7 +65,7 @@ SUITE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _TOP_KEYS = {"name", "description", "precisions", "seeds", "problems", "solvers",
              "constructions", "profiles", "tasks", "models", "studies", "device",
              "time_limit"}
-#: Tables whose keys are labels that name stored rows (``probes.names`` checks them).
+#: Tables whose keys are labels that name stored rows (``experiments.names`` checks them).
 _LABEL_TABLES = {"problems": "problem label", "solvers": "solver name",
                  "constructions": "construction name", "tasks": "task label",
                  "models": "model label", "studies": "study entry label",
@@ -79,8 +79,9 @@ EXPANSIONS = 0
 @dataclass(frozen=True)
 class Suite:
     """A parsed, validated suite: its settings (name, file, precisions, seeds, device,
-    tables), its typed entries (:class:`~probes.kinds.trained.ModelEntry`,
-    :class:`~probes.kinds.study.StudyEntry`, :class:`~probes.kinds.subject.SubjectEntry`) and,
+    tables), its typed entries (:class:`~experiments.kinds.trained.ModelEntry`,
+    :class:`~experiments.kinds.study.StudyEntry`, :class:`~experiments.kinds.subject.SubjectEntry`)
+    and,
     expanded once on first use, its runs."""
 
     name: str
@@ -112,8 +113,8 @@ class Suite:
 
 
 def shipped_suites() -> dict[str, Path]:
-    """Names and paths of the suites shipped in ``probes/suites``."""
-    root = resources.files("probes") / "suites"
+    """Names and paths of the suites shipped in ``experiments/suites``."""
+    root = resources.files("experiments") / "suites"
     return {
         Path(str(p)).stem: Path(str(p)) for p in root.iterdir() if str(p).endswith(".toml")
     }
@@ -220,7 +221,7 @@ def _check_plain(data: dict[str, Any], where: str) -> None:
 
 
 def _check_labels(data: dict[str, Any], where: str) -> None:
-    """Every key of the labelled tables is a valid name (:mod:`probes.names`)."""
+    """Every key of the labelled tables is a valid name (:mod:`experiments.names`)."""
     for table, what in _LABEL_TABLES.items():
         entries = data.get(table)
         if isinstance(entries, dict):

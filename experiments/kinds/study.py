@@ -6,7 +6,7 @@
     seeds = [0]
 
     [studies.baselines]                     # an entry label (the record's subject)
-    study = "noisy_regression.baselines"    # a registered study (probes/studies/)
+    study = "noisy_regression.baselines"    # a registered study (experiments/studies/)
     sigma_max = [0, 1, 2, 3]                # a list is a grid axis, a scalar a fixed value
     sigmas = [[1, 3], [1, 3, 5]]            # a list-valued parameter: a list of lists
     precisions = ["float64", "mp50"]        # optional: replaces the suite's list
@@ -27,11 +27,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from experiments.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
+from experiments.names import MAX_LABEL_CHARS, axis_length, check_name, list_length
+from experiments.run import Run, SuiteError, finite_or_none, make_record, new_run
+from experiments.studies import StudyError, StudyOutcome, StudySpec, get_study
 from precision.precisions import Precision
-from probes.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
-from probes.names import MAX_LABEL_CHARS, axis_length, check_name, list_length
-from probes.run import Run, SuiteError, finite_or_none, make_record, new_run
-from probes.studies import StudyError, StudyOutcome, StudySpec, get_study
 from results.canonical import config_hash
 from results.store import RunRecord
 
@@ -51,7 +51,7 @@ def _label(value: Any) -> str:
 
 def grid_size(suite: SuiteData) -> int:
     """Store rows (runs x precisions) of the ``[studies.*]`` tables, counted without
-    expanding them (a grid axis above :data:`~probes.names.MAX_AXIS_VALUES` values is a
+    expanding them (a grid axis above :data:`~experiments.names.MAX_AXIS_VALUES` values is a
     SuiteError)."""
     entries = suite.data.get("studies")
     total = 0

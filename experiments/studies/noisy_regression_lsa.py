@@ -2,7 +2,8 @@
 
 Study ``noisy_regression.lsa`` (002 Sec. 5-6, Fig. 1-3, Table 1): train one single-head LSA
 (:class:`~precision.models.linear_attention.LSA`, eq. 1-3 / 8-10 / 11) with Adam on the
-mixed-noise problem (eq. 7, :mod:`probes.studies.noisy_regression_data`), then measure on a fixed
+mixed-noise problem (eq. 7, :mod:`experiments.studies.noisy_regression_data`), then measure on a
+fixed
 seeded evaluation set:
 
 * ``loss`` -- 002's adjusted evaluation loss, **one half of (MSE - oracle MSE)** (README: the
@@ -22,7 +23,7 @@ seeded evaluation set:
   seeded set) on the same evaluation set, the reference GD++ is compared with in Fig. 1.
 * with ``profile_points = k > 0``: the per-variance profile of Fig. 3 / 4 -- the adjusted
   loss on ``profile_size`` sequences at each fixed sigma of
-  :func:`probes.studies.noisy_regression.profile_grid` (0 .. sigma_max + 1, so it shows
+  :func:`experiments.studies.noisy_regression.profile_grid` (0 .. sigma_max + 1, so it shows
   extrapolation to unseen variances), as the series ``sigma_profile`` (and ``sigma``), with
   ``profile_peak``, ``profile_peak_sigma``, ``profile_in_dist`` (the profile averaged over the
   training law of sigma) and ``profile_outside`` (mean beyond the training range).
@@ -30,9 +31,9 @@ seeded evaluation set:
 Training: Adam on fresh seeded batches, loss = MSE of the query read-out against the
 noiseless label (002 Sec. 6: lr 1e-4, batch 2048, 200k steps, constant rate), with optional
 warm-up, gradient-norm clipping and a cosine decay of the rate (``warmup``, ``clip``,
-``schedule``: ``probes.training``'s constant / cosine recipes; 002 only notes that deep
+``schedule``: ``experiments.trained.recipes``'s constant / cosine recipes; 002 only notes that deep
 models needed a smaller rate "to prevent stability issues"), then optionally a float64
-Levenberg-Marquardt finish (``second_order_steps``; ``probes.training``'s high-precision
+Levenberg-Marquardt finish (``second_order_steps``; ``experiments.trained.recipes``'s high-precision
 phase). One run trains once and measures the weights in each of its precisions.
 """
 
@@ -47,10 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from precision.evaluate import evaluate_method
-from precision.models.linear_attention import LSA, implicit_linear_model
-from precision.precisions import Precision, parse_precision
-from probes.studies import (
+from experiments.studies import (
     StudyError,
     StudyOutcome,
     check_int,
@@ -58,16 +56,19 @@ from probes.studies import (
     each_precision,
     register_study,
 )
-from probes.studies import ridge_baselines as rb
-from probes.studies.noisy_regression import in_distribution_mean, profile_grid
-from probes.studies.noisy_regression_data import (
+from experiments.studies import ridge_baselines as rb
+from experiments.studies.noisy_regression import in_distribution_mean, profile_grid
+from experiments.studies.noisy_regression_data import (
     NoiseSpecError,
     NoisyRegressionBatch,
     noise_label,
     parse_noise,
     sample_batch,
 )
-from probes.training import TrainConfig, TrainResult, train
+from experiments.trained.recipes import TrainConfig, TrainResult, train
+from precision.evaluate import evaluate_method
+from precision.models.linear_attention import LSA, implicit_linear_model
+from precision.precisions import Precision, parse_precision
 
 VARIANTS = ("full", "diag", "gdpp")
 SCHEDULES = ("constant", "cosine")
@@ -160,7 +161,7 @@ def tokens(batch: NoisyRegressionBatch) -> torch.Tensor:
     return torch.from_numpy(e)
 
 
-def _sampler(params: dict[str, Any]):  # noqa: ANN202 -- probes.training.Sampler
+def _sampler(params: dict[str, Any]):  # noqa: ANN202 -- experiments.trained.recipes.Sampler
     """Fresh training batches: (tokens (B, n+1, d+1), noiseless query label (B,)), float64,
     drawn by a numpy generator seeded from the trainer's torch generator."""
     d, n, noise = params["d"], params["n"], params["noise"]
@@ -223,7 +224,8 @@ def build(params: dict[str, Any], seed: int) -> LSA:
 
 
 def adam(model: LSA, params: dict[str, Any], seed: int) -> TrainResult:
-    """Adam on fresh batches in ``train_dtype`` (002 Sec. 6): ``probes.training``'s constant
+    """Adam on fresh batches in ``train_dtype`` (002 Sec. 6): ``experiments.trained.recipes``'s
+    constant
     or cosine recipe (``schedule``) with ``warmup`` and ``clip``. Stops at the first
     non-finite loss or parameter (status "diverged"); the model is left in float64."""
     cfg = TrainConfig(recipe=params["schedule"], steps=params["steps"],
@@ -235,7 +237,8 @@ def adam(model: LSA, params: dict[str, Any], seed: int) -> TrainResult:
 
 def levenberg_marquardt(model: LSA, params: dict[str, Any], seed: int, first: TrainResult
                         ) -> TrainResult:
-    """The float64 Levenberg-Marquardt phase of ``probes.training`` (recipe high-precision
+    """The float64 Levenberg-Marquardt phase of ``experiments.trained.recipes`` (recipe
+    high-precision
     with no Adam steps) after ``first``: fixed seeded batches of ``second_order_batch``. The
     result's curve is Adam's followed by the LM iterations (numbered after the Adam steps)."""
     cfg = TrainConfig(recipe="high-precision", steps=0, batch_size=1, seed=seed + 7919,

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from precision.provenance import provenance
-from probes.executors import (
+from experiments.executors import (
     EXECUTORS,
     ExecutorError,
     run_dask,
@@ -22,11 +21,12 @@ from probes.executors import (
     run_serial,
     status_records,
 )
-from probes.factory import is_factory_spec
-from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
-from probes.kinds import kind_of
-from probes.run import Run
-from probes.suite import Suite
+from experiments.factory import is_factory_spec
+from experiments.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
+from experiments.kinds import kind_of
+from experiments.run import Run
+from experiments.suite import Suite
+from precision.provenance import provenance
 from results.store import RunRecord, Store
 
 #: Statuses of a run that produced no measurement (what "every cell failed" counts).
@@ -71,7 +71,7 @@ def is_user_code(run: Run) -> bool:
 
 def time_limit_of(run: Run) -> float | None:
     """The run's time limit: its own (suite, ``--time-limit``), else
-    :data:`~probes.isolation.DEFAULT_USER_TIME_LIMIT` for user code, else none."""
+    :data:`~experiments.isolation.DEFAULT_USER_TIME_LIMIT` for user code, else none."""
     if run.time_limit is not None:
         return run.time_limit
     return DEFAULT_USER_TIME_LIMIT if is_user_code(run) else None
@@ -93,7 +93,7 @@ def compute_records(run: Run) -> list[RunRecord]:
     (``result["provenance"]``, with the device a trained job used).
 
     User code and any run with a time limit compute in a child process
-    (:mod:`probes.isolation`): an exception, an exit, a crash or a hang there is this run's
+    (:mod:`experiments.isolation`): an exception, an exit, a crash or a hang there is this run's
     ``failed`` / ``timeout`` records, and the sweep goes on."""
     limit = time_limit_of(run)
     if limit is None:
@@ -148,7 +148,7 @@ def run_suite(
 
     ``executor`` ``local``: in this process (``jobs`` 1) or a pool of ``jobs`` processes;
     ``dask``: a LocalCluster of ``jobs`` workers, or the scheduler at ``address``
-    (:mod:`probes.executors`). Whatever computes, this driver alone writes the store.
+    (:mod:`experiments.executors`). Whatever computes, this driver alone writes the store.
     ``time_limit`` replaces every run's time limit (``--time-limit``); ``weights_dir`` is
     where trained jobs save their weights (``--save-weights``). Ctrl-C or SIGTERM stops the
     workers and raises :class:`SweepInterrupted`; the runs written so far are whole.

@@ -1,7 +1,7 @@
 """One run of a suite (:class:`Run`), its one exception (:class:`SuiteError`), and the one
 builder of its store records (:func:`make_record`).
 
-Every run kind (``probes.kinds``) expands suite tables into :class:`Run` values and computes a
+Every run kind (``experiments.kinds``) expands suite tables into :class:`Run` values and computes a
 run into records with :func:`make_record`, so the store's columns mean the same for every
 kind: ``mse`` / ``log10_mse`` the run's final error, ``floor_*`` its detected floor,
 ``steps`` the length of its trace.
@@ -39,10 +39,11 @@ class Run:
     record per precision (``record_ids``, in the same order). ``device``: where a trained job
     trains and evaluates its float precisions (:mod:`precision.devices`; not part of the id).
     ``time_limit``: seconds the run may take before it is stopped and stored as ``timeout``
-    (None: the default of its kind, :mod:`probes.isolation`); ``weights_dir``: the folder a
+    (None: the default of its kind, :mod:`experiments.isolation`); ``weights_dir``: the folder a
     trained job saves its weights into (``--save-weights``; None: not saved). Neither is part
     of the id. ``spec``: the kind's typed description of the work (a trained run's
-    :class:`~probes.job.Job`), made once when the suite is expanded; ``config`` is its stored,
+    :class:`~experiments.trained.job.Job`), made once when the suite is expanded; ``config`` is its
+    stored,
     hashed form.
     """
 

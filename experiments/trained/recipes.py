@@ -23,7 +23,7 @@ Recipes
     refreshed every ``lm_refresh`` iterations, so the fit generalises to fresh inputs (001
     App. E.1 notes that no trained model reaches machine precision on the primitives and asks
     whether "more refined optimization methods" help; this phase is that method:
-    :mod:`probes.levenberg_marquardt`).
+    :mod:`experiments.trained.levenberg_marquardt`).
 ``gauss-newton``
     The toolkit's fast recipe to a floor: ``high-precision`` with the Levenberg–Marquardt
     batch drawn fresh at *every* iteration (``lm_refresh = 1``: each step fits new data, so
@@ -53,9 +53,9 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import nn
 
+from experiments.trained.levenberg_marquardt import Diverged, Predict, Sampler, levenberg_marquardt
+from experiments.trained.train_config import RECIPES, SECOND_ORDER, UNTIL, TrainConfig
 from precision.metrics import detect_floor
-from probes.levenberg_marquardt import Diverged, Predict, Sampler, levenberg_marquardt
-from probes.train_config import RECIPES, SECOND_ORDER, UNTIL, TrainConfig
 
 #: gauss-newton: the dense (explicit Jacobian) path up to this many parameters.
 GAUSS_NEWTON_DENSE_PARAMS = 6000

@@ -1,5 +1,5 @@
 """The Levenberg–Marquardt phase of the ``high-precision`` and ``gauss-newton`` training
-recipes (:mod:`probes.training`).
+recipes (:mod:`experiments.trained.recipes`).
 
 Levenberg–Marquardt solves ``(J^T J + lam I) d = -J^T r`` for the residual vector r of the
 fixed batch (M = batch * |y entries| residuals, P parameters). Small problems form J
@@ -174,7 +174,7 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
 
     J v is the double-backward trick: u -> J^T u is linear in u, so d/du <J^T u, v> = J v.
     S = diag(J^T J)^(-1/2) (Marquardt scaling) with diag(J^T J) = E[(J^T z)^2] estimated from
-    ``probes`` Rademacher vectors z (Hutchinson); the estimate only has to be a preconditioner.
+    ``experiments`` Rademacher vectors z (Hutchinson); the estimate only has to be a preconditioner.
     """
     th = theta.detach().clone().requires_grad_(True)
     r = res(th)
@@ -229,7 +229,7 @@ def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg
                         gen: torch.Generator, first_steps: int, deadline: float | None,
                         after_step: Callable[[int, float, Callable[[], None]], bool]) -> int:
     """Levenberg-Marquardt on fixed float64 batches of ``sample`` (see the module docstring)
-    with the settings of ``cfg`` (a :class:`~probes.training.TrainConfig`); returns the
+    with the settings of ``cfg`` (a :class:`~experiments.trained.recipes.TrainConfig`); returns the
     iterations done, the model holding the final parameters.
 
     After iteration i, ``after_step(first_steps + i, loss of the batch, sync)`` is called;

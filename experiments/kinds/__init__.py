@@ -9,7 +9,7 @@ solver /       ``[problems.*]`` + ``[solvers.*]`` /    a solver (or constructed 
 construction   ``[constructions.*]``                   one precision, its trace and floor
 =============  ======================================  ====================================
 
-Each is a :class:`~probes.kinds.base.RunKind` (``parse``, ``expand``, ``compute``, ``cost``,
+Each is a :class:`~experiments.kinds.base.RunKind` (``parse``, ``expand``, ``compute``, ``cost``,
 ``version``)
 defined in its own module; adding a kind is adding a module and a line to :data:`KINDS`.
 """
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.kinds import study, subject, trained
-from probes.kinds.base import RunKind, SuiteData
-from probes.run import Run
+from experiments.kinds import study, subject, trained
+from experiments.kinds.base import RunKind, SuiteData
+from experiments.run import Run
 
 #: Every run kind, in the order a suite's runs are listed.
 KINDS: tuple[RunKind, ...] = (trained.KIND, study.KIND, subject.KIND)

@@ -3,7 +3,8 @@
 Each field is declared once, with its default, its type and range (a
 :class:`~precision.params.Param`, or the names it may take) and whether a suite's ``train``
 table may set it. A config is validated when it is made (suite file, Python API, a study),
-never again inside: :func:`probes.training.train` trusts it. A suite's table becomes one with
+never again inside: :func:`experiments.trained.recipes.train` trusts it. A suite's table becomes
+one with
 :meth:`TrainConfig.from_table`; :meth:`TrainConfig.table` gives back the resolved table (every
 suite-settable field) that a trained job stores in its config and hashes into its id.
 """
@@ -37,7 +38,8 @@ def _setting(default: Any, check: Param | tuple[str, ...] | None = None, *,
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One training run (:func:`probes.training.train`; its recipes are documented there).
+    """One training run (:func:`experiments.trained.recipes.train`; its recipes are documented
+    there).
 
     recipe: one of :data:`RECIPES`; steps: first-order (Adam) steps (for high-precision and
     gauss-newton: the Adam steps before the second-order phase); dtype: training precision.
@@ -67,7 +69,7 @@ class TrainConfig:
     # passes of this size, ~20% of a 2000-step batch-32 run, ~1% at the paper's batch 1024
     validation_size: int = _setting(128, count(None, lo=0, hi=65_536))
     validation_points: int = _setting(100, count(None))  # at most this many measurements
-    # --- adaptive scheduler (probes.training.AdaptiveLR) ---
+    # --- adaptive scheduler (experiments.trained.recipes.AdaptiveLR) ---
     window: int = _setting(50, count(None), suite=False)         # steps per decision
     lr_up: float = _setting(1.5, positive(None), suite=False)    # signal dominates, loss falls
     lr_down: float = _setting(0.5, positive(None), suite=False)  # noise dominates or loss rises
@@ -76,7 +78,7 @@ class TrainConfig:
     # lr stays within [lr * lr_min_factor, lr * lr_max_factor]
     lr_min_factor: float = _setting(1e-4, positive(None), suite=False)
     lr_max_factor: float = _setting(10.0, positive(None), suite=False)
-    # --- second-order phase (probes.levenberg_marquardt) ---
+    # --- second-order phase (experiments.trained.levenberg_marquardt) ---
     lm_refresh: int = _setting(10, count(None), suite=False)   # LM iterations per fixed batch
     krylov_dim: int = _setting(80, count(None), suite=False)   # Lanczos basis (matrix-free)
     # explicit J and eigh(J^T J) when P <= dense_max_params and M * P <= dense_max_entries
