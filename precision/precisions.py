@@ -221,10 +221,11 @@ def parse_spelling(spec: str) -> Precision:
 def check_computable(p: Precision) -> Precision:
     """``p`` if this version computes in it; PrecisionError naming the option otherwise."""
     if not p.is_plain:
-        raise PrecisionError(f"precision {p.name!r}: this version computes the plain formats "
-                             f"only ({VALID_FORMS}); rounding modes other than rne, "
-                             "accumulation formats, cast policies and per-module assignments "
-                             "are spelled but not yet computed")
+        raise PrecisionError(f"cannot compute in {p.name!r} yet: this version computes the "
+                             "plain formats only (float16, bfloat16, float32, float64, mpN, "
+                             "rounding to nearest even); rounding modes, accumulation formats, "
+                             "cast policies and per-module assignments are spelled but not yet "
+                             "computed")
     return p
 
 
