@@ -7,6 +7,7 @@ known before computing, and the store is left as it was.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import os
 import sqlite3
@@ -17,7 +18,7 @@ import pytest
 
 import experiments.runner
 import results.store
-from experiments.suite import Suite, load_suite
+from experiments.suite import load_suite
 from precision_cli.main import build_parser, main
 
 TINY = """
@@ -111,8 +112,8 @@ def test_a_copy_under_another_name_computes_its_own_runs(tmp_path, capsys):
                                            ("representations", "quick")])
 def test_trained_and_study_run_ids_depend_on_the_suite_name(suite, profile):
     base = load_suite(suite, profile=profile)
-    other = Suite(name="renamed", description=base.description, path=base.path,
-                  data=base.data)
+    other = dataclasses.replace(base, settings=dataclasses.replace(base.settings,
+                                                                   name="renamed"))
     ids = {i for r in list(base.runs) for i in r.ids}
     renamed = {i for r in list(other.runs) for i in r.ids}
     assert ids and len(renamed) == len(ids) and not ids & renamed

@@ -50,13 +50,18 @@ def test_any_changed_number_or_missing_run_is_reported(tmp_path: Path) -> None:
 
 
 def test_map_ids_compares_old_trained_records_under_their_new_ids(tmp_path: Path) -> None:
-    """A trained record written before its config lost ``layernorm`` / ``train_steps`` equals
-    the record written after, under the id ``config_hash`` gives the config without them."""
+    """A trained record of config version 3 equals the record version 4 writes, under the id
+    ``config_hash`` gives its migrated config (copies dropped, ``solver`` -> ``entry``, the
+    train table resolved)."""
+    from experiments.trained.train_config import TrainConfig
     from results.canonical import config_hash
 
-    new_config = {"kind": "trained", "depth": 1, "model_options": {"layernorm": True},
-                  "train": {"steps": 40}, "precision": "float64"}
-    old_config = {**new_config, "layernorm": True, "train_steps": 40}
+    train = {"recipe": "paper", "steps": 40, "batch_size": 8}
+    new_config = {"version": 4, "kind": "trained", "entry": "tf", "depth": 1,
+                  "model_options": {"layernorm": True},
+                  "train": TrainConfig.from_table(train).table(), "precision": "float64"}
+    old_config = {**{k: v for k, v in new_config.items() if k != "entry"}, "version": 3,
+                  "solver": "tf", "train": train, "layernorm": True, "train_steps": 40}
     trained = dataclasses.replace(RECORD, kind="trained", run_id=config_hash(old_config),
                                   config=old_config)
     a = _store(tmp_path / "old.db", trained)

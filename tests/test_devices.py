@@ -6,6 +6,7 @@ otherwise): a job trains and evaluates its float precisions there and records it
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -13,10 +14,9 @@ import pytest
 import torch
 
 from experiments.api import probe
-from experiments.kinds import SuiteData, expand_all
+from experiments.kinds import expand_all
 from experiments.suite import SuiteError, load_suite
 from precision.devices import DeviceError, resolve_device
-from precision.precisions import parse_precision
 from precision_cli.main import main
 from results.store import Store
 
@@ -60,9 +60,7 @@ def test_device_is_not_part_of_the_run_ids(tmp_path: Path) -> None:
     on_cpu = list(suite.runs)
     assert {r.device for r in on_cpu} == {"cpu"}
     # the kinds expand a GPU suite without needing one: same ids, the device carried apart
-    precisions = tuple(parse_precision(p) for p in suite.data["precisions"])
-    on_gpu = expand_all(SuiteData(suite.name, suite.path, suite.data, precisions, (0,),
-                                  device="cuda:1"))
+    on_gpu = expand_all(dataclasses.replace(suite.settings, device="cuda:1"), suite.entries)
     assert [r.ids for r in on_gpu] == [r.ids for r in on_cpu] and on_cpu
     assert [r.config for r in on_gpu] == [r.config for r in on_cpu]
     assert {r.device for r in on_gpu} == {"cuda:1"}
