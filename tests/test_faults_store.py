@@ -646,7 +646,8 @@ def test_a_tiny_log10_is_stored_and_read_back_exactly(tmp_path):
 # --- weights ------------------------------------------------------------------------------
 
 JOB = {"family": "baseconv", "task": "multiply", "task_options": {"dim": 4, "n": 4},
-       "model_options": {"layernorm": False}, "depth": 1, "width": 4, "seed": 0}
+       "model_options": {"layernorm": False}, "depth": 1, "width": 4, "seed": 0,
+       "train": {"recipe": "paper", "steps": 5, "batch_size": 4}}
 
 
 def _model() -> torch.nn.Module:
@@ -733,7 +734,7 @@ def test_malformed_job_metadata_is_one_line(tmp_path, case):
 def test_a_job_asking_for_a_huge_model_is_refused_before_allocating(tmp_path):
     # width 100000: the transformer would need ~10^11 parameters (~800 GB); checked on meta.
     job = {"family": "transformer", "task": "multiply", "task_options": {"dim": 4, "n": 4},
-           "model_options": {}, "depth": 4, "width": 100_000, "seed": 0}
+           "model_options": {}, "depth": 4, "width": 100_000, "seed": 0, "train": JOB["train"]}
     path = save_weights(_model(), tmp_path / "m.safetensors", job)
     with pytest.raises(WeightsError, match=r"does not fit the model of its job config: "
                                            r"missing "):
