@@ -276,9 +276,8 @@ def test_constant_and_cosine_recipes_warm_up_decay_and_clip() -> None:
     res = train(model, sample, call, TrainConfig(recipe="cosine", steps=300, batch_size=32,
                                                 lr=5e-2, warmup=20, clip=1.0, dtype="float64"))
     assert res.status == "ok" and fresh_mse(model, sample) < 1e-3
-    with pytest.raises(ValueError, match="warmup and clip must be >= 0"):
-        train(linear_model(3), sample, call, TrainConfig(recipe="constant", steps=1,
-                                                         batch_size=8, clip=-1.0))
+    with pytest.raises(ValueError, match="clip must be a number >= 0"):  # when it is made
+        TrainConfig(recipe="constant", steps=1, batch_size=8, clip=-1.0)
 
 
 @pytest.mark.parametrize("rows", [30, 120])   # M < P: the M x M kernel form; M > P: P x P

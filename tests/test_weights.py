@@ -87,7 +87,8 @@ def test_foreign_or_mismatched_files(tmp_path: Path) -> None:
     with pytest.raises(WeightsError, match="no weights file"):
         load_weights(tmp_path / "missing.safetensors")
     job = {"family": "baseconv", "task": "multiply", "task_options": {"dim": 4, "n": 4},
-           "model_options": {"layernorm": False}, "depth": 1, "width": 4, "seed": 0}
+           "model_options": {"layernorm": False}, "depth": 1, "width": 4, "seed": 0,
+           "train": {"recipe": "paper", "steps": 5, "batch_size": 4}}
     _, model = Job.from_config(job).build()
     path = save_weights(model, tmp_path / "m.safetensors", {**job, "width": 8})
     with pytest.raises(WeightsError, match="does not fit the model"):
@@ -103,7 +104,8 @@ def test_a_factory_model_loads_with_the_factory_the_caller_names(tmp_path: Path)
         "                               torch.nn.Linear(width, d_out))\n")
     spec = f"{factory}:make"
     job = {"family": spec, "task": "multiply", "task_options": {"dim": 4, "n": 4},
-           "model_options": {}, "depth": 1, "width": 6, "seed": 0}
+           "model_options": {}, "depth": 1, "width": 6, "seed": 0,
+           "train": {"recipe": "paper", "steps": 5, "batch_size": 4}}
     _, model = Job.from_config(job).build()
     path = save_weights(model, tmp_path / "mine.safetensors", job)
     with pytest.raises(WeightsError, match="which loading never imports"):
