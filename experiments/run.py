@@ -19,6 +19,7 @@ from precision.deterministic import DATA_VERSION
 from precision.metrics import Floor
 from precision.precisions import Precision
 from results.canonical import config_hash
+from results.records import stored_float
 from results.store import RunRecord
 
 #: Traces longer than this are stored subsampled (first points dense, then every k-th + last).
@@ -101,13 +102,8 @@ def new_run(kind: str, subject: str, label: str, precisions: list[Precision],
 def finite_or_none(x: Any) -> float | None:
     """``x`` as a float when it is a finite number, else None (what the store's REAL columns
     and the reports expect for "no value")."""
-    if x is None:
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
+    v = stored_float(x)
+    return v if v is not None and math.isfinite(v) else None
 
 
 def subsample(values: list[Any]) -> list[tuple[int, Any]]:
