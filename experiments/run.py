@@ -35,8 +35,8 @@ class Run:
     """One run of a suite: everything needed to compute it, and its id.
 
     ``config`` is the resolved config whose hash is ``run_id`` (plain JSON data, stored with
-    the run). ``precisions`` are parsed once, when the suite is expanded: one for a solver,
-    construction or study run; every evaluation precision of a trained job, which writes one
+    the run). ``precisions`` are parsed once, when the suite is expanded: one for a solver or
+    construction run; every precision of a trained job or a study grid point, which writes one
     record per precision (``record_ids``, in the same order). ``device``: where a trained job
     trains and evaluates its float precisions (:mod:`precision.devices`; not part of the id).
     ``time_limit``: seconds the run may take before it is stopped and stored as ``timeout``
@@ -68,7 +68,7 @@ class Run:
 
     @property
     def precision(self) -> Precision:
-        """The precision of a one-precision run (solver, construction, study)."""
+        """The precision of a one-precision run (solver, construction)."""
         return self.precisions[0]
 
 

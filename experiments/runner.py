@@ -88,8 +88,8 @@ def _warm_for_children(run: Run) -> None:
 
 def compute_records(run: Run) -> list[RunRecord]:
     """Compute one run (in whatever process calls it) with its kind's ``compute``: its store
-    records (one for a solver, construction or study run, one per evaluation precision for a
-    trained job), each with the provenance of the process that computed it
+    records (one for a solver or construction run, one per precision for a trained job or a
+    study grid point), each with the provenance of the process that computed it
     (``result["provenance"]``, with the device a trained job used).
 
     User code and any run with a time limit compute in a child process
