@@ -204,10 +204,12 @@ class TrainedResult(RecordResult):
     (``approximation`` / ``rounding``: log10 MSE of the float64 model against the truth and
     of the precision against the float64 model, 001 Sec. 2), ``digits``, ``n_params``; the
     training (``train_status`` / ``train_message``, ``train_steps_done``, ``train_wall_time``,
-    ``final_train_loss``, ``train_converged``: the held-out curve reached its plateau, False =
-    cut by the budget, None = stored before validation curves; ``train_stop``: why training
-    stopped); where the floor came from (``floor_source``) and a weights file that could not
-    be written (``weights_error``)."""
+    ``final_train_loss``, ``train_converged``: the convergence check passed, False = training
+    could still lower the error, None = stored before the check; ``train_stop``: why training
+    stopped; the check's evidence: ``check_gain``, the factor by which a few Gauss-Newton
+    steps from the final weights lowered the held-out MSE, and ``grad_norm``, the norm of the
+    held-out loss gradient at the final weights); where the floor came from
+    (``floor_source``) and a weights file that could not be written (``weights_error``)."""
 
     METRICS: ClassVar[tuple[str, ...]] = ("approximation", "rounding", "digits", "n_params",
                                           "train_steps_done", "final_train_loss")
@@ -225,6 +227,8 @@ class TrainedResult(RecordResult):
     floor_source: str = ""
     train_converged: bool | None = None
     train_stop: str | None = None
+    check_gain: float | None = None
+    grad_norm: float | None = None
     weights_error: str | None = None
 
     @classmethod
@@ -244,6 +248,8 @@ class TrainedResult(RecordResult):
             train_wall_time=self.train_wall_time, final_train_loss=self.final_train_loss,
             floor_source=self.floor_source, train_converged=self.train_converged,
             train_stop=self.train_stop,
+            **({} if self.check_gain is None else {"check_gain": self.check_gain,
+                                                    "grad_norm": self.grad_norm}),
             **({} if self.weights_error is None else {"weights_error": self.weights_error}))
 
 
