@@ -41,7 +41,7 @@ _SPECIAL = {
     ("read", "transformer_noln", 1, 64): -8.15,
     ("read", "baseconv", 3, 64): -4.4,
     ("affine", "transformer_noln", 1, 32): -9.02,
-    ("affine", "baseconv", 1, 64): -13.9,     # near float32's rounding level: R in float32
+    ("affine", "baseconv", 1, 64): -14.3,     # near float32's rounding level: R in float32
 }
 #: Training-limited cells (``train_converged`` False): every BaseConv MULTIPLY cell, one READ.
 _NOT_CONVERGED = {("multiply", "baseconv"), ("read", "transformer", 3, 64)}
