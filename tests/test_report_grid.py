@@ -131,3 +131,24 @@ def test_heatmap_cell_is_the_median_over_seeds_with_their_labels(grid):
     mixed = grid.copy()
     mixed.loc[mixed["run_id"] == "read-transformer-2-32-1-mp50", "converged"] = False
     assert plots.heatmap_cells("read", "transformer, LN", "mp50", mixed)[(2, 32)][1] == "A/T"
+
+
+def test_model_table_shows_the_label_evidence_where_stored(tmp_path):
+    from reports.model_table import model_tables
+
+    with Store(write_grid_store(tmp_path / "g.db")) as store:
+        rows = store.runs()
+    text = model_tables([r for r in rows if r["task"] == "multiply"])
+    head = next(line for line in text.splitlines() if line.startswith("model "))
+    assert head.split()[-2:] == ["gain", "|grad|"] and "check gain" in head
+    lines = [line.split() for line in text.splitlines() if line.startswith(("transformer",
+                                                                            "baseconv"))]
+    # a Transformer job: its label in every precision, then its evidence (stored once per job)
+    assert any(cols[8:] == ["9.3e-03", "A"] * 3 + ["1.2", "2.0e-09"] for cols in lines)
+    # BaseConv records were stored without the check: '-', and the labels stay T
+    conv = [cols for cols in lines if cols[0] == "baseconv"]
+    assert conv and all(cols[-2:] == ["-", "-"] and cols[9] == "T" for cols in conv)
+    # a store without any evidence keeps the old columns
+    old = [{**r, "result": {k: v for k, v in r["result"].items()
+                            if k not in ("check_gain", "grad_norm")}} for r in rows]
+    assert "check gain" not in model_tables(old)
