@@ -32,7 +32,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from precision.precisions import parse_precision  # noqa: E402
 from reports.files import write_bytes  # noqa: E402
 from reports.floor_cells import format_log10, median  # noqa: E402
-from reports.model_table import limit_label  # noqa: E402
+from reports.tables import cell_labels  # noqa: E402
 from reports.text_table import precision_order  # noqa: E402
 
 #: PNG resolution (the HTML report embeds the PNGs; the SVGs are resolution-free).
@@ -347,17 +347,6 @@ def heatmap_range(task: str, runs: pd.DataFrame) -> tuple[float, float]:
     return (float(lo), float(max(hi, lo + 1)))
 
 
-def _run_label(run: pd.Series) -> str | None:
-    """The limit label (A / T / R, :func:`~reports.model_table.limit_label`) of one run, or
-    None when its decomposition was not stored."""
-    approx, rounding = run["approximation"], run["rounding"]
-    if approx is None or rounding is None or pd.isna(approx) or pd.isna(rounding):
-        return None
-    conv = run["converged"]
-    conv = None if conv is None or pd.isna(conv) else bool(conv)
-    return limit_label(conv, float(approx), float(rounding))
-
-
 def heatmap_cells(task: str, subject: str, precision: str, runs: pd.DataFrame
                   ) -> dict[tuple[Any, Any], tuple[float, str]]:
     """What each cell of :func:`grid_heatmap` shows: {(depth, width): (median log10 MSE over
@@ -368,9 +357,7 @@ def heatmap_cells(task: str, subject: str, precision: str, runs: pd.DataFrame
     for (d, w), g in sub.groupby(["depth", "width"], sort=True):
         vals = _finite(g["log10_mse"])
         if vals:
-            labels = sorted({lab for _, r in g.iterrows() if (lab := _run_label(r))},
-                            key="ATR".index)
-            out[(d, w)] = (float(median(sorted(vals))), "/".join(labels))
+            out[(d, w)] = (float(median(sorted(vals))), cell_labels(g))
     return out
 
 

@@ -152,3 +152,20 @@ def test_model_table_shows_the_label_evidence_where_stored(tmp_path):
     old = [{**r, "result": {k: v for k, v in r["result"].items()
                             if k not in ("check_gain", "grad_norm")}} for r in rows]
     assert "check gain" not in model_tables(old)
+
+
+def test_report_tables_carry_labels_and_the_evidence(grid):
+    from reports.tables import grid_pivots
+
+    pivots = {p.key: p for p in grid_pivots(grid)}
+    f32 = pivots["grid-affine-baseconv, no LN-float32"].frame
+    assert f32.loc[1, "width 64"].endswith(" R") and f32.loc[1, "width 32"].endswith(" A")
+    mult = pivots["grid-multiply-baseconv, no LN-mp50"].frame
+    assert all(cell.endswith(" T") for cell in mult.to_numpy().flat)
+    evidence = pivots["grid-read-transformer, LN-evidence"].frame
+    assert evidence.loc[3, "width 64"] == "gain 37, |grad| 4.0e-03"   # the T cell
+    assert evidence.loc[2, "width 32"] == "gain 1.2, |grad| 2.0e-09"  # three seeds
+    assert "grid-multiply-baseconv, no LN-evidence" not in pivots    # stored without it
+    keys = list(pivots)   # after the subject's precisions, before the next subject
+    assert keys.index("grid-read-transformer, LN-evidence") == keys.index(
+        "grid-read-transformer, LN-mp50-rounding") + 1
