@@ -167,6 +167,8 @@ _REFERENCE_PRECISIONS = ("float32", "float64")
 #: A rounding level is drawn when it lies at most this many decades below the lowest value of
 #: the figure (further down it would squeeze the data into a sliver; the legend names it).
 _REFERENCE_SPAN = 14.0
+#: Marker of each width (in order) on the depth figures, so equal values stay told apart.
+_MARKERS = ("o", "s", "^", "D", "v", "P")
 #: Smallest y range (decades) of a depth figure.
 _MIN_DECADES = 1.0
 #: A precision's line is drawn only where it differs from the reference precision's by more
@@ -261,46 +263,54 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
     low, high = _figure_range(values, list(drawn.values()))
     cols = min(3, len(subjects))
     rows = math.ceil(len(subjects) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.6 * rows), squeeze=False,
+    fig, axes = plt.subplots(rows, cols, figsize=(3.7 * cols, 3.7 * rows), squeeze=False,
                              sharey=True)
     widths = sorted(sub["width"].unique())
     colors = {w: plt.cm.viridis(0.85 * i / max(1, len(widths) - 1)) for i, w in enumerate(widths)}
     styles = dict(zip(_REFERENCE_PRECISIONS, (":", "-."), strict=True))
     refs = {p["reference"] for p in panels.values()}
+    markers = {w: _MARKERS[i % len(_MARKERS)] for i, w in enumerate(widths)}
+    depths = sorted(sub["depth"].unique())
+    gap = min((b - a for a, b in zip(depths, depths[1:], strict=False)), default=1)
+    dodge = {w: 0.07 * gap * (i - (len(widths) - 1) / 2) for i, w in enumerate(widths)}
     seen: dict[str, Line2D] = {}   # the figure's legend, one entry per distinct line
     for ax, subject in zip(axes.flat, subjects, strict=False):
         panel = panels[subject]
-        for w, line in panel["lines"].items():
-            ax.plot(line.index, line.values, marker="o", color=colors[w], lw=1.3)
-            seen[f"width {w}"] = Line2D([], [], marker="o", color=colors[w], lw=1.3,
-                                        label=f"width {w}")
+        for w, line in panel["lines"].items():   # widths side by side: equal ones stay seen
+            xs = [d + dodge[w] for d in line.index]
+            ax.plot(xs, line.values, marker=markers[w], color=colors[w], lw=1.3, ms=6)
+            seen[f"width {w}"] = Line2D([], [], marker=markers[w], color=colors[w], lw=1.3,
+                                        ms=6, label=f"width {w}")
             hollow = panel["hollow"][w]
             if hollow:
-                ax.plot(hollow, line.loc[hollow].values, "o", color="white",
-                        markeredgecolor=colors[w], ms=6, zorder=3)
+                ax.plot([d + dodge[w] for d in hollow], line.loc[hollow].values, markers[w],
+                        color="white", markeredgecolor=colors[w], ms=6, zorder=3)
                 seen["~hollow"] = Line2D([], [], ls="", marker="o", color="white",
                                          markeredgecolor="black", ms=6,
-                                         label="training-limited (T)")
+                                         label="hollow: training-limited (T)")
         for (w, p), pts in panel["differing"].items():
             xs, ys = zip(*pts, strict=True)
-            ax.plot(xs, ys, ls="--", marker="x", color=colors[w], lw=1.0)
+            ax.plot([x + dodge[w] for x in xs], ys, ls="--", marker="x", color=colors[w],
+                    lw=1.0)
             seen[f"width {w}, {p}"] = Line2D([], [], ls="--", marker="x", color=colors[w],
                                              lw=1.0, label=f"width {w}, {label(p)}")
         for name, level in drawn.items():
             ax.axhline(level, ls=styles[name], color="dimgrey", lw=1.0, zorder=1)
             ax.annotate(f"{name} rounding", (0.98, level), xycoords=("axes fraction", "data"),
                         xytext=(0, 2), textcoords="offset points", ha="right", va="bottom",
-                        fontsize=7, color="dimgrey")
+                        fontsize=8, color="dimgrey")
         title = label(subject, 40)   # long recipe labels wrap
         if len(refs) > 1:
             title += f"\n(lines: {label(panel['reference'])})"
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("depth")
         ax.set_xticks(sorted(sub[sub["subject"] == subject]["depth"].unique()))
+        ax.set_xlim(depths[0] - 0.3 * gap, depths[-1] + 0.3 * gap)
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylim(low, high)   # shared: every panel of the figure
     axes[0, 0].yaxis.set_major_locator(MaxNLocator(integer=True))
-    ylabel = "log10 test MSE" + (f" ({label(next(iter(refs)))})" if len(refs) == 1 else "")
+    ylabel = "log10 test MSE" + (f", evaluated in {label(next(iter(refs)))}"
+                                 if len(refs) == 1 else "")
     for row in axes:
         row[0].set_ylabel(ylabel)
     for ax in list(axes.flat)[len(subjects):]:
@@ -317,8 +327,21 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
                        f"(median over seeds{longest}); one y-axis for every model",
                        _title_width(cols)), fontsize=11)
     fig.tight_layout()
-    figure_legend(fig, handles)
+    legend_below(fig, handles)
     return _save(fig, path)
+
+
+def legend_below(fig: Any, handles: list[Any], fontsize: float = 9) -> None:
+    """One legend for the whole figure, centred under its panels (below their axis labels),
+    in up to three columns: the figure stays as narrow as its panels; call after
+    ``tight_layout``."""
+    renderer = fig.canvas.get_renderer()
+    to_figure = fig.transFigure.inverted()
+    bottom = min(ax.get_tightbbox(renderer).transformed(to_figure).y0
+                 for ax in fig.axes if ax.axison)
+    fig.legend(handles, [h.get_label() for h in handles], fontsize=fontsize,
+               loc="upper center", bbox_to_anchor=(0.5, bottom - 0.01),
+               ncol=min(3, len(handles)), frameon=False)
 
 
 def _legend_order(key: str) -> tuple[int, int, str]:
