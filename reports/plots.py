@@ -371,16 +371,17 @@ def heatmap_range(task: str, runs: pd.DataFrame) -> tuple[float, float]:
 
 
 def heatmap_cells(task: str, subject: str, precision: str, runs: pd.DataFrame
-                  ) -> dict[tuple[Any, Any], tuple[float, str]]:
+                  ) -> dict[tuple[Any, Any], tuple[float, str, int]]:
     """What each cell of :func:`grid_heatmap` shows: {(depth, width): (median log10 MSE over
-    seeds, its labels)}; the labels are the seeds' A / T / R, distinct ones joined by ``/``."""
+    seeds, its labels, the number of seeds)}; the labels are the seeds' A / T / R, distinct
+    ones joined by ``/`` (:func:`~reports.tables.cell_labels`)."""
     task_runs = _task_runs(task, runs)
     sub = task_runs[(task_runs["subject"] == subject) & (task_runs["precision"] == precision)]
     out = {}
     for (d, w), g in sub.groupby(["depth", "width"], sort=True):
         vals = _finite(g["log10_mse"])
         if vals:
-            out[(d, w)] = (float(median(sorted(vals))), cell_labels(g))
+            out[(d, w)] = (float(median(sorted(vals))), cell_labels(g), len(vals))
     return out
 
 
@@ -395,16 +396,18 @@ def grid_heatmap(task: str, subject: str, precision: str, runs: pd.DataFrame, pa
     depths = sorted({d for d, _ in cells})
     widths = sorted({w for _, w in cells})
     values = np.full((len(depths), len(widths)), np.nan)
-    for (d, w), (v, _) in cells.items():
+    for (d, w), (v, _, _) in cells.items():
         values[depths.index(d), widths.index(w)] = v
     vmin, vmax = heatmap_range(task, runs)
     cmap = plt.get_cmap("magma_r").with_extremes(bad="white")
     fig, ax = plt.subplots(figsize=(5.2, 4.0))
     im = ax.imshow(values, origin="lower", aspect="auto", cmap=cmap, vmin=vmin, vmax=vmax)
-    for (d, w), (v, lab) in cells.items():   # the number and the label in each cell
+    for (d, w), (v, lab, seeds) in cells.items():   # the number and the label in each cell
         r, g, b, _ = cmap(im.norm(v))
         dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
-        ax.text(widths.index(w), depths.index(d), f"{v:.1f}" + (f"\n{lab}" if lab else ""),
+        text = "\n".join([f"{v:.1f}", *([lab] if lab else []),
+                          *([f"{seeds} seeds"] if seeds > 1 else [])])
+        ax.text(widths.index(w), depths.index(d), text,
                 ha="center", va="center", fontsize=9, linespacing=1.3,
                 color="white" if dark else "black")
     ax.set_xticks(range(len(widths)), [str(c) for c in widths])

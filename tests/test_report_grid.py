@@ -105,10 +105,12 @@ def test_heatmap_prints_value_and_label_on_the_task_colour_scale(grid, drawn, tm
         assert plots.grid_heatmap("affine", subject, "mp50", grid, tmp_path / "h.png")
     plots.grid_heatmap("multiply", "baseconv, no LN", "mp50", grid, tmp_path / "m.png")
     plots.grid_heatmap("affine", "baseconv, no LN", "float32", grid, tmp_path / "f.png")
-    noln, conv, mult, f32 = drawn
+    noln, conv, mult, f32 = drawn[:4]
     assert "-9.0\nA" in _cell_texts(noln)          # the value and its label, in the cell
     assert "-2.4\nA" in _cell_texts(noln)
     assert all(text.endswith("\nT") for text in _cell_texts(mult) if text[0] == "-")
+    plots.grid_heatmap("read", "transformer, LN", "mp50", grid, tmp_path / "r.png")
+    assert any(t.endswith("\nA\n3 seeds") for t in _cell_texts(drawn[-1]))   # a median
     assert any(text.endswith("\nR") for text in _cell_texts(f32))
     # one colour scale for the task: every heatmap of affine has the same limits
     limits = {fig.axes[0].get_images()[0].get_clim() for fig in (noln, conv, f32)}
@@ -126,7 +128,7 @@ def test_heatmap_cell_is_the_median_over_seeds_with_their_labels(grid):
                  & (grid["precision"] == "mp50") & (grid["depth"] == 2)
                  & (grid["width"] == 32)]["log10_mse"]
     assert len(seeds) == 3
-    assert cells[(2, 32)] == (pytest.approx(sorted(seeds)[1]), "A")
+    assert cells[(2, 32)] == (pytest.approx(sorted(seeds)[1]), "A", 3)
     assert cells[(3, 64)][1] == "T"
     mixed = grid.copy()
     mixed.loc[mixed["run_id"] == "read-transformer-2-32-1-mp50", "converged"] = False
