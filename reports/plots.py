@@ -327,21 +327,21 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
                        f"(median over seeds{longest}); one y-axis for every model",
                        _title_width(cols)), fontsize=11)
     fig.tight_layout()
-    legend_below(fig, handles)
+    legend_below(fig, handles, ncol=cols)
     return _save(fig, path)
 
 
-def legend_below(fig: Any, handles: list[Any], fontsize: float = 9) -> None:
+def legend_below(fig: Any, handles: list[Any], ncol: int, fontsize: float = 9) -> None:
     """One legend for the whole figure, centred under its panels (below their axis labels),
-    in up to three columns: the figure stays as narrow as its panels; call after
-    ``tight_layout``."""
+    in ``ncol`` columns (one per column of panels, at most three): the figure stays as narrow
+    as its panels; call after ``tight_layout``."""
     renderer = fig.canvas.get_renderer()
     to_figure = fig.transFigure.inverted()
     bottom = min(ax.get_tightbbox(renderer).transformed(to_figure).y0
                  for ax in fig.axes if ax.axison)
     fig.legend(handles, [h.get_label() for h in handles], fontsize=fontsize,
                loc="upper center", bbox_to_anchor=(0.5, bottom - 0.01),
-               ncol=min(3, len(handles)), frameon=False)
+               ncol=max(1, min(3, ncol, len(handles))), frameon=False)
 
 
 def _legend_order(key: str) -> tuple[int, int, str]:
