@@ -7,8 +7,10 @@ Every figure is written twice, ``NAME.png`` (150 dpi, embedded in the HTML repor
 * :func:`solver_traces` — per problem: log10 MSE per iteration, one panel per iterative
   solver, one line per precision (the layout of 001 Fig. 2 / Fig. 5);
 * :func:`solver_floors` — per problem: floor against precision, one line per solver;
-* :func:`grid_lines` / :func:`grid_heatmap` — log-MSE against depth (one panel per subject,
-  one line per width, 001 Fig. 3 / 4) and the depth x width heatmap, for model runs (Fig. 8).
+* :func:`grid_lines` / :func:`grid_heatmap` — log-MSE against depth (one panel per subject on
+  one shared axis, one line per width, the float32 / float64 rounding levels as reference
+  lines, 001 Fig. 3 / 4) and the depth x width heatmap (each cell's value and A / T / R
+  label, one colour scale per task), for model runs (Fig. 8).
 """
 
 from __future__ import annotations
