@@ -282,7 +282,7 @@ def test_constant_and_cosine_recipes_warm_up_decay_and_clip() -> None:
 
 @pytest.mark.parametrize("rows", [30, 120])   # M < P: the M x M kernel form; M > P: P x P
 def test_cholesky_step_equals_the_eigenbasis_step(rows: int) -> None:
-    """The gauss-newton recipe's Cholesky step is the high-precision recipe's eigenbasis
+    """The engine's Cholesky step is the high-precision recipe's eigenbasis
     step for the same damping: (S J^T J S + mu I) z = S J^T r, d = -S z, and the same
     predicted decrease, in both of its forms."""
     from experiments.trained.levenberg_marquardt import _CholeskyModel, _dense_model
@@ -301,7 +301,7 @@ def test_cholesky_step_equals_the_eigenbasis_step(rows: int) -> None:
     assert chol.step(-1e6)[1] == -1.0   # not positive definite: a rejected try, no error
 
 
-def test_gauss_newton_reaches_a_realizable_floor_and_times_its_curve() -> None:
+def test_engine_reaches_a_realizable_floor_and_times_its_curve() -> None:
     """AFFINE-like map y = x h (D=4, N=6) by a 1-layer, 2-head Transformer without
     LayerNorm: after 100 Adam steps (held-out MSE ~1e-1), 40 Levenberg-Marquardt iterations
     on fresh batches bring it below 1e-6 (~1e-9 seen); the validation
@@ -316,7 +316,7 @@ def test_gauss_newton_reaches_a_realizable_floor_and_times_its_curve() -> None:
     model = build_model("transformer", 4, 1, depth=1, width=8, heads=2, max_len=6,
                         ln_attn=False, ln_mlp=False, ln_final=False)
     res = train(model, sample, call,
-                TrainConfig(recipe="gauss-newton", steps=100, batch_size=32,
+                TrainConfig(recipe="engine", steps=100, batch_size=32,
                             second_order_steps=40, second_order_batch=200))
     assert res.status == "ok" and res.steps == 140, res.message
     assert all(p.dtype == torch.float64 for p in model.parameters())

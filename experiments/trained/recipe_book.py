@@ -63,6 +63,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("engine", "adaptive", second_order=True, settings=(
         ("lm_refresh", 1), ("lm_holdout", True), ("lm_residuals", 1.0),
         ("lm_solve", "cholesky"), ("dense_max_params", ENGINE_DENSE_PARAMS),
-        ("lm_precondition", "kfac"), ("keep_best", True))),
+        ("lm_precondition", "kfac"), ("krylov_dim", 30), ("lm_memory", 10),
+        ("keep_best", True))),
     Recipe("high-precision", "adaptive", second_order=True),
 )}
