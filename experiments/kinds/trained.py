@@ -321,7 +321,7 @@ def compute(run: Run) -> list[RunRecord]:
             ("validation curve" if val_curve else "training curve"),
             train_converged=tr.converged, train_stop=tr.stop_reason,
             floor=floor.to_dict() if floor is not None else None,
-            weights_error=outcome.weights_error or None)
+            weights_error=outcome.weights_error or None, truth_digits=out.truth_digits)
         records.append(make_record(
             run, record_id=record_id(job, p), precision=p, status=out.status,
             error=out.error, mse=out.total, log10_mse=out.log10_total, floor=floor,
