@@ -93,7 +93,7 @@ class LengthSweep:
 def check_lengths(lengths: Sequence[int]) -> tuple[int, ...]:
     """``lengths`` as a tuple of distinct positive integers up to :data:`MAX_LENGTH`, in the
     order given; LengthError (one line) otherwise."""
-    if isinstance(lengths, str | bytes) or not lengths:
+    if not isinstance(lengths, list | tuple) or not lengths:
         raise LengthError("lengths must be a non-empty list of positive integers")
     out = []
     for n in lengths:
