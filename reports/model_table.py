@@ -6,7 +6,10 @@ followed by what limits it: ``T`` training (the held-out validation curve was st
 when the training budget ran out: the optimizer had not found what the weights can do, so the
 number says nothing about the architecture), else the part of the decomposition that
 dominates: ``A`` approximation (training converged and the weights still miss the map) or
-``R`` rounding (the precision's arithmetic is the limit).
+``R`` rounding (the precision's arithmetic is the limit). Where the records store it, a
+column ``ref digits`` says how many digits of the mp100 reference the decomposition is
+measured against are certain (the fewest over the line's precisions,
+:mod:`precision.reference`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,18 @@ def _cell(row: dict[str, Any]) -> str:
     return text
 
 
+def _reference_digits(group: list[dict[str, Any]]) -> dict[tuple[str, ...], str]:
+    """Per table line: the fewest certain digits of the mp100 reference over its records
+    (lines none of whose records stores it are left out)."""
+    fewest: dict[tuple[str, ...], float] = {}
+    for r in group:
+        v = stored_float(TrainedResult.from_json(r.get("result")).truth_digits)
+        if v is not None:
+            lab = _label(r)
+            fewest[lab] = min(v, fewest.get(lab, v))
+    return {lab: f"{v:.0f}" for lab, v in fewest.items()}
+
+
 def limit_label(converged: bool | None, log10_approximation: float, log10_rounding: float
                 ) -> str:
     """``R`` when rounding dominates (the arithmetic is the limit whatever the training did),
@@ -64,6 +79,10 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
                         key=lambda t: (t[0], *(int(x) if x.isdigit() else 0 for x in t[1:3]), t))
         head = ["model", "depth", "width", "LN", "recipe", "train", "steps", "seed", *precs]
         body = [[*lab, *[cells.get((lab, p), "") for p in precs]] for lab in labels]
+        digits = _reference_digits(group)
+        if digits:   # stored since the reference is checked: a column beside the results
+            head.append("ref digits")
+            body = [[*row, digits.get(lab, "")] for row, lab in zip(body, labels, strict=True)]
         blocks.append(text_table(f"task {task}: test MSE (T = training-limited, A = "
                                  "approximation-limited, R = rounding-limited)", head, body))
     return "\n\n".join(blocks)

@@ -24,7 +24,8 @@ SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "
                   "floor_index", "reached", "rate", "conv_order", "mse", "log10_mse", "steps",
                   "run_id", "created_at"]
 GRID_COLUMNS = ["task", "subject", "precision", "depth", "width", "seed", "train_steps",
-                "status", "log10_mse", "approximation", "rounding", "converged", "run_id"]
+                "status", "log10_mse", "approximation", "rounding", "converged",
+                "truth_digits", "run_id"]
 
 
 def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -102,7 +103,8 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
         seed=[c.seed for c in cfgs], train_steps=[c.train_steps for c in cfgs],
         approximation=[res.approximation for res in outcomes],
         rounding=[res.rounding for res in outcomes],
-        converged=[res.train_converged for res in outcomes])[GRID_COLUMNS]
+        converged=[res.train_converged for res in outcomes],
+        truth_digits=[res.truth_digits for res in outcomes])[GRID_COLUMNS]
     if not df.empty:
         df = df.sort_values(["task", "subject", "precision", "depth", "width", "seed",
                              "run_id"]).reset_index(drop=True)
@@ -112,12 +114,14 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
 #: What a grid cell can show: the final total MSE, and its decomposition when stored
 #: (``result["decomposition"] = {"approximation": log10, "rounding": log10}``).
 GRID_METRICS = {"log10_mse": "MSE", "approximation": "approximation error",
-                "rounding": "rounding error"}
+                "rounding": "rounding error",
+                "truth_digits": "certain digits of the mp100 reference"}
 
 
 def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
     """Per task x subject x precision (x metric): median (min - max over seeds) by depth x
-    width of the total MSE and, when stored, its approximation and rounding parts."""
+    width of the total MSE and, when stored, its approximation and rounding parts and the
+    certain digits of the reference they are measured against (the fewest over seeds)."""
     out = []
     if runs.empty:
         return out
@@ -137,6 +141,9 @@ def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
                     if not vals:
                         row.append("")
                         continue
+                    if metric == "truth_digits":   # digits, not a log10 error: the fewest
+                        row.append(f"{vals[0]:.0f}")
+                        continue
                     text = format_log10(float(np.median(vals)))
                     if len(vals) > 1:
                         text += f" [{format_log10(vals[0])}, {format_log10(vals[-1])}]"
@@ -145,8 +152,10 @@ def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
             frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
                                  columns=[f"width {w}" for w in widths])
             suffix = "" if metric == "log10_mse" else f"-{metric}"
+            how = "the fewest over seeds" if metric == "truth_digits" else \
+                "median [min, max] over seeds"
             out.append(Pivot(f"grid-{task}-{subject}-{prec}{suffix}",
                              f"{task} / {subject} / {prec}: {label} by depth x width "
-                             "(median [min, max] over seeds)", frame,
+                             f"({how})", frame,
                              {"task": task, "subject": subject, "precision": prec}))
     return out
