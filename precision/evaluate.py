@@ -21,7 +21,7 @@ from precision.backends.interpreter import MPProgram
 from precision.backends.torch_backend import cast_module, round_to_dtype
 from precision.metrics import ErrorSummary, decompose, error_summary
 from precision.precisions import Precision, as_precision
-from precision.reference import CHECK_SUBSET, check_precision
+from precision.reference import CHECK_SUBSET, certain_digits, check_precision
 
 _PROGRAMS: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, MPProgram]] = (
     weakref.WeakKeyDictionary()
@@ -112,3 +112,12 @@ def error_decomposition(
         parts["reference"] = error_summary(fref[:CHECK_SUBSET],
                                            evaluate(model, first, check_precision(ref)))
     return parts
+
+
+def reference_digits(model: torch.nn.Module, x: torch.Tensor, reference_out: np.ndarray,
+                     reference: Precision, *, subset: int = CHECK_SUBSET) -> float:
+    """Certain digits of ``reference_out`` = ``evaluate(model, x, reference)`` (an mpN output
+    whose first axis is the batch axis of ``x``): mp2N is evaluated on ``x[:subset]`` and
+    compared with ``reference_out[:subset]`` (:func:`precision.reference.certain_digits`)."""
+    check = evaluate(model, x[:subset], check_precision(reference))
+    return certain_digits(np.asarray(reference_out)[:subset], check, int(reference.digits or 0))

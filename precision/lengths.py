@@ -32,10 +32,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from precision.evaluate import evaluate
+from precision.evaluate import evaluate, reference_digits
 from precision.metrics import error_summary
 from precision.precisions import Precision, as_precision
-from precision.reference import check_precision, reference_digits
+from precision.reference import check_precision
 
 #: The reference precision of a sweep (the trained measure's reference, mp100).
 DEFAULT_REFERENCE = Precision("mp100", 100)

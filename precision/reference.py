@@ -13,6 +13,7 @@ mp2N's own error is ~10^-N times smaller than mpN's, so the agreement measures m
 cap at N says no more than the N digits mpN holds. A reference with fewer certain digits than
 the errors it measures (e.g. 10 certain digits under a float64 rounding error of 1e-16) does
 not support them, and the reports show the figure beside every model result.
+:func:`precision.evaluate.reference_digits` evaluates the check for a model.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
-from torch import nn
 
 from precision.metrics import error_summary
 from precision.precisions import Precision
@@ -45,15 +44,3 @@ def certain_digits(reference: np.ndarray, check: np.ndarray, reference_digits: i
     if math.isnan(summary.digits):
         return 0.0
     return float(min(summary.digits, reference_digits))
-
-
-def reference_digits(model: nn.Module, x: torch.Tensor, reference_out: np.ndarray,
-                     reference: Precision, *, subset: int = CHECK_SUBSET) -> float:
-    """Certain digits of ``reference_out`` = ``evaluate(model, x, reference)`` (an mpN output
-    whose first axis is the batch axis of ``x``): mp2N is evaluated on ``x[:subset]`` and
-    compared with ``reference_out[:subset]`` (:func:`certain_digits`)."""
-    from precision.evaluate import evaluate  # evaluate's error_decomposition imports this
-
-    part = x[:subset]
-    check = evaluate(model, part, check_precision(reference))
-    return certain_digits(np.asarray(reference_out)[:subset], check, int(reference.digits or 0))

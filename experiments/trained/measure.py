@@ -36,10 +36,9 @@ from precision.backends import backend_for
 from precision.backends.interpreter import UnsupportedOpError
 from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import round_to_dtype
-from precision.evaluate import evaluate
+from precision.evaluate import evaluate, reference_digits
 from precision.metrics import Floor, decompose, detect_floor, error_summary
 from precision.precisions import Precision
-from precision.reference import reference_digits
 from precision.tasks import Task, gradient_query_row
 from precision.truth import least_squares_truth, truth_bits
 from results.canonical import config_hash
