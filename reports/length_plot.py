@@ -152,9 +152,12 @@ def length_figure(runs: pd.DataFrame, path: Path) -> Path | None:
             if u is not None:
                 ax.axhline(math.log10(u), color=colour, ls=":", lw=1)
         ax.set_xscale("log", base=2)
+        ticks = sorted(int(n) for n in group["length"].unique())
+        ax.set_xticks(ticks, [str(n) for n in ticks])
+        ax.minorticks_off()
         ax.set_xlabel("sequence length (tokens)")
         ax.set_ylabel("log10 relative error vs mp100")
-        ax.set_title(_label(f"{task}\n{model}"), fontsize=8)
+        ax.set_title(_label(f"{task} / {model}"), fontsize=8)
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")

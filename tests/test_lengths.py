@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from experiments.kinds.length import model_for_length
+from experiments.run import SuiteError
+from experiments.suite import load_suite
 from experiments.trained.job import Job
 from experiments.trained.train_config import TrainConfig
 from precision.backends.mp_backend import workprec
@@ -19,6 +21,7 @@ from precision.lengths import LengthError, check_lengths, evaluate_lengths, swee
 from precision.models import build_model
 from precision.reference import certain_digits
 from precision_cli.main import main
+from reports.build import build_report
 from results.records import LengthConfig, LengthResult, config_of, result_of
 from results.store import Store
 
@@ -138,8 +141,22 @@ def test_run_with_lengths_stores_length_records_and_reuses_them(tmp_path, capsys
             assert r["status"] == "failed" and "not accepted" in r["error"]
     out = capsys.readouterr().out
     assert "log10 relative error against mp100 by sequence length" in out
+    assert "ref digits" in out                   # the trained table shows the check
     assert main(argv) == 0
     assert "0 to compute" in capsys.readouterr().err
+    with Store(db, read_only=True) as store:
+        report = build_report(store, None, tmp_path / "report")
+    md = report.markdown.read_text()
+    assert "## Error against sequence length" in md and "not accepted" in md
+    assert (report.folder / "figures" / "lengths.png").is_file()
+    assert "length" in (report.folder / "data" / "length-runs.csv").read_text()
+
+
+def test_bad_lengths_in_a_suite_are_one_line(tmp_path):
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE + "lengths = [4, 0]\n")
+    with pytest.raises(SuiteError, match=r"\[models.tf\]: a length must be an integer"):
+        load_suite(str(suite))
 
 
 @pytest.mark.parametrize("lengths,message", [("abc", "comma-separated positive integers"),
