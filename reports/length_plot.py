@@ -85,7 +85,8 @@ def length_pivots(runs: pd.DataFrame) -> list[Pivot]:
     (median over seeds; a length the model does not accept is ``not accepted``) and the
     reference's certain digits (the fewest over seeds and precisions)."""
     out: list[Pivot] = []
-    if runs.empty:
+    runs = runs[runs["length"] > 0] if not runs.empty else runs  # a run that stopped as a
+    if runs.empty:                   # whole (timeout) stores no length: a note, not a row
         return out
     for (suite, task, model), group in runs.groupby(["suite", "task", "model"], sort=True):
         precs = sorted(group["precision"].unique(), key=precision_order)
