@@ -167,8 +167,9 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
         stem = names.stem("grid", task)
         line = plots.grid_lines(task, grid, figures / f"{stem}-depth.png")
         if line is not None:
-            sec.figures.append((f"{task}: log10 test MSE against depth, a panel per model, "
-                                "a line per width (hollow: training-limited)", line))
+            sec.figures.append((f"{task}: log10 test MSE against depth, a panel per model on "
+                                "one shared axis, a line per width (hollow: training-limited); "
+                                "grey: the float32 / float64 rounding levels", line))
         length = plots.training_length(task, grid, figures / f"{stem}-length.png")
         if length is not None:
             sec.figures.append((f"{task}: log10 test MSE against training length", length))
@@ -178,8 +179,9 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
             stem = names.stem("heatmap", task, subject, prec)
             heat = plots.grid_heatmap(task, subject, prec, grid, figures / f"{stem}.png")
             if heat is not None:
-                sec.figures.append((f"{task} / {subject} / {prec}: median log10 test MSE by "
-                                    "depth x width", heat))
+                sec.figures.append((f"{task} / {subject} / {prec}: median log10 test MSE and "
+                                    "its label by depth x width (one colour scale for the "
+                                    "task)", heat))
         sections.append(sec)
 
     lengths = length_runs(rows)

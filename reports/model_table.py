@@ -6,10 +6,16 @@ followed by what limits it: ``T`` training (the held-out validation curve was st
 when the training budget ran out: the optimizer had not found what the weights can do, so the
 number says nothing about the architecture), else the part of the decomposition that
 dominates: ``A`` approximation (training converged and the weights still miss the map) or
-``R`` rounding (the precision's arithmetic is the limit). Where the records store it, a
-column ``ref digits`` says how many digits of the mp100 reference the decomposition is
-measured against are certain (the fewest over the line's precisions,
-:mod:`precision.reference`).
+``R`` rounding (the precision's arithmetic is the limit).
+
+A label rests on evidence the record stores: ``check_gain``, the factor by which a few
+Gauss-Newton steps from the final weights lowered the held-out MSE (near 1: training had
+nothing left to find), and ``grad_norm``, the held-out loss gradient's norm at the final
+weights. Where a task's records hold them, its table has two columns more, ``check gain`` and
+``|grad|``: one value per trained job, the same in every evaluation precision (records stored
+before the check have none: ``-``). Where the records store it, a column ``ref digits`` says
+how many digits of the mp100 reference the decomposition is measured against are certain
+(the fewest over the line's precisions, :mod:`precision.reference`).
 """
 
 from __future__ import annotations
@@ -39,6 +45,17 @@ def _cell(row: dict[str, Any]) -> str:
     if res.approximation is not None and res.rounding is not None:
         text += " " + limit_label(res.train_converged, res.approximation, res.rounding)
     return text
+
+
+def _evidence(row: dict[str, Any]) -> tuple[float | None, float | None]:
+    """The convergence check's (gain, gradient norm) of a record (None, None before it)."""
+    res = TrainedResult.from_json(row.get("result"))
+    return stored_float(res.check_gain), stored_float(res.grad_norm)
+
+
+def format_gain(gain: float | None) -> str:
+    """A check gain as text, two significant digits (``1.3``, ``37``, ``1.2e+03``)."""
+    return "-" if gain is None else f"{gain:.2g}"
 
 
 def _reference_digits(group: list[dict[str, Any]]) -> dict[tuple[str, ...], str]:
@@ -79,10 +96,23 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
                         key=lambda t: (t[0], *(int(x) if x.isdigit() else 0 for x in t[1:3]), t))
         head = ["model", "depth", "width", "LN", "recipe", "train", "steps", "seed", *precs]
         body = [[*lab, *[cells.get((lab, p), "") for p in precs]] for lab in labels]
+        evidence: dict[tuple[str, ...], tuple[float | None, float | None]] = {}
+        for r in group:   # one job's evidence is stored with each of its precisions
+            if _evidence(r)[0] is not None:
+                evidence.setdefault(_label(r), _evidence(r))
+        title = (f"task {task}: test MSE (T = training-limited, A = approximation-limited, "
+                 "R = rounding-limited)")
+        if evidence:
+            head += ["check gain", "|grad|"]
+            body = [[*line, format_gain(evidence.get(lab, (None, None))[0]),
+                     format_mse(evidence.get(lab, (None, None))[1])]
+                    for lab, line in zip(labels, body, strict=True)]
+            title += ("; check gain = how many times a few Gauss-Newton steps from the final "
+                      "weights lowered the held-out MSE, |grad| = its gradient norm there")
         digits = _reference_digits(group)
         if digits:   # stored since the reference is checked: a column beside the results
             head.append("ref digits")
-            body = [[*row, digits.get(lab, "")] for row, lab in zip(body, labels, strict=True)]
-        blocks.append(text_table(f"task {task}: test MSE (T = training-limited, A = "
-                                 "approximation-limited, R = rounding-limited)", head, body))
+            body = [[*line, digits.get(lab, "")] for line, lab in zip(body, labels, strict=True)]
+            title += "; ref digits = certain digits of the mp100 reference"
+        blocks.append(text_table(title, head, body))
     return "\n\n".join(blocks)

@@ -7,8 +7,10 @@ Every figure is written twice, ``NAME.png`` (150 dpi, embedded in the HTML repor
 * :func:`solver_traces` — per problem: log10 MSE per iteration, one panel per iterative
   solver, one line per precision (the layout of 001 Fig. 2 / Fig. 5);
 * :func:`solver_floors` — per problem: floor against precision, one line per solver;
-* :func:`grid_lines` / :func:`grid_heatmap` — log-MSE against depth (one panel per subject,
-  one line per width, 001 Fig. 3 / 4) and the depth x width heatmap, for model runs (Fig. 8).
+* :func:`grid_lines` / :func:`grid_heatmap` — log-MSE against depth (one panel per subject on
+  one shared axis, one line per width, the float32 / float64 rounding levels as reference
+  lines, 001 Fig. 3 / 4) and the depth x width heatmap (each cell's value and A / T / R
+  label, one colour scale per task), for model runs (Fig. 8).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from precision.precisions import parse_precision  # noqa: E402
 from reports.files import write_bytes  # noqa: E402
-from reports.floor_cells import median  # noqa: E402
+from reports.floor_cells import format_log10, median  # noqa: E402
+from reports.tables import cell_labels  # noqa: E402
 from reports.text_table import precision_order  # noqa: E402
 
 #: PNG resolution (the HTML report embeds the PNGs; the SVGs are resolution-free).
@@ -161,15 +164,25 @@ def solver_floors(problem: str, runs: pd.DataFrame, path: Path) -> Path | None:
                    ncol=1 if sub["solver"].nunique() <= 12 else 2)
 
 
-#: Precisions drawn as reference lines at their rounding level u^2 (the MSE of rounding an
-#: output of size 1), when that level lies within this many decades below the data.
+#: Precisions whose rounding level is drawn as a reference line on the depth figures.
 _REFERENCE_PRECISIONS = ("float32", "float64")
-_REFERENCE_SPAN = 4.0
-#: Smallest y range (decades) of a depth x width panel.
+#: A rounding level is drawn when it lies at most this many decades below the lowest value of
+#: the figure (further down it would squeeze the data into a sliver; the legend names it).
+_REFERENCE_SPAN = 14.0
+#: Marker of each width (in order) on the depth figures, so equal values stay told apart.
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+#: Smallest y range (decades) of a depth figure.
 _MIN_DECADES = 1.0
 #: A precision's line is drawn only where it differs from the reference precision's by more
 #: than this many decades (three identical lines would hide each other).
 _PRECISION_DIFF = 0.1
+
+
+def rounding_level(precision: str) -> float:
+    """log10 of the MSE that rounding alone gives in ``precision``: ``u^2``, the mean squared
+    error of rounding an output of size 1 to the format (unit roundoff ``u``, 001 Sec. 2).
+    The one definition of the reference lines of :func:`grid_lines`."""
+    return 2 * math.log10(parse_precision(precision).unit_roundoff)
 
 
 def _longest_training(runs: pd.DataFrame) -> pd.DataFrame:
@@ -212,74 +225,125 @@ def depth_panel(g: pd.DataFrame) -> dict[str, Any]:
     return {"reference": ref, "lines": lines, "hollow": hollow, "differing": differing}
 
 
+def _figure_range(values: list[float], levels: list[float]) -> tuple[float, float]:
+    """y limits covering ``values`` and ``levels`` (log10), a margin above and below, and no
+    less than :data:`_MIN_DECADES` (a flat line stays flat)."""
+    lo, hi = min(values + levels), max(values + levels)
+    if hi - lo < _MIN_DECADES:
+        mid = (lo + hi) / 2
+        lo, hi = mid - _MIN_DECADES / 2, mid + _MIN_DECADES / 2
+    pad = max(0.3, 0.04 * (hi - lo))
+    return lo - pad, hi + pad
+
+
+def _finite(values: Any) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
 def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
     """001 Fig. 3 / 4 style: one panel per subject (family), x = depth, one line per width
-    (median log10 MSE over seeds) in the highest evaluation precision; other precisions are
-    drawn (dashed) only at depths where they differ from it by more than 0.1 decades; the
-    float32 / float64 rounding levels (u^2) are dotted reference lines. Hollow markers are
-    training-limited runs (the validation curve was still falling: ``T``)."""
+    (median log10 MSE over seeds) in the subject's highest evaluation precision; other
+    precisions are drawn (dashed) only at depths where they differ from it by more than 0.1
+    decades. Every panel has ONE y-axis (``sharey``, one range covering every subject and
+    precision), so the panels compare across families. The float32 / float64 rounding levels
+    (:func:`rounding_level`) are labelled reference lines when they lie within
+    :data:`_REFERENCE_SPAN` decades below the data (the legend names those further down).
+    Hollow markers are training-limited runs (the convergence check failed: ``T``)."""
     sub = _longest_training(runs[(runs["task"] == task) & (runs["status"] == "ok")])
     if sub.empty:
         return None
     subjects = sorted(sub["subject"].unique())
+    panels = {s: depth_panel(sub[sub["subject"] == s]) for s in subjects}
+    values = [v for p in panels.values() for line in p["lines"].values()
+              for v in _finite(line.values)]
+    values += [v for p in panels.values() for pts in p["differing"].values()
+               for v in _finite(y for _, y in pts)]
+    if not values:
+        return None
+    levels = {name: rounding_level(name) for name in _REFERENCE_PRECISIONS}
+    drawn = {n: lv for n, lv in levels.items() if lv >= min(values) - _REFERENCE_SPAN}
+    low, high = _figure_range(values, list(drawn.values()))
     cols = min(3, len(subjects))
     rows = math.ceil(len(subjects) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.7 * cols, 3.7 * rows), squeeze=False,
+                             sharey=True)
     widths = sorted(sub["width"].unique())
     colors = {w: plt.cm.viridis(0.85 * i / max(1, len(widths) - 1)) for i, w in enumerate(widths)}
+    styles = dict(zip(_REFERENCE_PRECISIONS, (":", "-."), strict=True))
+    refs = {p["reference"] for p in panels.values()}
+    markers = {w: _MARKERS[i % len(_MARKERS)] for i, w in enumerate(widths)}
+    depths = sorted(sub["depth"].unique())
+    gap = min((b - a for a, b in zip(depths, depths[1:], strict=False)), default=1)
+    dodge = {w: 0.07 * gap * (i - (len(widths) - 1) / 2) for i, w in enumerate(widths)}
     seen: dict[str, Line2D] = {}   # the figure's legend, one entry per distinct line
-    refs: set[str] = set()
     for ax, subject in zip(axes.flat, subjects, strict=False):
-        g = sub[sub["subject"] == subject]
-        panel = depth_panel(g)
-        for w, line in panel["lines"].items():
-            ax.plot(line.index, line.values, marker="o", color=colors[w], label=f"width {w}",
-                    lw=1.3)
-            seen[f"width {w}"] = Line2D([], [], marker="o", color=colors[w], lw=1.3,
-                                        label=f"width {w}")
+        panel = panels[subject]
+        for w, line in panel["lines"].items():   # widths side by side: equal ones stay seen
+            xs = [d + dodge[w] for d in line.index]
+            ax.plot(xs, line.values, marker=markers[w], color=colors[w], lw=1.3, ms=6)
+            seen[f"width {w}"] = Line2D([], [], marker=markers[w], color=colors[w], lw=1.3,
+                                        ms=6, label=f"width {w}")
             hollow = panel["hollow"][w]
             if hollow:
-                ax.plot(hollow, line.loc[hollow].values, "o", color="white",
-                        markeredgecolor=colors[w], ms=6, zorder=3)
+                ax.plot([d + dodge[w] for d in hollow], line.loc[hollow].values, markers[w],
+                        color="white", markeredgecolor=colors[w], ms=6, zorder=3)
                 seen["~hollow"] = Line2D([], [], ls="", marker="o", color="white",
                                          markeredgecolor="black", ms=6,
-                                         label="training-limited (T)")
+                                         label="hollow: training-limited (T)")
         for (w, p), pts in panel["differing"].items():
             xs, ys = zip(*pts, strict=True)
-            ax.plot(xs, ys, ls="--", marker="x", color=colors[w], lw=1.0)
+            ax.plot([x + dodge[w] for x in xs], ys, ls="--", marker="x", color=colors[w],
+                    lw=1.0)
             seen[f"width {w}, {p}"] = Line2D([], [], ls="--", marker="x", color=colors[w],
                                              lw=1.0, label=f"width {w}, {label(p)}")
-        ref = panel["reference"]
-        lo = float(np.nanmin(g["log10_mse"].astype(float)))
-        for name in _REFERENCE_PRECISIONS:
-            level = 2 * math.log10(parse_precision(name).unit_roundoff)
-            if level >= lo - _REFERENCE_SPAN:
-                ax.axhline(level, ls=":", color="grey", lw=1.0)
-                ax.annotate(f"{name} u²", (0.02, level), xycoords=("axes fraction", "data"),
-                            fontsize=7, color="grey", va="bottom")
-                refs.add(name)
-        low, high = ax.get_ylim()
-        if high - low < _MIN_DECADES:   # show no less than a decade: flat stays flat
-            mid = (low + high) / 2
-            ax.set_ylim(mid - _MIN_DECADES / 2, mid + _MIN_DECADES / 2)
-        ax.set_title(label(subject, 40), fontsize=10)   # long recipe labels wrap
+        for name, level in drawn.items():
+            ax.axhline(level, ls=styles[name], color="dimgrey", lw=1.0, zorder=1)
+            ax.annotate(f"{name} rounding", (0.98, level), xycoords=("axes fraction", "data"),
+                        xytext=(0, 2), textcoords="offset points", ha="right", va="bottom",
+                        fontsize=8, color="dimgrey")
+        title = label(subject, 40)   # long recipe labels wrap
+        if len(refs) > 1:
+            title += f"\n(lines: {label(panel['reference'])})"
+        ax.set_title(title, fontsize=10)
         ax.set_xlabel("depth")
-        ax.set_ylabel(f"log10 test MSE ({label(ref)})")
-        ax.set_xticks(sorted(g["depth"].unique()))
+        ax.set_xticks(sorted(sub[sub["subject"] == subject]["depth"].unique()))
+        ax.set_xlim(depths[0] - 0.3 * gap, depths[-1] + 0.3 * gap)
         ax.grid(alpha=0.3)
+    axes[0, 0].set_ylim(low, high)   # shared: every panel of the figure
+    axes[0, 0].yaxis.set_major_locator(MaxNLocator(integer=True))
+    ylabel = "log10 test MSE" + (f", evaluated in {label(next(iter(refs)))}"
+                                 if len(refs) == 1 else "")
+    for row in axes:
+        row[0].set_ylabel(ylabel)
     for ax in list(axes.flat)[len(subjects):]:
         ax.axis("off")
     handles = [seen[k] for k in sorted(seen, key=_legend_order)]
-    if refs:
-        handles.append(Line2D([], [], ls=":", color="grey", lw=1.0,
-                              label="rounding level u² of " + " / ".join(sorted(refs))))
+    for name, level in levels.items():
+        where = "" if name in drawn else " (below the axis)"
+        handles.append(Line2D([], [], ls=styles[name] if name in drawn else "none",
+                              color="dimgrey", lw=1.0,
+                              label=f"{name} rounding level u² = {format_log10(level)}{where}"))
     budgets = runs[(runs["task"] == task) & (runs["status"] == "ok")]["train_steps"]
     longest = ", each model at its longest training" if budgets.nunique() > 1 else ""
     fig.suptitle(label(f"{task}: test MSE against depth, one line per width "
-                       f"(median over seeds{longest})", _title_width(cols)), fontsize=11)
+                       f"(median over seeds{longest}); one y-axis for every model",
+                       _title_width(cols)), fontsize=11)
     fig.tight_layout()
-    figure_legend(fig, handles)
+    legend_below(fig, handles, ncol=cols)
     return _save(fig, path)
+
+
+def legend_below(fig: Any, handles: list[Any], ncol: int, fontsize: float = 9) -> None:
+    """One legend for the whole figure, centred under its panels (below their axis labels),
+    in ``ncol`` columns (one per column of panels, at most three): the figure stays as narrow
+    as its panels; call after ``tight_layout``."""
+    renderer = fig.canvas.get_renderer()
+    to_figure = fig.transFigure.inverted()
+    bottom = min(ax.get_tightbbox(renderer).transformed(to_figure).y0
+                 for ax in fig.axes if ax.axison)
+    fig.legend(handles, [h.get_label() for h in handles], fontsize=fontsize,
+               loc="upper center", bbox_to_anchor=(0.5, bottom - 0.01),
+               ncol=max(1, min(3, ncol, len(handles))), frameon=False)
 
 
 def _legend_order(key: str) -> tuple[int, int, str]:
@@ -290,28 +354,74 @@ def _legend_order(key: str) -> tuple[int, int, str]:
     return (1 if prec else 0, int(width) if width.isdigit() else 0, prec)
 
 
+def _task_runs(task: str, runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of ``task`` a heatmap draws: ok, each subject at its longest training."""
+    return _longest_training(runs[(runs["task"] == task) & (runs["status"] == "ok")])
+
+
+def heatmap_range(task: str, runs: pd.DataFrame) -> tuple[float, float]:
+    """The colour range (vmin, vmax) of every heatmap of ``task``: the lowest and highest
+    cell (median log10 MSE over seeds) of any subject and precision, out to whole decades,
+    so one colour is one MSE in all of the task's heatmaps."""
+    sub = _task_runs(task, runs)
+    cells = _finite(sub.groupby(["subject", "precision", "depth", "width"])["log10_mse"]
+                    .median().values) if not sub.empty else []
+    if not cells:
+        return (-1.0, 0.0)
+    lo, hi = math.floor(min(cells)), math.ceil(max(cells))
+    return (float(lo), float(max(hi, lo + 1)))
+
+
+def heatmap_cells(task: str, subject: str, precision: str, runs: pd.DataFrame
+                  ) -> dict[tuple[Any, Any], tuple[float, str, int]]:
+    """What each cell of :func:`grid_heatmap` shows: {(depth, width): (median log10 MSE over
+    seeds, its labels, the number of seeds)}; the labels are the seeds' A / T / R, distinct
+    ones joined by ``/`` (:func:`~reports.tables.cell_labels`)."""
+    task_runs = _task_runs(task, runs)
+    sub = task_runs[(task_runs["subject"] == subject) & (task_runs["precision"] == precision)]
+    out = {}
+    for (d, w), g in sub.groupby(["depth", "width"], sort=True):
+        vals = _finite(g["log10_mse"])
+        if vals:
+            out[(d, w)] = (float(median(sorted(vals))), cell_labels(g), len(vals))
+    return out
+
+
 def grid_heatmap(task: str, subject: str, precision: str, runs: pd.DataFrame, path: Path
                  ) -> Path | None:
-    """Median log10 MSE over depth x width."""
-    sub = _longest_training(runs[(runs["task"] == task) & (runs["subject"] == subject)
-                                 & (runs["precision"] == precision) & (runs["status"] == "ok")])
-    if sub.empty:
+    """Median log10 MSE over depth x width; each cell prints its value and its limit label
+    (A approximation-, T training-, R rounding-limited); the colour scale is
+    :func:`heatmap_range`, the same for every heatmap of the task, with a colourbar."""
+    cells = heatmap_cells(task, subject, precision, runs)
+    if not cells:
         return None
-    table = sub.groupby(["depth", "width"])["log10_mse"].median().unstack("width")
+    depths = sorted({d for d, _ in cells})
+    widths = sorted({w for _, w in cells})
+    values = np.full((len(depths), len(widths)), np.nan)
+    for (d, w), (v, _, _) in cells.items():
+        values[depths.index(d), widths.index(w)] = v
+    vmin, vmax = heatmap_range(task, runs)
+    cmap = plt.get_cmap("magma_r").with_extremes(bad="white")
     fig, ax = plt.subplots(figsize=(5.2, 4.0))
-    im = ax.imshow(table.values, origin="lower", aspect="auto", cmap="magma_r")
-    finite = table.values[np.isfinite(table.values)]
-    mid = float(np.mean([finite.min(), finite.max()])) if finite.size else 0.0
-    for (i, j), v in np.ndenumerate(table.values):   # the number in each cell
-        if np.isfinite(v):
-            ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=8,
-                    color="black" if v < mid else "white")
-    ax.set_xticks(range(len(table.columns)), [str(c) for c in table.columns])
-    ax.set_yticks(range(len(table.index)), [str(i) for i in table.index])
+    im = ax.imshow(values, origin="lower", aspect="auto", cmap=cmap, vmin=vmin, vmax=vmax)
+    for (d, w), (v, lab, seeds) in cells.items():   # the number and the label in each cell
+        r, g, b, _ = cmap(im.norm(v))
+        dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+        text = "\n".join([f"{v:.1f}", *([lab] if lab else []),
+                          *([f"{seeds} seeds"] if seeds > 1 else [])])
+        ax.text(widths.index(w), depths.index(d), text,
+                ha="center", va="center", fontsize=9, linespacing=1.3,
+                color="white" if dark else "black")
+    ax.set_xticks(range(len(widths)), [str(c) for c in widths])
+    ax.set_yticks(range(len(depths)), [str(i) for i in depths])
     ax.set_xlabel("width")
     ax.set_ylabel("depth")
-    fig.colorbar(im, ax=ax, label="log10 test MSE (median over seeds)")
-    ax.set_title(label(f"{task} / {subject} / {precision}", 50), fontsize=10)
+    bar = fig.colorbar(im, ax=ax, label="log10 test MSE (median over seeds)")
+    bar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(label(f"{task} / {subject} / {precision}", 50), fontsize=10, pad=16)
+    ax.text(0.5, 1.01, "A approximation-, T training-, R rounding-limited; "
+            "colours shared by the task's heatmaps", transform=ax.transAxes, ha="center",
+            va="bottom", fontsize=7, color="dimgrey")
     fig.tight_layout()
     return _save(fig, path)
 

@@ -87,7 +87,8 @@ th { background: #eef2f8; } td:first-child, th:first-child { text-align: left; }
 table.text td, table.text th { text-align: left; }
 p.caption { font-weight: 600; margin: 0 0 .3em; }
 .holds { background: #e3f4e1; } .fails { background: #fbe3e1; } .nm { color: #7a8291; }
-figure { margin: 1em 0; } figcaption { font-size: .85em; color: #5a6270; }
+figure { margin: 1em 1.5em 1em 0; display: inline-table; vertical-align: top; }
+figcaption { display: table-caption; caption-side: bottom; font-size: .85em; color: #5a6270; }
 img { max-width: 100%; height: auto; border: 1px solid #e2e6ec; }
 nav ol { columns: 2; font-size: .9em; } nav summary { cursor: pointer; font-weight: 600; }
 #image-check { font-size: .8em; color: #7a8291; }

@@ -4,7 +4,9 @@
 * :func:`solver_pivots` — per problem, solvers down and precisions across (floor MSE, step);
 * :func:`grid_pivots` — per task x subject x precision, MSE over depth x width for runs whose
   config has ``depth`` and ``width`` (trained / constructed models), seeds aggregated into
-  median and range.
+  median and range; a total-MSE cell ends in its limit label (A / T / R, :func:`cell_labels`),
+  and a subject whose records store the convergence check's evidence gets one more table of
+  it (check gain and gradient norm by depth x width).
 """
 
 from __future__ import annotations
@@ -15,17 +17,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.floor_cells import floor_cell, floor_reached, format_log10
+from reports.floor_cells import floor_cell, floor_reached, format_log10, format_mse
+from reports.model_table import format_gain, limit_label
 from reports.text_table import precision_order
 from results.frames import runs_frame
-from results.records import SubjectConfig, TrainedConfig, TrainedResult
+from results.records import SubjectConfig, TrainedConfig, TrainedResult, stored_float
 
 SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "floor_log10",
                   "floor_index", "reached", "rate", "conv_order", "mse", "log10_mse", "steps",
                   "run_id", "created_at"]
 GRID_COLUMNS = ["task", "subject", "precision", "depth", "width", "seed", "train_steps",
-                "status", "log10_mse", "approximation", "rounding", "converged",
-                "truth_digits", "run_id"]
+                "status", "log10_mse", "approximation", "rounding", "converged", "check_gain",
+                "grad_norm", "truth_digits", "run_id"]
 
 
 def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -104,58 +107,144 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
         approximation=[res.approximation for res in outcomes],
         rounding=[res.rounding for res in outcomes],
         converged=[res.train_converged for res in outcomes],
-        truth_digits=[res.truth_digits for res in outcomes])[GRID_COLUMNS]
+        check_gain=[stored_float(res.check_gain) for res in outcomes],
+        grad_norm=[stored_float(res.grad_norm) for res in outcomes],
+        truth_digits=[stored_float(res.truth_digits) for res in outcomes])[GRID_COLUMNS]
     if not df.empty:
         df = df.sort_values(["task", "subject", "precision", "depth", "width", "seed",
                              "run_id"]).reset_index(drop=True)
     return df
 
 
+def _present(value: Any) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def cell_labels(runs: pd.DataFrame) -> str:
+    """The limit labels (:func:`~reports.model_table.limit_label`: A / T / R) of the seeds of
+    one grid cell, rows of :func:`grid_runs`: the distinct ones in the order A, T, R, joined by
+    ``/`` (``A/T``: the seeds disagree); '' when no run stored its decomposition."""
+    labels = {limit_label(bool(r["converged"]) if _present(r["converged"]) else None,
+                          float(r["approximation"]), float(r["rounding"]))
+              for _, r in runs.iterrows()
+              if _present(r["approximation"]) and _present(r["rounding"])}
+    return "/".join(sorted(labels, key="ATR".index))
+
+
 #: What a grid cell can show: the final total MSE, and its decomposition when stored
 #: (``result["decomposition"] = {"approximation": log10, "rounding": log10}``).
 GRID_METRICS = {"log10_mse": "MSE", "approximation": "approximation error",
-                "rounding": "rounding error",
-                "truth_digits": "certain digits of the mp100 reference"}
+                "rounding": "rounding error"}
 
 
 def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
     """Per task x subject x precision (x metric): median (min - max over seeds) by depth x
-    width of the total MSE and, when stored, its approximation and rounding parts and the
-    certain digits of the reference they are measured against (the fewest over seeds)."""
+    width of the total MSE (with its A / T / R labels) and, when stored, its approximation and
+    rounding parts; then, per task x subject, the labels' evidence (:func:`evidence_pivot`) and
+    the certain digits of the reference the errors are measured against
+    (:func:`reference_pivot`)."""
     out = []
     if runs.empty:
         return out
     ok = runs[runs["status"] == "ok"]
-    for (task, subject, prec), group in ok.groupby(["task", "subject", "precision"], sort=True):
-        depths = sorted(group["depth"].unique())
-        widths = sorted(group["width"].unique())
-        for metric, label in GRID_METRICS.items():
-            if group[metric].isna().all():
-                continue
-            body = []
-            for d in depths:
-                row = []
-                for w in widths:
-                    vals = group[(group["depth"] == d) & (group["width"] == w)][metric]
-                    vals = sorted(float(v) for v in vals if v is not None and not pd.isna(v))
-                    if not vals:
-                        row.append("")
-                        continue
-                    if metric == "truth_digits":   # digits, not a log10 error: the fewest
-                        row.append(f"{vals[0]:.0f}")
-                        continue
-                    text = format_log10(float(np.median(vals)))
-                    if len(vals) > 1:
-                        text += f" [{format_log10(vals[0])}, {format_log10(vals[-1])}]"
-                    row.append(text)
-                body.append(row)
-            frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
-                                 columns=[f"width {w}" for w in widths])
-            suffix = "" if metric == "log10_mse" else f"-{metric}"
-            how = "the fewest over seeds" if metric == "truth_digits" else \
-                "median [min, max] over seeds"
-            out.append(Pivot(f"grid-{task}-{subject}-{prec}{suffix}",
-                             f"{task} / {subject} / {prec}: {label} by depth x width "
-                             f"({how})", frame,
-                             {"task": task, "subject": subject, "precision": prec}))
+    for (task, subject), runs_of in ok.groupby(["task", "subject"], sort=True):
+        precs = sorted(runs_of["precision"].unique(), key=precision_order)
+        for prec in precs:
+            out += _metric_pivots(task, subject, prec, runs_of[runs_of["precision"] == prec])
+        evidence = evidence_pivot(task, subject,   # one precision: stored once per job
+                                  runs_of[runs_of["precision"] == precs[-1]])
+        if evidence is not None:
+            out.append(evidence)
+        reference = reference_pivot(task, subject, runs_of)
+        if reference is not None:
+            out.append(reference)
     return out
+
+
+def reference_pivot(task: str, subject: str, runs: pd.DataFrame) -> Pivot | None:
+    """How many digits of the mp100 reference are certain (its agreement with mp200 on one
+    test sequence, :mod:`precision.reference`) per depth x width of one subject on ``task``:
+    the fewest over seeds and precisions (each precision's rounded inputs have a reference of
+    their own); None when no run stored it (records from before the check)."""
+    if not runs["truth_digits"].map(_present).any():
+        return None
+    depths = sorted(runs["depth"].unique())
+    widths = sorted(runs["width"].unique())
+    body = []
+    for d in depths:
+        row = []
+        for w in widths:
+            cell = runs[(runs["depth"] == d) & (runs["width"] == w)]
+            digits = [float(v) for v in cell["truth_digits"] if _present(v)]
+            row.append(f"{min(digits):.0f}" if digits else "")
+        body.append(row)
+    frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
+                         columns=[f"width {w}" for w in widths])
+    return Pivot(f"grid-{task}-{subject}-reference",
+                 f"{task} / {subject}: certain digits of the mp100 reference by depth x width "
+                 "(its agreement with mp200 on one test sequence; the fewest over seeds and "
+                 "precisions)", frame, {"task": task, "subject": subject})
+
+
+def _metric_pivots(task: str, subject: str, prec: str, group: pd.DataFrame) -> list[Pivot]:
+    """The tables of one task x subject x precision, one per stored metric."""
+    out = []
+    depths = sorted(group["depth"].unique())
+    widths = sorted(group["width"].unique())
+    for metric, label in GRID_METRICS.items():
+        if group[metric].isna().all():
+            continue
+        body = []
+        for d in depths:
+            row = []
+            for w in widths:
+                cell = group[(group["depth"] == d) & (group["width"] == w)]
+                vals = sorted(float(v) for v in cell[metric] if _present(v))
+                if not vals:
+                    row.append("")
+                    continue
+                text = format_log10(float(np.median(vals)))
+                if len(vals) > 1:
+                    text += f" [{format_log10(vals[0])}, {format_log10(vals[-1])}]"
+                labels = cell_labels(cell) if metric == "log10_mse" else ""
+                row.append(f"{text} {labels}" if labels else text)
+            body.append(row)
+        frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
+                             columns=[f"width {w}" for w in widths])
+        suffix = "" if metric == "log10_mse" else f"-{metric}"
+        note = (" (median [min, max] over seeds; A approximation-, T training-, "
+                "R rounding-limited)" if metric == "log10_mse" else
+                " (median [min, max] over seeds)")
+        out.append(Pivot(f"grid-{task}-{subject}-{prec}{suffix}",
+                         f"{task} / {subject} / {prec}: {label} by depth x width{note}",
+                         frame, {"task": task, "subject": subject, "precision": prec}))
+    return out
+
+
+def evidence_pivot(task: str, subject: str, runs: pd.DataFrame) -> Pivot | None:
+    """The evidence of the labels of one subject on ``task`` (rows of :func:`grid_runs`, one
+    precision: the evidence is stored once per trained job, the same in every precision):
+    per depth x width, the check gain (the factor a few Gauss-Newton steps from the final
+    weights lowered the held-out MSE by) and the held-out gradient norm, medians over seeds;
+    None when no run stored them (records from before the check)."""
+    if not runs["check_gain"].map(_present).any():
+        return None
+    depths = sorted(runs["depth"].unique())
+    widths = sorted(runs["width"].unique())
+    body = []
+    for d in depths:
+        row = []
+        for w in widths:
+            cell = runs[(runs["depth"] == d) & (runs["width"] == w)]
+            gains = sorted(float(v) for v in cell["check_gain"] if _present(v))
+            norms = sorted(float(v) for v in cell["grad_norm"] if _present(v))
+            row.append("" if not gains else f"gain {format_gain(float(np.median(gains)))}, "
+                       f"|grad| {format_mse(float(np.median(norms))) if norms else '-'}")
+        body.append(row)
+    frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
+                         columns=[f"width {w}" for w in widths])
+    return Pivot(f"grid-{task}-{subject}-evidence",
+                 f"{task} / {subject}: the label's evidence by depth x width (check gain: the "
+                 "factor a few Gauss-Newton steps from the final weights lowered the held-out "
+                 "MSE by, near 1 when training converged; |grad|: the held-out gradient norm; "
+                 "medians over seeds)", frame, {"task": task, "subject": subject})

@@ -111,8 +111,8 @@ def test_model_grid_tables_aggregate_seeds(tmp_path):
                         log10_mse=val - depth, config=cfg, result={"decomposition": dec}))
         rep = build_report(store, None, tmp_path / "out")
     md = rep.markdown.read_text()
-    # depth 2: median of (-8, -10, -9) = -9, range [-10, -8]
-    assert "| 2 | 1.0e-09 [1.0e-10, 1.0e-08] | 1.0e-09 [1.0e-10, 1.0e-08] |" in md
+    # depth 2: median of (-8, -10, -9) = -9, range [-10, -8]; approximation-limited (A)
+    assert "| 2 | 1.0e-09 [1.0e-10, 1.0e-08] A | 1.0e-09 [1.0e-10, 1.0e-08] A |" in md
     assert "read / transformer, LN / float32: approximation error" in md
     assert "| 2 | 1.0e-10 [1.0e-11, 1.0e-09] |" in md  # approximation = total / 10 here
     assert "read / transformer, LN / float32: rounding error" in md

@@ -19,6 +19,7 @@ on failure lam *= nu, nu *= 2).
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, jacfwd, jacrev, vmap
 
+_log = logging.getLogger(__name__)
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 Predict = Callable[[nn.Module, torch.Tensor], torch.Tensor]
 
@@ -167,15 +169,116 @@ def _scaling(diag: torch.Tensor) -> torch.Tensor:
     return (diag.clamp(min=0.0) + max(floor, 1e-300)).rsqrt()
 
 
+class _Scaling:
+    """A symmetric positive scaling S of parameter space: the Krylov model works in the
+    coordinates z = S^-1 (theta - theta0), where S (J^T J) S has a flatter spectrum than
+    J^T J, so a k-dimensional Krylov space holds more of the step.
+
+    S = diag(J^T J)^(-1/2) (Marquardt/Jacobi) on every parameter, except the weight and bias
+    of each ``nn.Linear`` when ``kfac``: there the Gauss-Newton block is approximated by a
+    Kronecker product A (x) G (K-FAC, Martens & Grosse 2015): A = mean over rows of a a^T of
+    the layer's inputs a (with a 1 appended for the bias), G = sum over rows of g g^T of the
+    back-propagated output vectors g of one Rademacher probe z (E[J^T z z^T J] = J^T J), and
+    S = (A (x) G)^(-1/2) applied in the factors' eigenbases (eigenvalues floored at 1e-10 of
+    the largest product, so a dead direction stays bounded)."""
+
+    def __init__(self, diag_scale: torch.Tensor,
+                 blocks: list[tuple[slice, slice | None, torch.Tensor, torch.Tensor,
+                                    torch.Tensor, torch.Tensor]]) -> None:
+        self.diag = diag_scale
+        self.blocks = blocks   # (weight slice, bias slice, Q_G, Q_A, inverse sqrt, sqrt)
+
+    def _apply(self, v: torch.Tensor, inverse: bool) -> torch.Tensor:
+        out = v / self.diag if inverse else v * self.diag
+        for w, b, qg, qa, isq, sq in self.blocks:
+            n_out, n_in = qg.shape[0], qa.shape[0] - (b is not None)
+            mat = v[w].view(n_out, n_in)
+            if b is not None:
+                mat = torch.cat([mat, v[b].view(n_out, 1)], dim=1)
+            z = (qg.T @ mat @ qa) * (sq if inverse else isq)
+            mat = qg @ z @ qa.T
+            out[w] = mat[:, :n_in].reshape(-1)
+            if b is not None:
+                out[b] = mat[:, n_in]
+        return out
+
+    def __call__(self, v: torch.Tensor) -> torch.Tensor:
+        return self._apply(v, inverse=False)
+
+    def inverse(self, v: torch.Tensor) -> torch.Tensor:
+        return self._apply(v, inverse=True)
+
+
+def _linear_slices(model: nn.Module, flat: _Flat) -> list[tuple[nn.Linear, slice, slice | None]]:
+    """Every trainable ``nn.Linear`` of ``model`` with the slices of its weight and bias in
+    the flat parameter vector."""
+    offsets, start = {}, 0
+    for name, size in zip(flat.names, flat.sizes, strict=True):
+        offsets[name] = slice(start, start + size)
+        start += size
+    found = []
+    for name, mod in model.named_modules():
+        w = offsets.get(f"model.{name}.weight" if name else "model.weight")
+        if isinstance(mod, nn.Linear) and w is not None:
+            found.append((mod, w, offsets.get(f"model.{name}.bias" if name else "model.bias")))
+    return found
+
+
+def _kfac_blocks(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor,
+                 linears: list[tuple[nn.Linear, slice, slice | None]]
+                 ) -> list[tuple[slice, slice | None, torch.Tensor, torch.Tensor,
+                                 torch.Tensor, torch.Tensor]]:
+    """The K-FAC factors of every linear layer (see :class:`_Scaling`) from one forward and
+    one backward pass of a Rademacher probe; their eigenbases and (A (x) G)^(-/+1/2)."""
+    inputs: dict[int, list[torch.Tensor]] = {}
+    grads: dict[int, list[torch.Tensor]] = {}
+    handles = []
+
+    def hook(mod: nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
+        key = id(mod)
+        inputs.setdefault(key, []).append(args[0].detach().reshape(-1, args[0].shape[-1]))
+        if out.requires_grad:
+            out.register_hook(lambda g: grads.setdefault(key, []).append(
+                g.detach().reshape(-1, g.shape[-1])))
+
+    for mod, _, _ in linears:
+        handles.append(mod.register_forward_hook(hook))
+    try:
+        th = theta.detach().clone().requires_grad_(True)
+        r = res(th)
+        z = torch.randint(0, 2, r.shape, dtype=r.dtype).to(r.device).mul_(2).sub_(1)
+        torch.autograd.grad(r, th, z)
+    finally:
+        for h in handles:
+            h.remove()
+    blocks = []
+    for mod, w, b in linears:
+        if id(mod) not in inputs or id(mod) not in grads:
+            continue
+        a = torch.cat(inputs[id(mod)])
+        if b is not None:
+            a = torch.cat([a, torch.ones_like(a[:, :1])], dim=1)
+        g = torch.cat(grads[id(mod)])
+        ea, qa = torch.linalg.eigh(a.T @ a / a.shape[0])
+        eg, qg = torch.linalg.eigh(g.T @ g)
+        prod = eg.clamp(min=0.0)[:, None] * ea.clamp(min=0.0)[None, :]
+        prod = prod + max(1e-10 * float(prod.max()), 1e-300)
+        blocks.append((w, b, qg, qa, prod.rsqrt(), prod.sqrt()))
+    return blocks
+
+
 def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor, k: int,
-                  probes: int, memory: list[torch.Tensor], deadline: float | None
+                  probes: int, memory: list[torch.Tensor], deadline: float | None,
+                  linears: list[tuple[nn.Linear, slice, slice | None]] | None = None
                   ) -> _Model2:
     """Lanczos on S J^T J S started from S J^T r, k matrix-free products.
 
     J v is the double-backward trick: u -> J^T u is linear in u, so d/du <J^T u, v> = J v.
-    S = diag(J^T J)^(-1/2) (Marquardt scaling) with diag(J^T J) = E[(J^T z)^2] estimated from
-    ``experiments`` Rademacher vectors z (Hutchinson); the estimate only has to be a preconditioner.
+    S (:class:`_Scaling`): K-FAC on the ``linears`` (None: none), elsewhere
+    diag(J^T J)^(-1/2) with diag(J^T J) = E[(J^T z)^2] estimated from ``probes`` Rademacher
+    vectors z (Hutchinson); S only has to be a preconditioner.
     """
+    blocks = _kfac_blocks(res, theta, linears) if linears else []
     th = theta.detach().clone().requires_grad_(True)
     r = res(th)
     u = torch.zeros_like(r, requires_grad=True)
@@ -190,13 +293,14 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
     for _ in range(probes):
         z = torch.randint(0, 2, r.shape, dtype=r.dtype).to(r.device).mul_(2).sub_(1)
         diag += torch.autograd.grad(r, th, z, retain_graph=True)[0].pow(2)
-    sc = _scaling(diag / max(probes, 1)) if probes > 0 else torch.ones_like(theta)
-    gs = sc * g
+    sc = _Scaling(_scaling(diag / max(probes, 1)) if probes > 0 else torch.ones_like(theta),
+                  blocks)
+    gs = sc(g)
     gnorm = float(gs.norm())
     basis = [gs / gnorm]
     images: list[torch.Tensor] = []              # S J^T J S applied to each basis vector
     for j in range(k):
-        w = sc * jtj(sc * basis[j])
+        w = sc(jtj(sc(basis[j])))
         images.append(w)
         Vm = torch.stack(basis, dim=1)
         for _ in range(2):                       # full reorthogonalisation, twice
@@ -208,20 +312,22 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
         basis.append(w / beta)
     basis = basis[:len(images)]
     for d in memory:                             # earlier steps, in scaled coordinates
-        v = d / sc
+        v = sc.inverse(d)
+        norm0 = float(v.norm())
         Vm = torch.stack(basis, dim=1)
         for _ in range(2):
             v = v - Vm @ (Vm.T @ v)
         nv = float(v.norm())
-        if nv <= 1e-8 * float((d / sc).norm()):
+        if nv <= 1e-8 * norm0:
             continue
         basis.append(v / nv)
-        images.append(sc * jtj(sc * basis[-1]))
+        images.append(sc(jtj(sc(basis[-1]))))
     Vm = torch.stack(basis, dim=1)
     T = Vm.T @ torch.stack(images, dim=1)
     evals, Q = torch.linalg.eigh(0.5 * (T + T.T))
     bvec = Q.T @ (Vm.T @ gs)
-    Vm = sc[:, None] * (Vm @ Q)
+    Vm = Vm @ Q
+    Vm = torch.stack([sc(c) for c in Vm.T], dim=1)
     return _Model2(V=Vm, evals=evals.clamp(min=0.0), b=bvec)
 
 
@@ -239,28 +345,43 @@ def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg
     flat = _Flat(model)
     theta = flat.get()
     P = theta.numel()
-    x = y = None
     mu: float | None = None
     nu = 2.0
     done = 0
     f = math.inf
     memory: list[torch.Tensor] = []
     per_sample = True
+    linears = _linear_slices(model, flat) if cfg.lm_precondition == "kfac" else None
 
     def res_one(th: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         """One sample's residuals (its x without the batch axis), for the per-sample J."""
         return (functional_call(wrapper, flat.as_dict(th), (xb[None],)) - yb[None]).flatten()
 
+    batch = lm_batch_size(cfg, P, per_sample_residuals(sample))
+    held: tuple[torch.Tensor, torch.Tensor] | None = None   # the next batch, drawn ahead
+
+    def draw() -> tuple[torch.Tensor, torch.Tensor]:
+        xb, yb = sample(batch, gen)             # drawn on the CPU, then moved
+        return tuple(t.to(device=theta.device, dtype=torch.float64) for t in (xb, yb))
+
     for it in range(cfg.second_order_steps):
         if deadline is not None and time.perf_counter() > deadline:
             break
         if it % max(cfg.lm_refresh, 1) == 0:
-            x, y = sample(cfg.second_order_batch, gen)   # drawn on the CPU, then moved
-            x, y = (t.to(device=theta.device, dtype=torch.float64) for t in (x, y))
+            x, y = held if held is not None else draw()
+            held = draw() if cfg.lm_holdout and cfg.lm_refresh == 1 else None
 
         def res(th: torch.Tensor, x: torch.Tensor = x, y: torch.Tensor = y) -> torch.Tensor:
             return (functional_call(wrapper, flat.as_dict(th), (x,)) - y).flatten()
 
+        def held_loss(th: torch.Tensor, held: tuple[torch.Tensor, torch.Tensor] | None = held
+                      ) -> float:
+            assert held is not None
+            with torch.no_grad():
+                rh = (functional_call(wrapper, flat.as_dict(th), (held[0],)) - held[1])
+            return float(rh.pow(2).sum())
+
+        t_it = time.perf_counter()
         with torch.no_grad():
             r = res(theta)
         M = r.numel()
@@ -278,9 +399,11 @@ def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg
                 jac = _batch_jacobian(res, theta, r)
             q = (_CholeskyModel if cfg.lm_solve == "cholesky" else _dense_model)(jac, r)
         else:
-            q = _krylov_model(res, theta, cfg.krylov_dim, cfg.diag_probes, memory, deadline)
+            q = _krylov_model(res, theta, cfg.krylov_dim, cfg.diag_probes, memory, deadline,
+                              linears)
         if mu is None:
             mu = cfg.lm_damping * max(q.top(), 1e-300)
+        held_now = held_loss(theta) if held is not None else None
         accepted = False
         for _ in range(cfg.lm_max_tries):
             d, pred = q.step(mu)
@@ -289,7 +412,8 @@ def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg
                 rt = res(trial)
             ft = 0.5 * float(rt.dot(rt))
             rho = (f - ft) / pred if pred > 0 else -1.0
-            if math.isfinite(ft) and ft < f and rho > 0:
+            if math.isfinite(ft) and ft < f and rho > 0 and (
+                    held_now is None or held_loss(trial) < held_now):
                 theta, f = trial, ft
                 memory = ([d] + memory)[:cfg.lm_memory]
                 mu *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
@@ -300,9 +424,28 @@ def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg
             nu *= 2.0
         if not accepted:
             nu = 2.0    # keep mu large; the next batch / linearisation starts from it
+        _log.debug("iteration %d: batch loss %.3e, %s, mu %.2e, %s, %.2f s", it + 1,
+                   2.0 * f / M, "accepted" if accepted else "rejected", mu,
+                   "dense" if dense else f"krylov {q.evals.numel()}",
+                   time.perf_counter() - t_it)
         mu = min(max(mu, 1e-300), 1e300)
         done = it + 1
         if after_step(first_steps + done, 2.0 * f / M, functools.partial(flat.set, theta)):
             break
     flat.set(theta)
     return done
+
+
+def per_sample_residuals(sample: Sampler) -> int:
+    """Residuals one sample contributes (the entries of its y), from a one-sample draw of
+    a throw-away generator (the training generator is not advanced)."""
+    return int(sample(1, torch.Generator().manual_seed(0))[1].numel())
+
+
+def lm_batch_size(cfg: Any, n_params: int, residuals: int) -> int:
+    """Samples per Levenberg-Marquardt batch: ``second_order_batch``, raised so that the batch
+    holds at least ``lm_residuals`` x P residuals (a Gauss-Newton step fits P directions to
+    the batch's residuals: with fewer residuals than parameters it fits the batch's noise), at
+    most ``lm_max_batch``."""
+    need = math.ceil(cfg.lm_residuals * n_params / max(residuals, 1))
+    return max(cfg.second_order_batch, min(need, cfg.lm_max_batch))

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from experiments.trained.convergence_check import Check, convergence_check
 from experiments.trained.job import Job
 from experiments.trained.recipes import TrainResult, train
 from experiments.trained.weights import save_weights
@@ -77,6 +78,8 @@ class TrainedOutcome:
     wall_time: float
     #: Why the weights could not be saved (one line; None: saved, or not asked for).
     weights_error: str | None = None
+    #: The convergence check of the trained weights (None: training failed).
+    check: Check | None = None
 
 
 def _rounded_inputs(x: torch.Tensor, p: Precision) -> torch.Tensor:
@@ -220,6 +223,12 @@ def train_job(job: Job, device: str = "cpu") -> tuple[Task, nn.Module, TrainResu
 def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] | None,
                  t0: float, device: str, folder: Path | None) -> TrainedOutcome:
     task, model, result = train_job(job, device)
+    predict = lambda m, x: task.select(m(x))  # noqa: E731
+    cfg = replace(job.train, seed=job.seed, device=device)
+    check = None
+    if result.status == "ok":   # the label's evidence: converged only if the check passes
+        check = convergence_check(model, task.sample, predict, cfg)
+        result = replace(result, converged=check.converged)
     weights_error = None
     if folder is not None and save_as is not None and result.status == "ok":
         weights_error = _save(model, folder, save_as)
@@ -252,4 +261,4 @@ def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] 
             outcomes.append(out)
     n_params = sum(t.numel() for t in model.parameters())
     return TrainedOutcome(result, outcomes, n_params, task.describe(),
-                          time.perf_counter() - t0, weights_error)
+                          time.perf_counter() - t0, weights_error, check)

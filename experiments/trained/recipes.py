@@ -1,38 +1,10 @@
-"""Training recipes: ``train(model, sample, predict, cfg)`` with three recipes.
+"""Training: ``train(model, sample, predict, cfg)`` runs the recipe ``cfg.recipe`` (the
+registered :class:`~experiments.trained.recipe_book.Recipe` objects say what each one is).
 
 Every model maps (batch, N, d_in) -> (batch, N, d_out); ``sample(batch, gen)`` draws a fresh
 batch ``(x, y)`` in float64 (x: (batch, N, d_in), y: whatever ``predict`` returns, e.g.
 (batch, N, d_out)); ``predict(model, x)`` maps the model output to the shape of y. The loss
 is the mean squared error over all entries of y.
-
-Recipes
--------
-``paper``
-    001 App. D.1: Adam(lr = 1e-3), StepLR (x0.9 every 1e4 steps), a fresh batch per step
-    (001 App. E.2: "new data is sampled at each iteration").
-``adaptive``
-    Adam with a step learning rate that can go *down or up*, driven by the gradient
-    signal-to-noise ratio over a window of steps (:class:`AdaptiveLR` documents the rule).
-``constant`` / ``cosine``
-    Adam with ``warmup`` steps of linear warm-up, then a constant rate or a cosine decay to 0 at
-    ``steps`` (002 Sec. 6 trains with a constant rate; the cosine schedule is ours).
-``high-precision``
-    The toolkit's recipe for the lowest floor a model can express: Adam in float64 for
-    ``steps`` steps (adaptive rate), then a Levenberg–Marquardt phase (damped Gauss–Newton on
-    the squared residuals) on fixed seeded batches of ``second_order_batch`` samples that are
-    refreshed every ``lm_refresh`` iterations, so the fit generalises to fresh inputs (001
-    App. E.1 notes that no trained model reaches machine precision on the primitives and asks
-    whether "more refined optimization methods" help; this phase is that method:
-    :mod:`experiments.trained.levenberg_marquardt`).
-``gauss-newton``
-    The toolkit's fast recipe to a floor: ``high-precision`` with the Levenberg–Marquardt
-    batch drawn fresh at *every* iteration (``lm_refresh = 1``: each step fits new data, so
-    there is no fixed batch to over-fit), dense steps solved by one Cholesky factorisation
-    per damping try (``lm_solve = "cholesky"``) and the dense path taken up to
-    ``GAUSS_NEWTON_DENSE_PARAMS`` parameters. These three settings are the recipe; the other
-    fields mean what they mean for ``high-precision``. On AFFINE (D = 20, N = 40) a 1-layer,
-    2-head, width-8 Transformer without LayerNorm goes from Adam's ~1e-2 to a held-out MSE
-    of 1e-6 in 14 s and 1e-8 in 24 s on 2 CPU cores (``bench/bench_time_to_floor.py``).
 
 Every recipe's Adam phase clips the gradient to norm ``clip`` when ``clip > 0`` (deep linear
 attention without LayerNorm needs it: its output is a polynomial of degree 3^L in the input).
@@ -48,17 +20,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from experiments.trained.levenberg_marquardt import Diverged, Predict, Sampler, levenberg_marquardt
+from experiments.trained.recipe_book import RECIPES as RECIPE_BOOK
 from experiments.trained.train_config import RECIPES, SECOND_ORDER, UNTIL, TrainConfig
 from precision.metrics import detect_floor
 
-#: gauss-newton: the dense (explicit Jacobian) path up to this many parameters.
-GAUSS_NEWTON_DENSE_PARAMS = 6000
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "float64": torch.float64,
@@ -117,6 +88,8 @@ class Validation:
         self.times: list[float] = []
         self.t0 = time.perf_counter()
         self.stop = False
+        self.keep_best = cfg.keep_best
+        self.best: tuple[float, int, list[torch.Tensor]] | None = None  # (mse, step, weights)
 
     def measure(self, step: int) -> None:
         """Record the held-out MSE at ``step`` (in the model's current dtype)."""
@@ -129,6 +102,8 @@ class Validation:
             mse = float(_mse(self.predict(self.model, self.x.to(dtype)), self.y.to(dtype)))
         self.model.train(was_training)
         self.curve.append((step, mse))
+        if self.keep_best and math.isfinite(mse) and (self.best is None or mse < self.best[0]):
+            self.best = (mse, step, [p.detach().clone() for p in self.model.parameters()])
         self.times.append(time.perf_counter() - self.t0)
         if self.until_floor and len(self.curve) >= self.MIN_POINTS and self.plateaued():
             self.stop = True
@@ -293,7 +268,7 @@ def scheduled_rate(cfg: TrainConfig, step: int) -> float:
     from 0 at the end of the warm-up to 1 at ``cfg.steps``."""
     if step <= cfg.warmup:
         return cfg.lr * step / cfg.warmup
-    if cfg.recipe == "cosine":
+    if RECIPE_BOOK[cfg.recipe].schedule == "cosine":
         frac = (step - 1 - cfg.warmup) / max(cfg.steps - cfg.warmup, 1)
         return cfg.lr * 0.5 * (1 + math.cos(math.pi * frac))
     return cfg.lr
@@ -303,8 +278,8 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
                  scheduler: str, dtype: torch.dtype, gen: torch.Generator, curve: _Curve,
                  lr_trace: list[tuple[int, float]], deadline: float | None,
                  val: Validation | None = None) -> int:
-    """Adam for cfg.steps steps with ``scheduler`` "step" (StepLR), "adaptive" or "fixed"
-    (:func:`scheduled_rate`); returns the steps done; raises :class:`Diverged` on a
+    """Adam for cfg.steps steps with ``scheduler`` "step" (StepLR), "adaptive", "constant" or
+    "cosine" (:func:`scheduled_rate`); returns the steps done; raises :class:`Diverged` on a
     non-finite loss or parameters."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr)
@@ -315,7 +290,7 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
     for step in range(1, cfg.steps + 1):
         if deadline is not None and time.perf_counter() > deadline:
             break
-        if scheduler == "fixed":
+        if scheduler in ("constant", "cosine"):
             for group in opt.param_groups:
                 group["lr"] = scheduled_rate(cfg, step)
         x, y = sample(cfg.batch_size, gen)   # on the CPU: the same batches on every device
@@ -357,9 +332,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
     drawn on the CPU, cast to the training dtype).
     """
     second_order = cfg.second_order  # cfg was validated when it was made
-    if cfg.recipe == "gauss-newton":
-        cfg = replace(cfg, lm_refresh=1, lm_solve="cholesky",
-                      dense_max_params=max(cfg.dense_max_params, GAUSS_NEWTON_DENSE_PARAMS))
+    cfg = cfg.resolved()
     dtype = torch.float64 if second_order else DTYPES[cfg.dtype]
     start = time.perf_counter()
     deadline = None if cfg.time_limit is None else start + cfg.time_limit
@@ -383,9 +356,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
         torch.manual_seed(cfg.seed)
         gen = torch.Generator().manual_seed(cfg.seed)
         try:
-            scheduler = {"paper": "step", "constant": "fixed", "cosine": "fixed"}.get(
-                cfg.recipe, "adaptive")
-            done = _first_order(model, sample, predict, cfg, scheduler, dtype, gen, curve,
+            done = _first_order(model, sample, predict, cfg, RECIPE_BOOK[cfg.recipe].schedule,
+                                dtype, gen, curve,
                                 lr_trace, deadline, val)
             if second_order and not (val is not None and val.stop):
                 done += levenberg_marquardt(model, sample, predict, cfg, gen, done, deadline,
@@ -398,6 +370,11 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
     converged = None
     if val is not None and status == "ok":
         val.measure(done)   # the curve ends at the final model
+        if val.best is not None and val.best[1] != done:   # keep_best: end on the best weights
+            with torch.no_grad():
+                for p, b in zip(model.parameters(), val.best[2], strict=True):
+                    p.copy_(b)
+            val.curve[-1] = (done, val.best[0])   # the curve ends at the final model
         converged = val.plateaued()
     model.to(device="cpu", dtype=torch.float64)
     points, times = curve.finish()
@@ -408,6 +385,6 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
                        converged=converged, stop_reason=stop)
 
 
-__all__ = ["DTYPES", "GAUSS_NEWTON_DENSE_PARAMS", "RECIPES", "SECOND_ORDER", "UNTIL",
+__all__ = ["DTYPES", "RECIPES", "SECOND_ORDER", "UNTIL",
            "AdaptiveLR", "Predict", "Sampler", "TrainConfig", "TrainResult", "Validation",
            "scheduled_rate", "train"]

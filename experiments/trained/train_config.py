@@ -11,14 +11,15 @@ suite-settable field) that a trained job stores in its config and hashes into it
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
+from experiments.trained.recipe_book import RECIPES as RECIPE_BOOK
 from precision.params import Param, ParamError, count, positive
 
-RECIPES = ("paper", "adaptive", "constant", "cosine", "high-precision", "gauss-newton")
-#: Recipes that end with the Levenberg-Marquardt phase (and train in float64 throughout).
-SECOND_ORDER = ("high-precision", "gauss-newton")
+RECIPES = tuple(RECIPE_BOOK)
+#: Recipes that end with the second-order engine (and train in float64 throughout).
+SECOND_ORDER = tuple(name for name, r in RECIPE_BOOK.items() if r.second_order)
 #: When training stops: after ``steps`` (the budget), or at the validation plateau.
 UNTIL = ("steps", "floor")
 #: Training dtypes (the second-order recipes train in float64 whatever ``dtype`` says).
@@ -41,8 +42,9 @@ class TrainConfig:
     """One training run (:func:`experiments.trained.recipes.train`; its recipes are documented
     there).
 
-    recipe: one of :data:`RECIPES`; steps: first-order (Adam) steps (for high-precision and
-    gauss-newton: the Adam steps before the second-order phase); dtype: training precision.
+    recipe: one of :data:`RECIPES` (:mod:`experiments.trained.recipe_book`); steps:
+    first-order (Adam) steps (for the second-order recipes: the Adam steps before the
+    engine's iterations); dtype: training precision.
     """
 
     recipe: str = _setting(MISSING, RECIPES)
@@ -53,8 +55,8 @@ class TrainConfig:
     seed: int = _setting(0, count(None, lo=0, hi=2**32 - 1), suite=False)
     step_size: int = _setting(10_000, count(None, hi=1_000_000_000))  # StepLR period (001 D.1)
     gamma: float = _setting(0.9, Param(None, gt=0.0, hi=1.0))         # StepLR factor (001 D.1)
-    second_order_steps: int = _setting(50, count(None, lo=0))  # Levenberg-Marquardt iterations
-    second_order_batch: int = _setting(64, count(None))        # samples in each LM batch
+    second_order_steps: int = _setting(50, count(None, lo=0))  # the engine's iterations
+    second_order_batch: int = _setting(64, count(None))   # samples in each LM batch (at least)
     curve_points: int = _setting(200, count(None))      # at most this many (step, loss) points
     warmup: int = _setting(0, count(None, lo=0, hi=100_000_000))  # constant/cosine: warm-up
     clip: float = _setting(0.0, Param(None, lo=0.0))    # Adam-phase gradient-norm clip, 0 = none
@@ -90,6 +92,16 @@ class TrainConfig:
     # dense path: "eigh" once per iteration or "cholesky" per damping try
     lm_solve: str = _setting("eigh", ("eigh", "cholesky"), suite=False)
     lm_max_tries: int = _setting(12, count(None), suite=False)  # damping increases per iter
+    # LM batch: at least lm_residuals x P residuals (0 = second_order_batch as given), at most
+    # lm_max_batch samples (experiments.trained.levenberg_marquardt.lm_batch_size)
+    lm_residuals: float = _setting(0.0, Param(None, lo=0.0), suite=False)
+    lm_max_batch: int = _setting(4096, count(None, hi=65_536), suite=False)
+    # lm_refresh = 1: a step is accepted only when it also lowers the loss of the next batch
+    lm_holdout: bool = _setting(False, suite=False)
+    # Krylov path's scaling: "diagonal" (Marquardt, Hutchinson) or "kfac" on nn.Linear layers
+    lm_precondition: str = _setting("diagonal", ("diagonal", "kfac"), suite=False)
+    # keep the weights of the best validation measurement (not the last ones)
+    keep_best: bool = _setting(False, suite=False)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -123,8 +135,12 @@ class TrainConfig:
 
     @property
     def second_order(self) -> bool:
-        """The recipe ends with the Levenberg-Marquardt phase."""
-        return self.recipe in SECOND_ORDER
+        """The recipe ends with the second-order engine."""
+        return RECIPE_BOOK[self.recipe].second_order
+
+    def resolved(self) -> TrainConfig:
+        """This config with its recipe's fixed settings applied (what training runs)."""
+        return replace(self, **dict(RECIPE_BOOK[self.recipe].settings))
 
 
 #: The keys a suite's ``train`` table may set, in declaration order.

@@ -1,0 +1,68 @@
+"""The registered training recipes: each a :class:`Recipe` object (its Adam schedule, whether it
+ends with the second-order engine, and the :class:`~experiments.trained.train_config.TrainConfig`
+settings it fixes). :func:`experiments.trained.recipes.train` reads the recipe, never its name.
+
+``paper``
+    001 App. D.1: Adam(lr = 1e-3), StepLR (x0.9 every 1e4 steps), a fresh batch per step
+    (001 App. E.2: "new data is sampled at each iteration").
+``adaptive``
+    Adam with a step learning rate that can go down or up, driven by the gradient
+    signal-to-noise ratio over a window of steps
+    (:class:`experiments.trained.recipes.AdaptiveLR`).
+``constant`` / ``cosine``
+    Adam with ``warmup`` steps of linear warm-up, then a constant rate or a cosine decay to 0
+    at ``steps`` (002 Sec. 6 trains with a constant rate; the cosine schedule is ours).
+``engine``
+    The toolkit's one second-order engine (:mod:`experiments.trained.levenberg_marquardt`),
+    the same for every model: ``steps`` adaptive Adam steps in float64 to leave the random
+    start, then ``second_order_steps`` Gauss-Newton / Levenberg-Marquardt iterations, each on
+    a *fresh* batch that holds at least as many residuals as the model has parameters, a step
+    accepted only when it also lowers the loss of the next (held-out) batch, dense steps
+    (explicit Jacobian, one Cholesky factorisation per damping try) up to
+    ``ENGINE_DENSE_PARAMS`` parameters and Krylov (Lanczos) steps with a K-FAC scaling of
+    every linear layer above; training ends on the weights of the best validation
+    measurement. It reads no task, family or size: only the model, the sampler and the
+    config.
+``high-precision``
+    The engine's iterations on fixed seeded batches of ``second_order_batch`` samples,
+    refreshed every ``lm_refresh`` iterations, with the diagonal (Marquardt) scaling and no
+    held-out acceptance (the least-squares suites' explicit-gradient model uses it).
+
+001 App. E.1 notes that no trained model reaches machine precision on the primitives and asks
+whether "more refined optimization methods" help; the second-order recipes are that method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: engine: the dense (explicit Jacobian) path up to this many parameters.
+ENGINE_DENSE_PARAMS = 6000
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One training recipe. ``schedule``: the Adam phase's learning rate, ``"step"`` (StepLR,
+    ``step_size`` / ``gamma``), ``"adaptive"``, ``"constant"`` or ``"cosine"`` (both after
+    ``warmup``); ``second_order``: the engine's iterations follow the Adam steps, and the
+    whole run trains in float64; ``settings``: TrainConfig fields the recipe fixes (whatever
+    the config says)."""
+
+    name: str
+    schedule: str
+    second_order: bool = False
+    settings: tuple[tuple[str, Any], ...] = ()
+
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in (
+    Recipe("paper", "step"),
+    Recipe("adaptive", "adaptive"),
+    Recipe("constant", "constant"),
+    Recipe("cosine", "cosine"),
+    Recipe("engine", "adaptive", second_order=True, settings=(
+        ("lm_refresh", 1), ("lm_holdout", True), ("lm_residuals", 1.0),
+        ("lm_solve", "cholesky"), ("dense_max_params", ENGINE_DENSE_PARAMS),
+        ("lm_precondition", "kfac"), ("keep_best", True))),
+    Recipe("high-precision", "adaptive", second_order=True),
+)}

@@ -1,0 +1,173 @@
+"""Depth x width figures a reader can compare: one log-MSE axis per task, the rounding levels
+as labelled reference lines, heatmaps that print each cell's value and label on one colour
+scale per task."""
+
+import math
+
+import matplotlib
+import pandas as pd
+import pytest
+from grid_store import write_grid_store
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from reports import plots  # noqa: E402
+from reports.floor_cells import format_log10  # noqa: E402
+from reports.tables import GRID_COLUMNS, grid_runs  # noqa: E402
+from results.store import Store  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    with Store(write_grid_store(tmp_path_factory.mktemp("fig") / "g.db")) as store:
+        return grid_runs(store.runs())
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures a plot function made, left open (``_save`` does not write or close them)."""
+    figures = []
+
+    def keep(fig, path):
+        figures.append(fig)
+        return path
+
+    monkeypatch.setattr(plots, "_save", keep)
+    yield figures
+    for fig in figures:
+        plt.close(fig)
+
+
+def _panels(fig):
+    return [ax for ax in fig.axes if ax.axison]
+
+
+def _horizontal_levels(ax):
+    """The y of every horizontal line across the whole panel (``axhline``)."""
+    return {line.get_ydata()[0] for line in ax.get_lines()
+            if list(line.get_xdata()) == [0, 1] and len(set(line.get_ydata())) == 1}
+
+
+def _legend_texts(fig):
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def test_depth_panels_share_one_axis_that_covers_every_family(grid, drawn, tmp_path):
+    assert plots.grid_lines("affine", grid, tmp_path / "d.png") is not None
+    panels = _panels(drawn[0])
+    assert [ax.get_title() for ax in panels] == [
+        "baseconv, no LN", "transformer, LN", "transformer, no LN"]
+    low, high = panels[0].get_ylim()
+    assert all(ax.get_ylim() == (low, high) for ax in panels)
+    ys = [y for ax in panels for line in ax.get_lines() for y in line.get_ydata()]
+    assert low <= min(ys) and max(ys) <= high
+    # The 1e-9 Transformer and the 1e-2 ones are read off one axis, 6+ decades apart.
+    ok = grid[(grid["task"] == "affine") & (grid["precision"] == "mp50")]
+    assert ok["log10_mse"].max() - ok["log10_mse"].min() > 6
+    assert high - low > ok["log10_mse"].max() - ok["log10_mse"].min()
+
+
+def test_rounding_levels_are_labelled_reference_lines(grid, drawn, tmp_path):
+    plots.grid_lines("read", grid, tmp_path / "d.png")
+    level32 = plots.rounding_level("float32")
+    assert level32 == pytest.approx(2 * math.log10(2.0 ** -24))
+    for ax in _panels(drawn[0]):
+        assert level32 in _horizontal_levels(ax)
+        assert ax.get_ylim()[0] < level32
+    texts = _legend_texts(drawn[0])
+    assert f"float32 rounding level u² = {format_log10(level32)}" in texts
+    # float64's level (1e-32) lies 30 decades below the data: named, not drawn
+    level64 = plots.rounding_level("float64")
+    assert f"float64 rounding level u² = {format_log10(level64)} (below the axis)" in texts
+    assert all(level64 not in _horizontal_levels(ax) for ax in _panels(drawn[0]))
+
+
+def test_both_levels_are_drawn_when_the_data_reaches_down_to_them(drawn, tmp_path):
+    rows = [{"task": "t", "subject": s, "precision": "mp50", "depth": d, "width": 8,
+             "seed": 0, "train_steps": 10, "status": "ok", "log10_mse": v - d,
+             "approximation": v - d, "rounding": -100.0, "converged": True,
+             "run_id": f"{s}{d}"} for s, v in (("a", -20.0), ("b", -3.0)) for d in (1, 2)]
+    plots.grid_lines("t", pd.DataFrame(rows, columns=GRID_COLUMNS), tmp_path / "d.png")
+    panels = _panels(drawn[0])
+    levels = {plots.rounding_level(p) for p in ("float32", "float64")}
+    assert all(levels <= _horizontal_levels(ax) for ax in panels)
+    assert panels[0].get_ylim()[0] < plots.rounding_level("float64")
+    assert not any("below the axis" in t for t in _legend_texts(drawn[0]))
+
+
+def _cell_texts(fig):
+    return {t.get_text() for ax in fig.axes for t in ax.texts}
+
+
+def test_heatmap_prints_value_and_label_on_the_task_colour_scale(grid, drawn, tmp_path):
+    for subject in ("transformer, no LN", "baseconv, no LN"):
+        assert plots.grid_heatmap("affine", subject, "mp50", grid, tmp_path / "h.png")
+    plots.grid_heatmap("multiply", "baseconv, no LN", "mp50", grid, tmp_path / "m.png")
+    plots.grid_heatmap("affine", "baseconv, no LN", "float32", grid, tmp_path / "f.png")
+    noln, conv, mult, f32 = drawn[:4]
+    assert "-9.0\nA" in _cell_texts(noln)          # the value and its label, in the cell
+    assert "-2.4\nA" in _cell_texts(noln)
+    assert all(text.endswith("\nT") for text in _cell_texts(mult) if text[0] == "-")
+    plots.grid_heatmap("read", "transformer, LN", "mp50", grid, tmp_path / "r.png")
+    assert any(t.endswith("\nA\n3 seeds") for t in _cell_texts(drawn[-1]))   # a median
+    assert any(text.endswith("\nR") for text in _cell_texts(f32))
+    # one colour scale for the task: every heatmap of affine has the same limits
+    limits = {fig.axes[0].get_images()[0].get_clim() for fig in (noln, conv, f32)}
+    assert limits == {plots.heatmap_range("affine", grid)}
+    vmin, vmax = limits.pop()
+    task = grid[grid["task"] == "affine"]["log10_mse"]
+    assert vmin <= task.min() and task.max() <= vmax
+    assert all(len(fig.axes) == 2 for fig in drawn)   # the heatmap and its colourbar
+    assert "log10 test MSE" in noln.axes[1].get_ylabel()
+
+
+def test_heatmap_cell_is_the_median_over_seeds_with_their_labels(grid):
+    cells = plots.heatmap_cells("read", "transformer, LN", "mp50", grid)
+    seeds = grid[(grid["task"] == "read") & (grid["subject"] == "transformer, LN")
+                 & (grid["precision"] == "mp50") & (grid["depth"] == 2)
+                 & (grid["width"] == 32)]["log10_mse"]
+    assert len(seeds) == 3
+    assert cells[(2, 32)] == (pytest.approx(sorted(seeds)[1]), "A", 3)
+    assert cells[(3, 64)][1] == "T"
+    mixed = grid.copy()
+    mixed.loc[mixed["run_id"] == "read-transformer-2-32-1-mp50", "converged"] = False
+    assert plots.heatmap_cells("read", "transformer, LN", "mp50", mixed)[(2, 32)][1] == "A/T"
+
+
+def test_model_table_shows_the_label_evidence_where_stored(tmp_path):
+    from reports.model_table import model_tables
+
+    with Store(write_grid_store(tmp_path / "g.db")) as store:
+        rows = store.runs()
+    text = model_tables([r for r in rows if r["task"] == "multiply"])
+    head = next(line for line in text.splitlines() if line.startswith("model "))
+    assert head.split()[-2:] == ["gain", "|grad|"] and "check gain" in head
+    lines = [line.split() for line in text.splitlines() if line.startswith(("transformer",
+                                                                            "baseconv"))]
+    # a Transformer job: its label in every precision, then its evidence (stored once per job)
+    assert any(cols[8:] == ["9.3e-03", "A"] * 3 + ["1.2", "2.0e-09"] for cols in lines)
+    # BaseConv records were stored without the check: '-', and the labels stay T
+    conv = [cols for cols in lines if cols[0] == "baseconv"]
+    assert conv and all(cols[-2:] == ["-", "-"] and cols[9] == "T" for cols in conv)
+    # a store without any evidence keeps the old columns
+    old = [{**r, "result": {k: v for k, v in r["result"].items()
+                            if k not in ("check_gain", "grad_norm")}} for r in rows]
+    assert "check gain" not in model_tables(old)
+
+
+def test_report_tables_carry_labels_and_the_evidence(grid):
+    from reports.tables import grid_pivots
+
+    pivots = {p.key: p for p in grid_pivots(grid)}
+    f32 = pivots["grid-affine-baseconv, no LN-float32"].frame
+    assert f32.loc[1, "width 64"].endswith(" R") and f32.loc[1, "width 32"].endswith(" A")
+    mult = pivots["grid-multiply-baseconv, no LN-mp50"].frame
+    assert all(cell.endswith(" T") for cell in mult.to_numpy().flat)
+    evidence = pivots["grid-read-transformer, LN-evidence"].frame
+    assert evidence.loc[3, "width 64"] == "gain 37, |grad| 4.0e-03"   # the T cell
+    assert evidence.loc[2, "width 32"] == "gain 1.2, |grad| 2.0e-09"  # three seeds
+    assert "grid-multiply-baseconv, no LN-evidence" not in pivots    # stored without it
+    keys = list(pivots)   # after the subject's precisions, before the next subject
+    assert keys.index("grid-read-transformer, LN-evidence") == keys.index(
+        "grid-read-transformer, LN-mp50-rounding") + 1
