@@ -65,7 +65,7 @@ class SweepInterrupted(KeyboardInterrupt):
 def is_user_code(run: Run) -> bool:
     """True for a run of a user's model factory (``MODULE:FACTORY``): its factory, forward
     and training are user code, computed in a child process."""
-    family = run.config.get("family") if run.kind == "trained" else None
+    family = run.config.get("family") if run.kind in ("trained", "length") else None
     return isinstance(family, str) and is_factory_spec(family)
 
 
@@ -81,7 +81,7 @@ def _warm_for_children(run: Run) -> None:
     """Import in this process what a trained run imports lazily (``torch._dynamo`` with the
     optimizers, ``torch.export`` for the mpN interpreter: seconds each), once, so that every
     forked child starts with them instead of importing them again."""
-    if run.kind == "trained":
+    if run.kind in ("trained", "length"):
         import torch._dynamo  # noqa: F401
         import torch.export  # noqa: F401
 

@@ -57,6 +57,7 @@ from experiments.names import (
 )
 from experiments.run import Run, SuiteError, check_time_limit
 from precision.devices import DeviceError, resolve_device
+from precision.lengths import LengthError, check_lengths
 from precision.precisions import PrecisionError, parse_precision
 
 #: A suite name: it names the suite's rows in the store and its report folder.
@@ -388,3 +389,21 @@ def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None,
     entry = replace(first, label=name, family=factory, tasks=tuple(chosen),
                     options=tuple(o for o in first.options if o[0] in ("depth", "width")))
     return replace(base, entries=(entry,))
+
+
+def suite_with_lengths(suite: Suite, lengths: list[int] | None) -> Suite:
+    """``suite`` with every model entry's ``lengths`` replaced by ``lengths`` (``--lengths``;
+    None: the suite as it is): each job is also evaluated at those sequence lengths
+    (:mod:`experiments.kinds.length`). A suite without model entries is a SuiteError."""
+    if lengths is None:
+        return suite
+    if not suite.models:
+        raise SuiteError(f"--lengths: suite {suite.name} has no [models.*] whose trained "
+                         "weights could be evaluated at other lengths")
+    try:
+        chosen = check_lengths(lengths)
+    except LengthError as exc:
+        raise SuiteError(f"--lengths: {exc}") from None
+    entries = tuple(replace(e, lengths=chosen) if isinstance(e, trained.ModelEntry) else e
+                    for e in suite.entries)
+    return replace(suite, entries=entries)

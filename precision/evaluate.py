@@ -19,8 +19,9 @@ import torch
 from precision.backends import backend_for
 from precision.backends.interpreter import MPProgram
 from precision.backends.torch_backend import cast_module, round_to_dtype
-from precision.metrics import ErrorSummary, decompose
+from precision.metrics import ErrorSummary, decompose, error_summary
 from precision.precisions import Precision, as_precision
+from precision.reference import CHECK_SUBSET, certain_digits, check_precision
 
 _PROGRAMS: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, MPProgram]] = (
     weakref.WeakKeyDictionary()
@@ -92,12 +93,31 @@ def error_decomposition(
     precision: Precision | str,
     *,
     reference: Precision | str = "mp100",
+    check_reference: bool = True,
 ) -> dict[str, ErrorSummary]:
     """total = f_p(x) - y*, approximation = f_ref(x) - y*, rounding = f_p(x) - f_ref(x).
 
     ``truth`` is the task's high-precision target (object array of arb, or floats); ``f_ref``
-    is the same weights evaluated in the high ``reference`` precision (mp100 by default).
+    is the same weights evaluated in the high ``reference`` precision mpN (mp100 by default).
+    With ``check_reference`` the result also holds ``"reference"``: f_ref against the same
+    weights in mp2N on the first sequence of ``x`` (:mod:`precision.reference`), whose
+    ``digits`` are how many digits of the reference are certain.
     """
-    fp = evaluate(model, x, as_precision(precision))
-    fref = evaluate(model, x, as_precision(reference))
-    return decompose(fp, fref, truth)
+    p, ref = as_precision(precision), as_precision(reference)
+    fp = evaluate(model, x, p)
+    fref = evaluate(model, x, ref)
+    parts = decompose(fp, fref, truth)
+    if check_reference:
+        first = x[:CHECK_SUBSET]
+        parts["reference"] = error_summary(fref[:CHECK_SUBSET],
+                                           evaluate(model, first, check_precision(ref)))
+    return parts
+
+
+def reference_digits(model: torch.nn.Module, x: torch.Tensor, reference_out: np.ndarray,
+                     reference: Precision, *, subset: int = CHECK_SUBSET) -> float:
+    """Certain digits of ``reference_out`` = ``evaluate(model, x, reference)`` (an mpN output
+    whose first axis is the batch axis of ``x``): mp2N is evaluated on ``x[:subset]`` and
+    compared with ``reference_out[:subset]`` (:func:`precision.reference.certain_digits`)."""
+    check = evaluate(model, x[:subset], check_precision(reference))
+    return certain_digits(np.asarray(reference_out)[:subset], check, int(reference.digits or 0))

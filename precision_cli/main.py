@@ -21,7 +21,13 @@ from typing import IO
 
 from experiments.executors import ExecutorError
 from experiments.names import check_name
-from experiments.suite import Suite, SuiteError, load_suite, shipped_suites
+from experiments.suite import (
+    Suite,
+    SuiteError,
+    load_suite,
+    shipped_suites,
+    suite_with_lengths,
+)
 from precision.precisions import ALIASES_TEXT, VALID_FORMS, PrecisionError, parse_precision
 from precision.solvers.measure import SOLVERS, SolverError
 from precision_cli.stdout import CheckedStdout, StdoutError, drop_stdout
@@ -66,6 +72,18 @@ def _csv(text: str | None, option: str) -> list[str] | None:
     return [check_name(item, f"{option} name") for item in items]
 
 
+def _lengths(text: str | None) -> list[int] | None:
+    """The sequence lengths of ``--lengths 16,64,256`` (None when not given; their range
+    is checked with the suite)."""
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items or not all(t.isdigit() for t in items):
+        raise UsageError(f"--lengths: give comma-separated positive integers (e.g. "
+                         f"16,64,256), not '{text}'")
+    return [int(t) for t in items]
+
+
 def _check_run_args(args: argparse.Namespace) -> None:
     """The options of ``run`` / ``probe`` that need no suite: checked before it is loaded."""
     top = max_jobs()
@@ -86,13 +104,16 @@ def _check_run_args(args: argparse.Namespace) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     # Everything is validated here, before the store is opened.
     _check_run_args(args)
+    lengths = _lengths(args.lengths)
     suite = load_suite(
         args.suite,
         profile=args.profile,
         precisions=_csv(args.precisions, "--precisions"),
         solvers=_csv(args.solvers, "--solvers"),
         device=args.device,
+        expand=lengths is None,
     )
+    suite = suite_with_lengths(suite, lengths)
     _check_factories(suite, args, census=False)
     return _run_loaded(suite, args)
 
@@ -125,10 +146,12 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     from experiments.suite import suite_for_factory
 
     _check_run_args(args)
+    lengths = _lengths(args.lengths)
     base = load_suite(args.suite, profile=args.profile, expand=False,
                       precisions=_csv(args.precisions, "--precisions"), device=args.device)
     suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks, "--tasks"),
                               label=args.label)
+    suite = suite_with_lengths(suite, lengths)
     _check_probe_label(suite, args)
     # the factory's import, build and op census (an op mpN cannot run) in a child process
     _check_factories(suite, args, census=True)
@@ -182,6 +205,7 @@ def _census_or_error(spec: str, *shape: int) -> object:
 
 def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
     from experiments.runner import SweepInterrupted, pending_runs, run_suite
+    from reports.length_plot import length_tables
     from reports.model_table import model_tables
     from reports.solver_table import solver_tables
     from reports.study_table import study_tables
@@ -264,8 +288,8 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
                 report = build_report(store, [suite.name], report_folder)
             except ReportError as exc:
                 raise UsageError(f"{exc} (the runs are stored in {args.db})") from None
-    print("\n\n".join(t for t in (solver_tables(rows), model_tables(rows), study_tables(rows))
-                      if t))
+    print("\n\n".join(t for t in (solver_tables(rows), model_tables(rows), study_tables(rows),
+                                  length_tables(rows)) if t))
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "none new"
     n_records = sum(summary.statuses.values())
     if n_records != summary.computed:  # a trained job stores a record per precision
@@ -342,6 +366,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
+    from reports.length_plot import length_tables
     from reports.model_table import model_tables
     from reports.solver_table import solver_tables
     from reports.study_table import study_tables
@@ -371,7 +396,8 @@ def _cmd_results(args: argparse.Namespace) -> int:
                 store.export_json(out, **filters)
             else:
                 rows, older = newest_data_rows(store.runs(**filters))
-                tables = (solver_tables(rows), model_tables(rows), study_tables(rows))
+                tables = (solver_tables(rows), model_tables(rows), study_tables(rows),
+                          length_tables(rows))
                 out.write("\n\n".join(t for t in tables if t) + "\n")
                 if older:
                     out.write(f"({left_out_note(older)}; --format csv or json lists them)\n")
@@ -506,6 +532,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stop a run after SECONDS and store it as 'timeout' (replaces the "
                      "suite's time_limit; default: none for built-in runs, 3600 s for a "
                      "user factory's)")
+    run.add_argument("--lengths", default=None, metavar="L1,L2,...",
+                     help="also evaluate every trained job's weights at these sequence lengths "
+                     "(e.g. 16,64,256,1024), each precision against mp100: records of kind "
+                     "'length' and a plot of error against length in the report")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--report-dir", default="report",
                      help="the suite's report is refreshed in REPORT_DIR/SUITE (default report)")

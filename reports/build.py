@@ -28,6 +28,7 @@ from reports import plots
 from reports.claims import check_claims
 from reports.data_version import left_out_note, newest_data_rows
 from reports.files import DATA, FIGURES, TABLES, FileNames, write_text
+from reports.length_plot import length_figure, length_pivots, length_runs
 from reports.render import (
     Section,
     render_csv,
@@ -183,6 +184,21 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
                                     "task)", heat))
         sections.append(sec)
 
+    lengths = length_runs(rows)
+    length_tables = length_pivots(lengths)
+    if length_tables:
+        sec = Section("Error against sequence length", figures_first=True, tables=length_tables,
+                      paragraphs=["Each trained model's weights evaluated, without further "
+                                  "training, on seeded inputs of every length, in every "
+                                  "precision, against the same weights in mp100; the last "
+                                  "column is how many digits of that reference are certain "
+                                  "(its agreement with mp200 on one sequence)."])
+        fig = length_figure(lengths, figures / f"{names.stem('lengths')}.png")
+        if fig is not None:
+            sec.figures.append(("log10 relative error against sequence length, a panel per "
+                                "model, a line per precision (dotted: its unit roundoff)", fig))
+        sections.append(sec)
+
     study_rows = [r for r in rows if r.get("kind") == "study"]
     for pivot in study_pivots(study_rows):
         sec = Section(pivot.title, tables=[pivot])
@@ -200,7 +216,8 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
         sections.append(Section("Claims not measured yet", tables=[unmeasured]))
     title = "Precision report: " + ", ".join(chosen)
     csvs = render_csv(sections, folder / TABLES)
-    for name, frame in (("solver-runs.csv", runs), ("model-runs.csv", grid)):
+    for name, frame in (("solver-runs.csv", runs), ("model-runs.csv", grid),
+                        ("length-runs.csv", lengths)):
         if not frame.empty:  # the stored numbers, long format, one row per run
             csvs.append(write_text(folder / DATA / name,
                                    frame.to_csv(index=False, lineterminator="\n")))

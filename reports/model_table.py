@@ -13,7 +13,9 @@ Gauss-Newton steps from the final weights lowered the held-out MSE (near 1: trai
 nothing left to find), and ``grad_norm``, the held-out loss gradient's norm at the final
 weights. Where a task's records hold them, its table has two columns more, ``check gain`` and
 ``|grad|``: one value per trained job, the same in every evaluation precision (records stored
-before the check have none: ``-``).
+before the check have none: ``-``). Where the records store it, a column ``ref digits`` says
+how many digits of the mp100 reference the decomposition is measured against are certain
+(the fewest over the line's precisions, :mod:`precision.reference`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,18 @@ def format_gain(gain: float | None) -> str:
     return "-" if gain is None else f"{gain:.2g}"
 
 
+def _reference_digits(group: list[dict[str, Any]]) -> dict[tuple[str, ...], str]:
+    """Per table line: the fewest certain digits of the mp100 reference over its records
+    (lines none of whose records stores it are left out)."""
+    fewest: dict[tuple[str, ...], float] = {}
+    for r in group:
+        v = stored_float(TrainedResult.from_json(r.get("result")).truth_digits)
+        if v is not None:
+            lab = _label(r)
+            fewest[lab] = min(v, fewest.get(lab, v))
+    return {lab: f"{v:.0f}" for lab, v in fewest.items()}
+
+
 def limit_label(converged: bool | None, log10_approximation: float, log10_rounding: float
                 ) -> str:
     """``R`` when rounding dominates (the arithmetic is the limit whatever the training did),
@@ -95,5 +109,10 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
                     for lab, line in zip(labels, body, strict=True)]
             title += ("; check gain = how many times a few Gauss-Newton steps from the final "
                       "weights lowered the held-out MSE, |grad| = its gradient norm there")
+        digits = _reference_digits(group)
+        if digits:   # stored since the reference is checked: a column beside the results
+            head.append("ref digits")
+            body = [[*line, digits.get(lab, "")] for line, lab in zip(body, labels, strict=True)]
+            title += "; ref digits = certain digits of the mp100 reference"
         blocks.append(text_table(title, head, body))
     return "\n\n".join(blocks)

@@ -28,7 +28,7 @@ SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "
                   "run_id", "created_at"]
 GRID_COLUMNS = ["task", "subject", "precision", "depth", "width", "seed", "train_steps",
                 "status", "log10_mse", "approximation", "rounding", "converged", "check_gain",
-                "grad_norm", "run_id"]
+                "grad_norm", "truth_digits", "run_id"]
 
 
 def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -108,7 +108,8 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
         rounding=[res.rounding for res in outcomes],
         converged=[res.train_converged for res in outcomes],
         check_gain=[stored_float(res.check_gain) for res in outcomes],
-        grad_norm=[stored_float(res.grad_norm) for res in outcomes])[GRID_COLUMNS]
+        grad_norm=[stored_float(res.grad_norm) for res in outcomes],
+        truth_digits=[stored_float(res.truth_digits) for res in outcomes])[GRID_COLUMNS]
     if not df.empty:
         df = df.sort_values(["task", "subject", "precision", "depth", "width", "seed",
                              "run_id"]).reset_index(drop=True)
@@ -139,7 +140,9 @@ GRID_METRICS = {"log10_mse": "MSE", "approximation": "approximation error",
 def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
     """Per task x subject x precision (x metric): median (min - max over seeds) by depth x
     width of the total MSE (with its A / T / R labels) and, when stored, its approximation and
-    rounding parts; then, per task x subject, the labels' evidence (:func:`evidence_pivot`)."""
+    rounding parts; then, per task x subject, the labels' evidence (:func:`evidence_pivot`) and
+    the certain digits of the reference the errors are measured against
+    (:func:`reference_pivot`)."""
     out = []
     if runs.empty:
         return out
@@ -152,7 +155,35 @@ def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
                                   runs_of[runs_of["precision"] == precs[-1]])
         if evidence is not None:
             out.append(evidence)
+        reference = reference_pivot(task, subject, runs_of)
+        if reference is not None:
+            out.append(reference)
     return out
+
+
+def reference_pivot(task: str, subject: str, runs: pd.DataFrame) -> Pivot | None:
+    """How many digits of the mp100 reference are certain (its agreement with mp200 on one
+    test sequence, :mod:`precision.reference`) per depth x width of one subject on ``task``:
+    the fewest over seeds and precisions (each precision's rounded inputs have a reference of
+    their own); None when no run stored it (records from before the check)."""
+    if not runs["truth_digits"].map(_present).any():
+        return None
+    depths = sorted(runs["depth"].unique())
+    widths = sorted(runs["width"].unique())
+    body = []
+    for d in depths:
+        row = []
+        for w in widths:
+            cell = runs[(runs["depth"] == d) & (runs["width"] == w)]
+            digits = [float(v) for v in cell["truth_digits"] if _present(v)]
+            row.append(f"{min(digits):.0f}" if digits else "")
+        body.append(row)
+    frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
+                         columns=[f"width {w}" for w in widths])
+    return Pivot(f"grid-{task}-{subject}-reference",
+                 f"{task} / {subject}: certain digits of the mp100 reference by depth x width "
+                 "(its agreement with mp200 on one test sequence; the fewest over seeds and "
+                 "precisions)", frame, {"task": task, "subject": subject})
 
 
 def _metric_pivots(task: str, subject: str, prec: str, group: pd.DataFrame) -> list[Pivot]:

@@ -8,6 +8,7 @@ kind                   config                  result
 trained                :class:`TrainedConfig`  :class:`TrainedResult`
 solver, construction   :class:`SubjectConfig`  :class:`SubjectResult`
 study                  :class:`StudyConfig`    :class:`StudyResult`
+length                 :class:`LengthConfig`   :class:`LengthResult`
 =====================  ======================  ======================
 
 A writer builds a result value and stores its ``to_json()``; the store writes it as canonical
@@ -165,6 +166,19 @@ class StudyConfig(RecordConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LengthConfig(TrainedConfig):
+    """A length record's config: the trained job's config (:class:`TrainedConfig`: the
+    model, task, recipe and seed whose trained weights are evaluated) plus the sequence
+    ``length`` the weights were evaluated at, the ``reference`` precision (mpN) the error is
+    measured against, and ``batch``, the number of seeded input sequences
+    (:mod:`precision.lengths`)."""
+
+    length: int = 0
+    reference: str = ""
+    batch: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
 class RecordResult:
     """What every kind's result holds: the task label (``problem_label``), where the run was
     computed (``provenance``, :mod:`precision.provenance`; written by the runner, None in runs
@@ -209,10 +223,14 @@ class TrainedResult(RecordResult):
     stopped; the check's evidence: ``check_gain``, the factor by which a few Gauss-Newton
     steps from the final weights lowered the held-out MSE, and ``grad_norm``, the norm of the
     held-out loss gradient at the final weights); where the floor came from
-    (``floor_source``) and a weights file that could not be written (``weights_error``)."""
+    (``floor_source``), a weights file that could not be written (``weights_error``), and how
+    many digits of the mp100 reference the decomposition is measured against are certain
+    (``truth_digits``: its agreement with mp200 on one test sequence,
+    :mod:`precision.reference`; None: stored before it was checked, or no mp reference)."""
 
     METRICS: ClassVar[tuple[str, ...]] = ("approximation", "rounding", "digits", "n_params",
-                                          "train_steps_done", "final_train_loss")
+                                          "train_steps_done", "final_train_loss",
+                                          "truth_digits")
 
     task: str = ""
     approximation: float | None = None
@@ -230,6 +248,7 @@ class TrainedResult(RecordResult):
     check_gain: float | None = None
     grad_norm: float | None = None
     weights_error: str | None = None
+    truth_digits: float | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> TrainedResult:
@@ -250,7 +269,8 @@ class TrainedResult(RecordResult):
             train_stop=self.train_stop,
             **({} if self.check_gain is None else {"check_gain": self.check_gain,
                                                     "grad_norm": self.grad_norm}),
-            **({} if self.weights_error is None else {"weights_error": self.weights_error}))
+            **({} if self.weights_error is None else {"weights_error": self.weights_error}),
+            **({} if self.truth_digits is None else {"truth_digits": self.truth_digits}))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -313,10 +333,36 @@ class StudyResult(RecordResult):
         return list(self.columns or self.metrics)
 
 
+@dataclass(frozen=True, kw_only=True)
+class LengthResult(RecordResult):
+    """One (trained job, sequence length, precision): the relative error of the precision's
+    output against the ``reference`` (``relative`` = ||f_p - f_mpN||_2 / ||f_mpN||_2 over every
+    output entry; ``digits`` = -log10 of it; ``max_abs`` the largest entry error), the
+    reference's certain digits at this length (``truth_digits``, :mod:`precision.reference`),
+    and the task the weights were trained on (``task``)."""
+
+    METRICS: ClassVar[tuple[str, ...]] = ("relative", "digits", "max_abs", "truth_digits")
+
+    task: str = ""
+    length: int = 0
+    reference: str = ""
+    relative: float | None = None
+    digits: float | None = None
+    max_abs: float | None = None
+    truth_digits: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored ``result``."""
+        return self._json(task=self.task, length=self.length, reference=self.reference,
+                          relative=self.relative, digits=self.digits, max_abs=self.max_abs,
+                          truth_digits=self.truth_digits)
+
+
 #: The config and result types of each record kind.
 SCHEMA: dict[str, tuple[type[RecordConfig], type[RecordResult]]] = {
     "trained": (TrainedConfig, TrainedResult), "solver": (SubjectConfig, SubjectResult),
-    "construction": (SubjectConfig, SubjectResult), "study": (StudyConfig, StudyResult)}
+    "construction": (SubjectConfig, SubjectResult), "study": (StudyConfig, StudyResult),
+    "length": (LengthConfig, LengthResult)}
 
 
 def config_of(row: Mapping[str, Any]) -> RecordConfig:

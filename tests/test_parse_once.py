@@ -19,6 +19,7 @@ PACKAGES = ("precision", "results", "experiments", "reports", "precision_cli")
 #: The Python API's entry points: they accept a spelling and convert it (``as_precision``).
 EDGES = {("precision/evaluate.py", "evaluate"), ("precision/evaluate.py", "evaluate_method"),
          ("precision/evaluate.py", "error_decomposition"),
+         ("precision/lengths.py", "evaluate_lengths"),
          ("precision/solvers/measure.py", "run_solver"),
          ("precision/constructions/measure.py", "run_construction"),
          ("precision/precisions.py", "as_precision")}

@@ -4,6 +4,8 @@
 kind           suite tables                            one run
 =============  ======================================  ====================================
 trained        ``[tasks.*]`` + ``[models.*]``          train a job, measure every precision
+length         ``lengths`` of a ``[models.*]`` table   train a job, evaluate its weights at
+                                                       each length in every precision
 study          ``[studies.*]``                         one call of a registered study
 solver /       ``[problems.*]`` + ``[solvers.*]`` /    a solver (or constructed model) in
 construction   ``[constructions.*]``                   one precision, its trace and floor
@@ -18,12 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.kinds import study, subject, trained
+from experiments.kinds import length, study, subject, trained
 from experiments.kinds.base import RunKind, SuiteData
 from experiments.run import Run
 
 #: Every run kind, in the order a suite's runs are listed.
-KINDS: tuple[RunKind, ...] = (trained.KIND, study.KIND, subject.KIND)
+KINDS: tuple[RunKind, ...] = (trained.KIND, length.KIND, study.KIND, subject.KIND)
 
 _BY_NAME = {name: kind for kind in KINDS for name in kind.names}
 

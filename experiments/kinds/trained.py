@@ -48,6 +48,7 @@ from experiments.run import Run, SuiteError, check_time_limit, make_record, new_
 from experiments.trained.job import Job
 from experiments.trained.measure import run_trained
 from experiments.trained.train_config import SECOND_ORDER, TrainConfig, TrainConfigError
+from precision.lengths import LengthError, check_lengths
 from precision.metrics import detect_floor
 from precision.models import MODELS
 from precision.params import Param, ParamError, count
@@ -61,7 +62,8 @@ from results.store import RunRecord
 #: label under ``entry`` (3: the suite name is part of every job's config).
 VERSION = 4
 
-_RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions", "time_limit"}
+_RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions", "time_limit",
+             "lengths"}
 #: The keys of a model entry that are not family-specific (what a user factory is given).
 ENTRY_KEYS = _RESERVED | {"depth", "width"}
 #: Type and range of a model entry's evaluation keys.
@@ -99,6 +101,8 @@ class ModelEntry:
     test_size: int = 32
     iterate: int = 0
     time_limit: float | None = None
+    #: Sequence lengths its trained weights are evaluated at (:mod:`experiments.kinds.length`).
+    lengths: tuple[int, ...] = ()
 
     def jobs(self, suite: SuiteData) -> list[Job]:
         """Every (task, option values, train config, seed) of the entry, as jobs."""
@@ -147,7 +151,8 @@ def grid_size(suite: SuiteData) -> int:
         if isinstance(train, dict):
             axes += [axis_length(v, f"train.{k}", at) for k, v in train.items()]
         total += (math.prod(axes) * list_length(entry.get("tasks"), 1) * len(suite.seeds)
-                  * list_length(entry.get("precisions"), len(suite.precisions)))
+                  * list_length(entry.get("precisions"), len(suite.precisions))
+                  * (1 + list_length(entry.get("lengths"), 0)))   # + a length record each
     return total
 
 
@@ -206,9 +211,16 @@ def parse_entry(suite: SuiteData, label: str, entry: Any) -> ModelEntry:
                 dict(zip((k for k, _ in train_axes), combo, strict=True))))
         except TrainConfigError as exc:
             raise SuiteError(f"{at}: train {exc}") from None
+    lengths: tuple[int, ...] = ()
+    if "lengths" in entry:
+        try:
+            lengths = check_lengths(entry["lengths"])
+        except LengthError as exc:
+            raise SuiteError(f"{at}: {exc}") from None
     return ModelEntry(label=label, family=family, tasks=tasks, options=tuple(options),
                       train=tuple(configs), precisions=entry_precisions(entry, suite, at),
-                      time_limit=check_time_limit(entry.get("time_limit"), at), **measured)
+                      time_limit=check_time_limit(entry.get("time_limit"), at),
+                      lengths=lengths, **measured)
 
 
 def parse(suite: SuiteData) -> tuple[ModelEntry, ...]:
@@ -323,7 +335,7 @@ def compute(run: Run) -> list[RunRecord]:
             check_gain=None if outcome.check is None else outcome.check.gain,
             grad_norm=None if outcome.check is None else outcome.check.grad_norm,
             floor=floor.to_dict() if floor is not None else None,
-            weights_error=outcome.weights_error or None)
+            weights_error=outcome.weights_error or None, truth_digits=out.truth_digits)
         records.append(make_record(
             run, record_id=record_id(job, p), precision=p, status=out.status,
             error=out.error, mse=out.total, log10_mse=out.log10_total, floor=floor,

@@ -37,7 +37,7 @@ from precision.backends import backend_for
 from precision.backends.interpreter import UnsupportedOpError
 from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import round_to_dtype
-from precision.evaluate import evaluate
+from precision.evaluate import evaluate, reference_digits
 from precision.metrics import Floor, decompose, detect_floor, error_summary
 from precision.precisions import Precision
 from precision.tasks import Task, gradient_query_row
@@ -64,6 +64,7 @@ class PrecisionOutcome:
     digits: float | None = None
     iterate_trace: list[float] = field(default_factory=list)   # log10 MSE per iteration
     floor: Floor | None = None
+    truth_digits: float | None = None  # certain digits of the mp100 reference (mp200 check)
 
 
 @dataclass
@@ -103,11 +104,13 @@ def log10_or_none(x: float | None) -> float | None:
 
 def measure_precision(model: nn.Module, task: Task, x: torch.Tensor,
                       p: Precision,
-                      ref_cache: dict[bytes, np.ndarray | None],
+                      ref_cache: dict[bytes, tuple[np.ndarray, float] | None],
                       device: str = "cpu") -> PrecisionOutcome:
     """Test MSE of ``model`` in ``precision`` (a float precision on ``device``) and its
-    decomposition (module docstring); a module the mp interpreter cannot run gets the total
-    error without the decomposition."""
+    decomposition (module docstring), with the reference's certain digits (mp100 against
+    mp200 on one test sequence, :mod:`precision.reference`); a module the mp interpreter
+    cannot run gets the total error without the decomposition. ``ref_cache``: the reference
+    and its digits per rounded test input."""
     xp_ = _rounded_inputs(x, p)
     x_exact = exact_array(xp_.numpy())
     truth = task.evaluated(task.truth(x_exact, truth_bits(p)))
@@ -115,14 +118,17 @@ def measure_precision(model: nn.Module, task: Task, x: torch.Tensor,
     key = xp_.numpy().tobytes()
     if key not in ref_cache:
         try:
-            ref_cache[key] = task.evaluated(
-                task.select(evaluate(model, xp_, REFERENCE_PRECISION)))
+            raw = evaluate(model, xp_, REFERENCE_PRECISION)
+            ref_cache[key] = (task.evaluated(task.select(raw)),
+                              reference_digits(model, xp_, raw, REFERENCE_PRECISION))
         except UnsupportedOpError:  # no mp path (a user module's op): total error only
             ref_cache[key] = None
-    if ref_cache[key] is None:
+    cached = ref_cache[key]
+    truth_digits = None if cached is None else cached[1]
+    if cached is None:
         total, approx, rounding = error_summary(f_p, truth), None, None
     else:
-        parts = decompose(f_p, ref_cache[key], truth)
+        parts = decompose(f_p, cached[0], truth)
         total = parts["total"]
         approx, rounding = parts["approximation"].log10_mse, parts["rounding"].log10_mse
     if not math.isfinite(total.mse):
@@ -130,7 +136,7 @@ def measure_precision(model: nn.Module, task: Task, x: torch.Tensor,
     return PrecisionOutcome(
         p.name, "ok", None, total=total.mse, log10_total=total.log10_mse,
         log10_approximation=log10_or_none(approx), log10_rounding=log10_or_none(rounding),
-        digits=total.digits)
+        digits=total.digits, truth_digits=truth_digits)
 
 
 def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, p: Precision,
@@ -205,12 +211,20 @@ def _save(model: nn.Module, folder: Path, save_as: dict[str, Any]) -> str | None
     return None
 
 
+def train_job(job: Job, device: str = "cpu") -> tuple[Task, nn.Module, TrainResult]:
+    """The task of ``job`` and its model trained on ``device`` (seeded: every call trains the
+    same weights), with the training result."""
+    task, model = job.build()
+    result = train(model, task.sample, lambda m, x: task.select(m(x)),
+                   replace(job.train, seed=job.seed, device=device))
+    return task, model, result
+
+
 def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] | None,
                  t0: float, device: str, folder: Path | None) -> TrainedOutcome:
-    task, model = job.build()
+    task, model, result = train_job(job, device)
     predict = lambda m, x: task.select(m(x))  # noqa: E731
     cfg = replace(job.train, seed=job.seed, device=device)
-    result = train(model, task.sample, predict, cfg)
     check = None
     if result.status == "ok":   # the label's evidence: converged only if the check passes
         check = convergence_check(model, task.sample, predict, cfg)
@@ -226,7 +240,7 @@ def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] 
     else:
         gen = torch.Generator().manual_seed(job.seed + TEST_SEED_OFFSET)
         x_test, _ = task.sample(job.test_size, gen)
-        refs: dict[bytes, np.ndarray | None] = {}
+        refs: dict[bytes, tuple[np.ndarray, float] | None] = {}
         for p in precisions:
             try:
                 out = measure_precision(model, task, x_test, p, refs, device)
