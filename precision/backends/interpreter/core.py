@@ -84,6 +84,13 @@ def is_float(v: Any) -> bool:
     return isinstance(v, MPArray)
 
 
+def is_integral(v: Any) -> bool:
+    """An integer or boolean value: a Python / numpy int or bool, or an int / bool array."""
+    if isinstance(v, np.ndarray):
+        return v.dtype.kind in "iub"
+    return isinstance(v, int | np.integer | np.bool_)
+
+
 def shape_of(x: Any) -> tuple[int, ...]:
     return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
 
