@@ -3,7 +3,8 @@
 A factory is any callable ``factory(d_in, d_out, depth, width, **options) -> nn.Module``
 whose module maps (batch, n_tokens, d_in) -> (batch, n_tokens, d_out). If it has a
 ``max_len`` parameter it receives the task's token count. Nothing is registered: the spec
-string is the family name in suites and in the store.
+string is the family name in suites and in the store. ``hf:ClassName`` names a Hugging Face
+``transformers`` model built from its config (:mod:`experiments.hf_models`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ def is_factory_spec(family: Any) -> bool:
 
 def load_factory(spec: str) -> Callable[..., nn.Module]:
     """Import ``module:attr`` (a dotted module importable from the working directory, or a
-    ``.py`` file path) and return the callable."""
+    ``.py`` file path) and return the callable; ``hf:ClassName`` is a Hugging Face model
+    (:mod:`experiments.hf_models`)."""
+    from experiments.hf_models import hf_factory, is_hf_spec
+
+    if is_hf_spec(spec):
+        return hf_factory(spec)
     mod_name, _, attr = spec.rpartition(":")
     if not mod_name or not attr:
         raise FactoryError(f"factory '{spec}' must look like MODULE:FACTORY")
