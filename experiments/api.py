@@ -9,10 +9,12 @@
 
 ``probe`` trains the factory's module on a task with a recipe and returns what each
 evaluation precision measured (test MSE and its approximation / rounding split), exactly as
-``precision probe`` does for the store. The factory, its module's forward and its training
-run in a child process (:mod:`experiments.isolation`): a factory that raises, exits, crashes or
-runs past ``time_limit`` gives outcomes with status ``failed`` / ``timeout`` and the reason,
-and the calling test process goes on.
+``precision probe`` does for the store. Before it trains, it evaluates the fresh module on one
+sample in every precision: a module that cannot be evaluated in one of them returns every
+outcome ``failed`` with the op, graph node and module path, without training. The factory,
+its module's forward and its training run in a child process (:mod:`experiments.isolation`):
+a factory that raises, exits, crashes or runs past ``time_limit`` gives outcomes with status
+``failed`` / ``timeout`` and the reason, and the calling test process goes on.
 
 Both work from any working directory (pytest run from another folder): a factory spec
 ``path/to/file.py:FACTORY`` or ``package.module:FACTORY`` is found relative to the working
@@ -34,11 +36,12 @@ from torch import nn
 from experiments.factory import FactoryError, is_factory_spec
 from experiments.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from experiments.names import check_name
+from experiments.sample_check import check_sample, sample_input
 from experiments.trained.job import Job
 from experiments.trained.measure import PrecisionOutcome, run_trained
 from experiments.trained.train_config import TrainConfig
 from precision.devices import resolve_device
-from precision.precisions import parse_precision, parse_precisions
+from precision.precisions import Precision, parse_precision, parse_precisions
 
 #: A small default budget (seconds to a minute on 2 CPU cores for a small module).
 DEFAULT_TRAIN = {"recipe": "paper", "steps": 500, "batch_size": 32, "dtype": "float32"}
@@ -128,13 +131,28 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
               test_size=test_size)
     precs = list(parsed)
     if not is_factory_spec(factory):
+        problem = _sample_problem(job, precs)
+        if problem:
+            return {p.name: PrecisionOutcome(p.name, "failed", problem) for p in precs}
         outcome = run_trained(job, precs, device=device)
         return {o.precision: o for o in outcome.per_precision}
-    try:
+    try:  # one sample in every precision first: an unsupported model fails in seconds
+        problem = call_isolated(_sample_problem, job, precs, time_limit=time_limit)
+        if problem:
+            return {p.name: PrecisionOutcome(p.name, "failed", problem) for p in precs}
         outcome = call_isolated(run_trained, job, precs, device=device, time_limit=time_limit)
     except ChildFailure as exc:
         return {p.name: PrecisionOutcome(p.name, exc.status, exc.message) for p in precs}
     return {o.precision: o for o in outcome.per_precision}
+
+
+def _sample_problem(job: Job, precisions: list[Precision]) -> str | None:
+    """The freshly built model of ``job`` evaluated on one sample in every precision before
+    it trains (:mod:`experiments.sample_check`): None, or the failure in one line."""
+    task, model = job.build()
+    x = sample_input(task.d_in, task.n_tokens)
+    return check_sample(model.eval(), x, precisions, islands=False,
+                        label=f"'{job.family}' on {task.name}").problem
 
 
 def assert_floor_below(factory: str | Callable[..., nn.Module], task: str, bound: float, *,
