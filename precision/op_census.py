@@ -25,6 +25,7 @@ from torch import nn
 
 from precision.backends.interpreter import MPProgram, module_path, op_name, supports
 from precision.backends.interpreter.casts import NARROW_DTYPES
+from precision.evaluate import mp_program
 
 
 class CensusError(ValueError):
@@ -130,7 +131,9 @@ def census(module: nn.Module, example: torch.Tensor | tuple[Any, ...]) -> Census
     inputs = example if isinstance(example, tuple) else (example,)
     try:
         with _quiet_torch():
-            program = MPProgram(module, inputs)
+            # one input: the program evaluate() caches, so a later evaluation reuses the export
+            program = (mp_program(module, inputs[0]) if len(inputs) == 1
+                       else MPProgram(module, inputs))
     except Exception as exc:  # noqa: BLE001 - any export failure is reported in one line
         first = (str(exc).strip().splitlines() or [""])[0]
         raise CensusError(f"torch.export failed on {type(module).__name__}: "

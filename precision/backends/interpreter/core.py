@@ -153,7 +153,7 @@ def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None
 
     def apply(ctx: Any, x: Any) -> MPArray:
         xa = ctx.arr(x).stripped()
-        with workprec(xa.prec):
+        with workprec(xa.prec), np.errstate(all="ignore"):  # the IEEE fall-back's flags
             res = ufunc(xa.a)
         return MPArray(np.asarray(res, dtype=object), xa.prec, clean=True)
 
