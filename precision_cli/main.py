@@ -568,7 +568,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(f"  forms: {VALID_FORMS}")
         print("  spelling: FORMAT[:rne|rz|ru|rd|sr][+acc=FORMAT][+casts=keep|promote][+seed=N]"
               "[+mod[GLOB]=FORMAT]...; this version computes the plain formats (round to "
-              "nearest even, no options)")
+              "nearest even) with either cast policy (+casts=keep, the default, or "
+              "+casts=promote); the other options are not computed yet")
     return 0
 
 

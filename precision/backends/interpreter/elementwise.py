@@ -233,7 +233,8 @@ def _mod(floor: bool) -> Callable[..., Any]:
         if is_integral(a) and is_integral(b):
             return (np.remainder if floor else np.fmod)(a, b)
         aa, bb = ctx.arr(a).stripped(), ctx.arr(b).stripped()
-        return ctx.wrap(np.frompyfunc(one(ctx.prec), 2, 1)(aa.a, bb.a))
+        with np.errstate(all="ignore"):  # x % 0 is nan, as in PyTorch
+            return ctx.wrap(np.frompyfunc(one(ctx.prec), 2, 1)(aa.a, bb.a))
 
     return apply
 
