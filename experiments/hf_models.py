@@ -34,7 +34,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from experiments.factory import FactoryError
+
+class HFModelError(ValueError):
+    """An ``hf:`` spec that cannot be built: transformers missing, an unknown class, option
+    or config field, a config the library refuses (one line)."""
 
 #: The prefix of a Hugging Face model spec.
 PREFIX = "hf:"
@@ -56,7 +59,7 @@ def _transformers() -> Any:
     try:
         return importlib.import_module("transformers")
     except ImportError:
-        raise FactoryError("hf: models need the optional dependency transformers: "
+        raise HFModelError("hf: models need the optional dependency transformers: "
                            "pip install -e '.[hf]'") from None
 
 
@@ -65,14 +68,14 @@ def model_and_config_classes(spec: str) -> tuple[Any, Any]:
     of ``hf:Name``."""
     name = spec[len(PREFIX):]
     if not name.isidentifier():
-        raise FactoryError(f"'{spec}' must look like hf:ClassName (e.g. hf:LlamaModel)")
+        raise HFModelError(f"'{spec}' must look like hf:ClassName (e.g. hf:LlamaModel)")
     tf = _transformers()
     cls = getattr(tf, name, None)
     if isinstance(cls, type) and name.endswith("Config"):
         return None, cls
     config_class = getattr(cls, "config_class", None) if isinstance(cls, type) else None
     if config_class is None or not issubclass(cls, nn.Module):
-        raise FactoryError(f"transformers {tf.__version__} has no model or config class "
+        raise HFModelError(f"transformers {tf.__version__} has no model or config class "
                            f"'{name}' (e.g. hf:LlamaModel, hf:GPT2Model, hf:LlamaConfig)")
     return cls, config_class
 
@@ -104,11 +107,11 @@ def config_for(config_class: Any, depth: int, width: int, n_tokens: int,
                   if k.endswith("_token_id") and isinstance(v, int) and v >= VOCAB})
     unknown = sorted(set(fields) - has)
     if unknown:
-        raise FactoryError(f"{config_class.__name__} has no field '{unknown[0]}'")
+        raise HFModelError(f"{config_class.__name__} has no field '{unknown[0]}'")
     try:
         return config_class(**{**sizes, **fields})
     except Exception as exc:  # noqa: BLE001 - a config refusing the sizes is one line
-        raise FactoryError(f"{config_class.__name__} refuses depth {depth}, width {width}: "
+        raise HFModelError(f"{config_class.__name__} refuses depth {depth}, width {width}: "
                            f"{type(exc).__name__}: {exc}") from None
 
 
@@ -139,14 +142,14 @@ def build_hf(spec: str, d_in: int, d_out: int, depth: int, width: int, *,
     """The module of ``hf:Name`` (module docstring), float64, in evaluation mode.
 
     Raises:
-        FactoryError: transformers missing, an unknown class, option or config field (one
+        HFModelError: transformers missing, an unknown class, option or config field (one
             line).
     """
     if attn_implementation not in ("sdpa", "eager"):
-        raise FactoryError(f"attn_implementation must be 'sdpa' or 'eager', not "
+        raise HFModelError(f"attn_implementation must be 'sdpa' or 'eager', not "
                            f"{attn_implementation!r}")
     if inputs not in _INPUTS:
-        raise FactoryError(f"inputs must be one of {', '.join(_INPUTS)}, not {inputs!r}")
+        raise HFModelError(f"inputs must be one of {', '.join(_INPUTS)}, not {inputs!r}")
     cls, config_class = model_and_config_classes(spec)
     config = config_for(config_class, depth, width, max_len, **fields)
     config._attn_implementation = attn_implementation
@@ -156,7 +159,7 @@ def build_hf(spec: str, d_in: int, d_out: int, depth: int, width: int, *,
         else:
             model = cls(config)
     except Exception as exc:  # noqa: BLE001 - the library refusing the config is one line
-        raise FactoryError(f"{spec} cannot be built at depth {depth}, width {width}: "
+        raise HFModelError(f"{spec} cannot be built at depth {depth}, width {width}: "
                            f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     return HFSequenceModel(model, d_in, d_out, width, inputs).double().eval()
 
