@@ -211,7 +211,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         precisions = [with_casts(p, args.casts) for p in precisions]
     reference = with_casts(parse_precision(args.reference), "promote")
     if not reference.is_mp:
-        raise UsageError(f"--reference must be an mpN precision, not {reference.name}")
+        raise UsageError(f"--reference must be an mpN precision, not {args.reference}")
     for option in ("d_in", "d_out", "depth", "width", "tokens", "batch"):
         if getattr(args, option) < 1:
             raise UsageError(f"--{option.replace('_', '-')} must be a positive integer")
