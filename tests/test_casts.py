@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import copy
 
+import flint
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from precision.backends.interpreter.casts import round_into
-from precision.backends.mp_backend import MPArray, exact_array
+from precision.backends.mp_backend import MPArray, exact_array, workprec
 from precision.backends.torch_backend import round_to_dtype
 from precision.evaluate import error_decomposition, evaluate
 from precision.islands import island_report, islands_below
@@ -111,6 +112,13 @@ def test_rounding_into_a_narrow_dtype_is_one_correct_rounding(dtype):
     got = round_into(MPArray(exact_array(values), 200, clean=True), dtype).to_float64()
     want = round_to_dtype(torch.from_numpy(values), dtype).double().numpy()
     assert np.array_equal(got, want)
+    # beyond float64: an exact value just off a tie whose float64 image is the tie
+    bits = {torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}[dtype]
+    with workprec(200):
+        tie, tiny = flint.arb(1) + flint.arb(2) ** -bits, flint.arb(2) ** -80
+        near = MPArray(np.array([tie + tiny, tie - tiny, -(tie + tiny)], dtype=object), 200)
+    up = 1 + 2.0 ** (1 - bits)
+    assert round_into(near, dtype).to_float64().tolist() == [up, 1.0, -up]
     if dtype == torch.float32:  # subnormals: the grid of 2**-149
         tiny = np.array([3 * 2.0**-150, 2.0**-149 * 0.75, -(2.0**-140) * 1.3])
         got = round_into(MPArray(exact_array(tiny), 200, clean=True), dtype).to_float64()

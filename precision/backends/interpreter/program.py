@@ -233,7 +233,8 @@ class MPProgram:
             elif node.op == "call_function":
                 values[node.name] = call_op(node, values, ctx)
                 island = self.islands.get(node.name) if p.casts == "keep" else None
-                if island and (kept_modules is None or island[1] in kept_modules):
+                if island and node.target not in casts.DATA_MOVEMENT and (
+                        kept_modules is None or island[1] in kept_modules):
                     values[node.name] = casts.round_into(values[node.name], island[0])
             elif node.op == "output":
                 self.values = values if self.keep_intermediates else {}
