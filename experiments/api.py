@@ -9,10 +9,12 @@
 
 ``probe`` trains the factory's module on a task with a recipe and returns what each
 evaluation precision measured (test MSE and its approximation / rounding split), exactly as
-``precision probe`` does for the store. The factory, its module's forward and its training
-run in a child process (:mod:`experiments.isolation`): a factory that raises, exits, crashes or
-runs past ``time_limit`` gives outcomes with status ``failed`` / ``timeout`` and the reason,
-and the calling test process goes on.
+``precision probe`` does for the store. Before it trains, it evaluates the fresh module on one
+sample in every precision: a precision it cannot be evaluated in is ``failed`` with the op,
+graph node and module path, and when that is every precision nothing is trained. The factory,
+its module's forward and its training run in a child process (:mod:`experiments.isolation`):
+a factory that raises, exits, crashes or runs past ``time_limit`` gives outcomes with status
+``failed`` / ``timeout`` and the reason, and the calling test process goes on.
 
 Both work from any working directory (pytest run from another folder): a factory spec
 ``path/to/file.py:FACTORY`` or ``package.module:FACTORY`` is found relative to the working
@@ -34,11 +36,12 @@ from torch import nn
 from experiments.factory import FactoryError, is_factory_spec
 from experiments.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from experiments.names import check_name
+from experiments.sample_check import check_sample, sample_input
 from experiments.trained.job import Job
 from experiments.trained.measure import PrecisionOutcome, run_trained
 from experiments.trained.train_config import TrainConfig
 from precision.devices import resolve_device
-from precision.precisions import parse_precision, parse_precisions
+from precision.precisions import Precision, parse_precision, parse_precisions
 
 #: A small default budget (seconds to a minute on 2 CPU cores for a small module).
 DEFAULT_TRAIN = {"recipe": "paper", "steps": 500, "batch_size": 32, "dtype": "float32"}
@@ -127,14 +130,41 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
               task_options=dict(task_options or {}), model_options=dict(model_options or {}),
               test_size=test_size)
     precs = list(parsed)
-    if not is_factory_spec(factory):
-        outcome = run_trained(job, precs, device=device)
-        return {o.precision: o for o in outcome.per_precision}
-    try:
-        outcome = call_isolated(run_trained, job, precs, device=device, time_limit=time_limit)
+    try:  # one sample in every precision first: what cannot evaluate fails in seconds
+        if is_factory_spec(factory):
+            failing = call_isolated(_sample_failures, job, precs, time_limit=time_limit)
+        else:
+            failing = _sample_failures(job, precs)
+        failed = {p.name: PrecisionOutcome(p.name, "failed", failing[p.name])
+                  for p in precs if p.name in failing}
+        rest = [p for p in precs if p.name not in failing]
+        if not rest:
+            return failed
+        if is_factory_spec(factory):
+            outcome = call_isolated(run_trained, job, rest, device=device,
+                                    time_limit=time_limit)
+        else:
+            outcome = run_trained(job, rest, device=device)
     except ChildFailure as exc:
         return {p.name: PrecisionOutcome(p.name, exc.status, exc.message) for p in precs}
-    return {o.precision: o for o in outcome.per_precision}
+    measured = {o.precision: o for o in outcome.per_precision}
+    return {p.name: failed.get(p.name) or measured[p.name] for p in precs}
+
+
+def _sample_failures(job: Job, precisions: list[Precision]) -> dict[str, str]:
+    """The freshly built model of ``job`` evaluated on one sample in every precision before
+    it trains (:mod:`experiments.sample_check`): {precision name: its failure in one line}
+    for those it cannot be evaluated in."""
+    task, model = job.build()
+    model.eval()
+    x = sample_input(task.d_in, task.n_tokens)
+    failures = {}
+    for p in precisions:
+        problem = check_sample(model, x, [p], islands=False,
+                               label=f"'{job.family}' on {task.name}").problem
+        if problem:
+            failures[p.name] = problem
+    return failures
 
 
 def assert_floor_below(factory: str | Callable[..., nn.Module], task: str, bound: float, *,

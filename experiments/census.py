@@ -3,8 +3,9 @@
 ``census_for_factory(spec, ...)`` builds the module from a user factory (``MODULE:FACTORY``
 or ``path/to/file.py:FACTORY``) and takes its census; ``suite_mp_problem(suite)`` names, in
 one line, every op that a trained suite's mpN evaluations would lack, before anything trains;
-``check_factories(runs)`` builds (and takes the census of) a suite's user factories in a child
-process (:mod:`experiments.isolation`), so their import cannot take the driver down.
+``check_factories(runs)`` builds (and takes the census of, and evaluates one sample of) a
+suite's user factories in a child process (:mod:`experiments.isolation`), so their import
+cannot take the driver down.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from torch import nn
 from experiments.factory import FactoryError, build_from_factory, is_factory_spec
 from experiments.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from experiments.run import Run
+from experiments.sample_check import check_sample, sample_input
 from precision.op_census import Census, CensusError, census
 
 
@@ -64,32 +66,51 @@ def suite_mp_problem(suite: Any, runs: list[Run] | None = None) -> str | None:
             f"implementation (mpN is among the suite's precisions): " + "; ".join(parts))
 
 
-def _check_family(runs: list[Any], census: bool) -> str | None:
+def _check_family(runs: list[Any], census: bool, sample: bool = False
+                  ) -> tuple[str | None, list[str]]:
     """In the child of :func:`check_factories`: build every distinct module of one factory
     (import, call, shape check) and, with ``census``, take the op census of those evaluated
-    in an mpN precision; one line naming the first problem, or None."""
-    seen: set[str] = set()
+    in an mpN precision; with ``sample``, evaluate one sample of each in every precision of
+    its runs (:mod:`experiments.sample_check`). One line naming the first problem, or None;
+    and the island reports of the sample check (lines)."""
+    seen: dict[str, list[Any]] = {}
     for run in runs:
         job = run.spec
         key = repr((job.model_options, job.task, job.task_options, job.depth, job.width))
         if key in seen:
+            seen[key].append(run)
             continue
-        seen.add(key)
+        seen[key] = [run]
         try:
             job.build()
         except FactoryError as exc:
-            return str(exc)
-    return suite_mp_problem(None, runs) if census else None
+            return str(exc), []
+    problem = suite_mp_problem(None, runs) if census else None
+    if problem or not sample:
+        return problem, []
+    notes: list[str] = []
+    for same in seen.values():
+        task, model = same[0].spec.build()
+        precisions = list(dict.fromkeys(p for run in same for p in run.precisions))
+        label = f"'{same[0].spec.family}' on {task.name}"
+        check = check_sample(model.eval(), sample_input(task.d_in, task.n_tokens), precisions,
+                             label=label)
+        if check.problem:
+            return check.problem, notes
+        notes += [line for line in check.lines() if line not in notes]
+    return None, notes
 
 
-def check_factories(runs: list[Any], *, census: bool = False,
-                    time_limit: float | None = None) -> str | None:
+def check_factories(runs: list[Any], *, census: bool = False, sample: bool = False,
+                    time_limit: float | None = None, notes: list[str] | None = None
+                    ) -> str | None:
     """Check the user factories of ``runs`` (a suite's expanded runs) before anything is
     computed, each in a child process (:mod:`experiments.isolation`), so that its import, call and
     forward cannot take the driver down: None when every factory builds its modules (and,
-    with ``census``, the mpN interpreter runs all their ops), else one line naming the
-    factory and what went wrong (an exception, an exit, a crash, or ``time_limit`` seconds
-    passed)."""
+    with ``census``, the mpN interpreter runs all their ops; with ``sample``, one sample
+    evaluates in every precision of the runs, and ``notes`` receives its island reports),
+    else one line naming the factory and what went wrong (an exception, an exit, a crash, or
+    ``time_limit`` seconds passed)."""
     by_family: dict[str, list[Any]] = {}
     for run in runs:
         family = run.config.get("family") if run.kind == "trained" else None
@@ -100,10 +121,12 @@ def check_factories(runs: list[Any], *, census: bool = False,
         import torch.export  # noqa: F401
     for family, family_runs in by_family.items():
         try:
-            problem = call_isolated(_check_family, family_runs, census,
-                                    time_limit=time_limit or DEFAULT_USER_TIME_LIMIT)
+            problem, lines = call_isolated(_check_family, family_runs, census, sample,
+                                           time_limit=time_limit or DEFAULT_USER_TIME_LIMIT)
         except ChildFailure as exc:
-            problem = f"factory '{family}' cannot be built: {exc.message}"
+            problem, lines = f"factory '{family}' cannot be built: {exc.message}", []
+        if notes is not None:
+            notes.extend(lines)
         if problem:
             return problem
     return None

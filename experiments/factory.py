@@ -3,7 +3,8 @@
 A factory is any callable ``factory(d_in, d_out, depth, width, **options) -> nn.Module``
 whose module maps (batch, n_tokens, d_in) -> (batch, n_tokens, d_out). If it has a
 ``max_len`` parameter it receives the task's token count. Nothing is registered: the spec
-string is the family name in suites and in the store.
+string is the family name in suites and in the store. ``hf:ClassName`` names a Hugging Face
+``transformers`` model built from its config (:mod:`experiments.hf_models`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from experiments.hf_models import HFModelError, hf_factory, is_hf_spec
+
 
 class FactoryError(ValueError):
     """A factory that cannot be imported, raises, or returns the wrong thing (one line)."""
@@ -31,7 +34,13 @@ def is_factory_spec(family: Any) -> bool:
 
 def load_factory(spec: str) -> Callable[..., nn.Module]:
     """Import ``module:attr`` (a dotted module importable from the working directory, or a
-    ``.py`` file path) and return the callable."""
+    ``.py`` file path) and return the callable; ``hf:ClassName`` is a Hugging Face model
+    (:mod:`experiments.hf_models`)."""
+    if is_hf_spec(spec):
+        try:
+            return hf_factory(spec)
+        except HFModelError as exc:
+            raise FactoryError(str(exc)) from None
     mod_name, _, attr = spec.rpartition(":")
     if not mod_name or not attr:
         raise FactoryError(f"factory '{spec}' must look like MODULE:FACTORY")
@@ -75,6 +84,8 @@ def build_from_factory(spec: str | Callable[..., nn.Module], d_in: int, d_out: i
         pass
     try:
         model = fn(d_in=d_in, d_out=d_out, depth=depth, width=width, **kwargs)
+    except HFModelError as exc:
+        raise FactoryError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - the user's factory failing is one line
         raise FactoryError(f"factory '{spec}' raised {type(exc).__name__}: {exc}") from None
     if not isinstance(model, nn.Module):

@@ -4,13 +4,22 @@
 float32; ``evaluate(model, x, "mp50")`` interprets the model's exported graph in 50-digit
 arithmetic with the *same* weights (exact conversion). Both return a numpy object array of
 exact arb values, so outputs of every precision compare exactly.
+
+Casts (``casts="keep"|"promote"``, or spelled in the precision: ``float64+casts=promote``):
+``keep`` (the default) runs the model as written, so a model that casts to float32 inside
+computes those islands in float32 in every precision (mpN included); ``promote`` computes
+every float cast in the evaluation precision (float path: :class:`PromoteCasts`, a dispatch
+mode over the eager forward; mpN: the interpreter does not round the islands). The truth a
+model is measured against is the promoted model: :func:`error_decomposition`'s reference.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 import weakref
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -18,9 +27,11 @@ import torch
 
 from precision.backends import backend_for
 from precision.backends.interpreter import MPProgram
+from precision.backends.interpreter.casts import NARROW_DTYPES
+from precision.backends.promote_casts import PromoteCasts
 from precision.backends.torch_backend import cast_module, round_to_dtype
 from precision.metrics import ErrorSummary, decompose, error_summary
-from precision.precisions import Precision, as_precision
+from precision.precisions import FLOAT_BITS, Precision, as_precision, with_casts
 from precision.reference import CHECK_SUBSET, certain_digits, check_precision
 
 _PROGRAMS: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, MPProgram]] = (
@@ -38,7 +49,8 @@ def mp_program(model: torch.nn.Module, x: torch.Tensor) -> MPProgram:
 
 
 def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Precision | str,
-             device: str = "cpu") -> np.ndarray:
+             device: str = "cpu", *, casts: str | None = None,
+             kept_modules: Collection[str] | None = None) -> np.ndarray:
     """Output of ``model`` on ``x`` computed in ``precision``, as exact arb values.
 
     Float precisions: the model (deep copy) and ``x`` are cast to the dtype and run by
@@ -46,23 +58,32 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     ``x`` may also be an object array of exact values (e.g. an mp iterate fed back as input):
     the interpreter takes it as it is; float precisions round it into the dtype. ``device``:
     where a float precision runs (:mod:`precision.devices`); mpN always runs on the CPU.
+    ``casts``: ``"keep"`` or ``"promote"`` (module docstring); None: the precision's own
+    policy. ``kept_modules`` (mpN under ``keep`` only): round the islands of these module
+    paths only (as :attr:`MPProgram.islands` spells them), to attribute their effect.
     """
     p = as_precision(precision)  # the Python API's edge
+    if casts is not None:
+        p = with_casts(p, casts)
+    if kept_modules is not None and not (p.is_mp and p.casts == "keep"):
+        raise ValueError("kept_modules applies to an mpN precision under casts='keep'")
     model.eval()
     if isinstance(x, np.ndarray):
         if p.is_mp:
-            example = torch.zeros(x.shape, dtype=next(iter(model.parameters())).dtype)
-            return backend_for(p).to_exact(mp_program(model, example)(x, precision=p))
+            example = torch.zeros(x.shape, dtype=torch.float64)
+            return backend_for(p).to_exact(
+                mp_program(model, example)(x, precision=p, kept_modules=kept_modules))
         x = backend_for(p).asarray(x)  # rounded into the dtype
     if p.is_mp:
-        example = x.to(next(iter(model.parameters()), x).dtype) if x.is_floating_point() else x
-        out = mp_program(model, example)(x, precision=p)
+        example = x.to(torch.float64) if x.is_floating_point() else x
+        out = mp_program(model, example)(x, precision=p, kept_modules=kept_modules)
         return backend_for(p).to_exact(out)
     dtype = p.torch_dtype
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
         clone = cast_module(copy.deepcopy(model), dtype).to(device)
-    with torch.no_grad():
+    mode = PromoteCasts(dtype) if p.casts == "promote" else contextlib.nullcontext()
+    with torch.no_grad(), mode:
         out = clone((round_to_dtype(x, dtype) if x.is_floating_point() else x).to(device))
     return backend_for(p).to_exact(out.cpu())
 
@@ -95,18 +116,30 @@ def error_decomposition(
     reference: Precision | str = "mp100",
     check_reference: bool = True,
 ) -> dict[str, ErrorSummary]:
-    """total = f_p(x) - y*, approximation = f_ref(x) - y*, rounding = f_p(x) - f_ref(x).
+    """total = f_p(x) - y*, approximation = f_ref(x) - y*, rounding = f_p(x) - f_ref(x), and
+    for a model that casts below p: casts = f_p(x) - f_p,promote(x).
 
     ``truth`` is the task's high-precision target (object array of arb, or floats); ``f_ref``
-    is the same weights evaluated in the high ``reference`` precision mpN (mp100 by default).
+    is the same weights evaluated in the high ``reference`` precision (mp100 by default) with
+    every cast promoted: the model its author wrote. Under ``casts="keep"`` (the default) a
+    model whose graph computes some nodes in a dtype narrower than p (its float32 islands in a
+    float64 run) also gets ``casts``: how far those islands move the output, the part of
+    ``rounding`` they cause (:mod:`precision.islands` says which module causes how much).
     With ``check_reference`` the result also holds ``"reference"``: f_ref against the same
     weights in mp2N on the first sequence of ``x`` (:mod:`precision.reference`), whose
     ``digits`` are how many digits of the reference are certain.
     """
-    p, ref = as_precision(precision), as_precision(reference)
+    p = as_precision(precision)  # the Python API's edge
+    ref = with_casts(as_precision(reference), "promote")
     fp = evaluate(model, x, p)
     fref = evaluate(model, x, ref)
     parts = decompose(fp, fref, truth)
+    if p.casts == "keep":
+        example = x.to(torch.float64) if x.is_floating_point() else x
+        narrow = {dtype for dtype, _ in mp_program(model, example).islands.values()}
+        if any(FLOAT_BITS[NARROW_DTYPES[d]] < p.bits for d in narrow):
+            parts["casts"] = decompose(fp, evaluate(model, x, with_casts(p, "promote")),
+                                       truth)["rounding"]
     if check_reference:
         first = x[:CHECK_SUBSET]
         parts["reference"] = error_summary(fref[:CHECK_SUBSET],

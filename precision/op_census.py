@@ -5,6 +5,10 @@
 whether the arbitrary-precision interpreter implements it, and the module paths using it.
 Nothing is trained or evaluated, so all unsupported ops are known at once, before any
 training starts (``experiments.census`` applies it to a user factory and to a trained suite).
+
+It also lists the model's float casts (one row per op, from -> to dtype and module path) and
+the modules that compute in a dtype narrower than float64 (the *islands* that round below a
+float64 or mpN evaluation under ``casts="keep"``; :mod:`precision.islands`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import torch
 from torch import nn
 
 from precision.backends.interpreter import MPProgram, module_path, op_name, supports
+from precision.backends.interpreter.casts import NARROW_DTYPES
+from precision.evaluate import mp_program
 
 
 class CensusError(ValueError):
@@ -37,10 +43,25 @@ class OpUse:
 
 
 @dataclass
+class CastUse:
+    """One float cast of the graph: ``op`` from ``source`` to ``target`` dtype in ``module``,
+    ``count`` times."""
+
+    op: str
+    source: str
+    target: str
+    module: str
+    count: int
+
+
+@dataclass
 class Census:
-    """Every op an exported module uses, in order of first use."""
+    """Every op an exported module uses, in order of first use; its float casts and the
+    modules with nodes below float64 (module path -> dtype -> node count)."""
 
     ops: list[OpUse]
+    casts: list[CastUse] = field(default_factory=list)
+    islands: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def missing(self) -> list[OpUse]:
@@ -63,7 +84,26 @@ class Census:
         lines.append(f"{len(self.ops)} ops, {sum(u.count for u in self.ops)} calls; "
                      + ("all supported in mpN" if not n_missing
                         else f"{n_missing} unsupported in mpN"))
-        return "\n".join(lines)
+        return "\n".join(lines + self.cast_lines())
+
+    def cast_lines(self) -> list[str]:
+        """The casts table and the islands, or one line saying there are none."""
+        if not self.casts and not self.islands:
+            return ["no float casts: the model computes in one dtype (casts=keep and "
+                    "casts=promote agree)"]
+        lines = ["", "float casts (op, from -> to, uses, module):"]
+        width = max(len(c.op) for c in self.casts) if self.casts else 2
+        for c in self.casts:
+            lines.append(f"  {c.op:<{width}}  {c.source + ' -> ' + c.target:<21}  "
+                         f"{c.count:>4}  {c.module}")
+        if self.islands:
+            lines.append(f"rounds below float64 (under casts=keep) in {len(self.islands)} "
+                         f"module{'s' if len(self.islands) != 1 else ''}:")
+            for module, dtypes in self.islands.items():
+                what = ", ".join(f"{n} {d} node{'s' if n != 1 else ''}"
+                                 for d, n in dtypes.items())
+                lines.append(f"  {module}: {what}")
+        return lines
 
     def summary(self) -> str:
         """One line naming every unsupported op with its first module path."""
@@ -91,12 +131,15 @@ def census(module: nn.Module, example: torch.Tensor | tuple[Any, ...]) -> Census
     inputs = example if isinstance(example, tuple) else (example,)
     try:
         with _quiet_torch():
-            program = MPProgram(module, inputs)
+            # one input: the program evaluate() caches, so a later evaluation reuses the export
+            program = (mp_program(module, inputs[0]) if len(inputs) == 1
+                       else MPProgram(module, inputs))
     except Exception as exc:  # noqa: BLE001 - any export failure is reported in one line
         first = (str(exc).strip().splitlines() or [""])[0]
         raise CensusError(f"torch.export failed on {type(module).__name__}: "
                           f"{type(exc).__name__}: {first}") from None
     uses: dict[str, OpUse] = {}
+    casts: dict[tuple[str, str, str, str], int] = {}
     for node in program.graph.nodes:
         if node.op != "call_function":
             continue
@@ -106,4 +149,30 @@ def census(module: nn.Module, example: torch.Tensor | tuple[Any, ...]) -> Census
         where = module_path(node)
         if where not in use.modules:
             use.modules.append(where)
-    return Census(list(uses.values()))
+        cast = _cast(node)
+        if cast is not None:
+            key = (name, *cast, where)
+            casts[key] = casts.get(key, 0) + 1
+    islands: dict[str, dict[str, int]] = {}
+    for dtype, where in program.islands.values():
+        per_module = islands.setdefault(where, {})
+        per_module[NARROW_DTYPES[dtype]] = per_module.get(NARROW_DTYPES[dtype], 0) + 1
+    return Census(list(uses.values()), [CastUse(*k, n) for k, n in casts.items()], islands)
+
+
+def _dtype_name(value: Any) -> str | None:
+    dtype = getattr(value, "dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else None
+
+
+def _cast(node: torch.fx.Node) -> tuple[str, str] | None:
+    """(from, to) dtype names of a dtype conversion node whose result is a float or complex
+    of another dtype than its input; None otherwise."""
+    if "dtype" not in node.kwargs or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return None
+    out, inp = node.meta.get("val"), node.args[0].meta.get("val")
+    if not isinstance(out, torch.Tensor) or not isinstance(inp, torch.Tensor):
+        return None
+    if not (out.dtype.is_floating_point or out.dtype.is_complex) or out.dtype == inp.dtype:
+        return None
+    return _dtype_name(inp), _dtype_name(out)

@@ -17,14 +17,15 @@ spelled, so today's names (``float32``, ``mp50``) are their own canonical spelli
 Parsing happens at the edges only (the CLI, suite files, the Python API, reading the store):
 inside, every signature takes a :class:`Precision`. :func:`parse_spelling` reads the grammar;
 :func:`parse_precision` also refuses what this version cannot compute yet (only the fields'
-defaults are computed today; the number formats, roundings and cast policies are the subject
-of their own work), so a spelling is never accepted and then silently ignored.
+defaults and both cast policies are computed today; roundings, accumulation formats and
+per-module assignments are the subject of their own work), so a spelling is never accepted
+and then silently ignored.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: Significand bits (including the implicit bit) of the PyTorch float formats.
@@ -89,8 +90,10 @@ class Precision:
         seed: seed of stochastic rounding (``rounding == "sr"`` only).
         accumulate: the format sums and matrix products accumulate in (``None``: the
             format itself).
-        casts: one of :data:`CAST_POLICIES`, or ``None``: the model's casts as each backend
-            runs them today.
+        casts: one of :data:`CAST_POLICIES`: ``"keep"`` (the default, not spelled) runs the
+            model's own float casts as written (a cast to float32 rounds to float32 in every
+            precision, mpN included); ``"promote"`` computes every float cast in this
+            precision (the model its author wrote, without the casts).
         modules: ``(glob over module paths, precision)`` pairs; the first glob that matches a
             module's path gives its precision, the others run in this one.
     """
@@ -100,7 +103,7 @@ class Precision:
     rounding: str = "rne"
     seed: int | None = None
     accumulate: Precision | None = None
-    casts: str | None = None
+    casts: str = "keep"
     modules: tuple[tuple[str, Precision], ...] = ()
 
     @property
@@ -109,7 +112,7 @@ class Precision:
         text = self.format + (f":{self.rounding}" if self.rounding != "rne" else "")
         if self.accumulate is not None:
             text += f"+acc={self.accumulate.name}"
-        if self.casts is not None:
+        if self.casts != "keep":
             text += f"+casts={self.casts}"
         if self.seed is not None:
             text += f"+seed={self.seed}"
@@ -214,18 +217,26 @@ def parse_spelling(spec: str) -> Precision:
         raise PrecisionError(f"{spec!r}: stochastic rounding (':sr') needs '+seed=N', and "
                              "'+seed' is only for stochastic rounding")
     return Precision(p.format, p.digits, rounding=p.rounding, seed=seed,
-                     accumulate=fields.get("acc"), casts=fields.get("casts"),
+                     accumulate=fields.get("acc"), casts=fields.get("casts", "keep"),
                      modules=tuple(modules))
+
+
+def with_casts(p: Precision, casts: str) -> Precision:
+    """``p`` with the cast policy ``casts`` (one of :data:`CAST_POLICIES`)."""
+    if casts not in CAST_POLICIES:
+        raise PrecisionError(f"unknown cast policy {casts!r} (policies: "
+                             f"{', '.join(CAST_POLICIES)})")
+    return replace(p, casts=casts)
 
 
 def check_computable(p: Precision) -> Precision:
     """``p`` if this version computes in it; PrecisionError naming the option otherwise."""
-    if not p.is_plain:
+    if not with_casts(p, "keep").is_plain:
         raise PrecisionError(f"cannot compute in {p.name!r} yet: this version computes the "
-                             "plain formats only (float16, bfloat16, float32, float64, mpN, "
-                             "rounding to nearest even); rounding modes, accumulation formats, "
-                             "cast policies and per-module assignments are spelled but not yet "
-                             "computed")
+                             "plain formats (float16, bfloat16, float32, float64, mpN, "
+                             "rounding to nearest even) with either cast policy "
+                             "(+casts=keep|promote); rounding modes, accumulation formats and "
+                             "per-module assignments are spelled but not yet computed")
     return p
 
 

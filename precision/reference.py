@@ -19,6 +19,7 @@ not support them, and the reports show the figure beside every model result.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -33,7 +34,8 @@ def check_precision(reference: Precision) -> Precision:
     """mp2N, the precision that checks the reference mpN."""
     if not reference.is_mp or reference.digits is None:
         raise ValueError(f"the reference must be an mpN precision, not {reference.name}")
-    return Precision(f"mp{2 * reference.digits}", 2 * reference.digits)
+    return replace(reference, format=f"mp{2 * reference.digits}",
+                   digits=2 * reference.digits)   # the same cast policy
 
 
 def certain_digits(reference: np.ndarray, check: np.ndarray, reference_digits: int) -> float:

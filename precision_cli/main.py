@@ -1,4 +1,5 @@
-"""The ``precision`` command: ``run``, ``probe``, ``results``, ``report``, ``delete``, ``list``.
+"""The ``precision`` command: ``run``, ``probe``, ``ops``, ``evaluate``, ``results``, ``report``,
+``delete``, ``list``.
 
 Every user error (unknown suite / solver / precision, malformed suite file, bad parameter,
 impossible shape, unreadable, damaged or read-only store, unwritable output) is one line on
@@ -28,7 +29,14 @@ from experiments.suite import (
     shipped_suites,
     suite_with_lengths,
 )
-from precision.precisions import ALIASES_TEXT, VALID_FORMS, PrecisionError, parse_precision
+from precision.precisions import (
+    ALIASES_TEXT,
+    CAST_POLICIES,
+    VALID_FORMS,
+    PrecisionError,
+    parse_precision,
+    with_casts,
+)
 from precision.solvers.measure import SOLVERS, SolverError
 from precision_cli.stdout import CheckedStdout, StdoutError, drop_stdout
 from precision_cli.stopping import StopSignals, interrupted
@@ -108,7 +116,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     suite = load_suite(
         args.suite,
         profile=args.profile,
-        precisions=_csv(args.precisions, "--precisions"),
+        precisions=_precisions_with_casts(args),
         solvers=_csv(args.solvers, "--solvers"),
         device=args.device,
         expand=lengths is None,
@@ -118,19 +126,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return _run_loaded(suite, args)
 
 
-def _check_factories(suite: Suite, args: argparse.Namespace, census: bool) -> None:
+def _precisions_with_casts(args: argparse.Namespace) -> list[str] | None:
+    """``--precisions`` as given, each with ``--casts``'s policy when it is given (then the
+    suite's own precision list when ``--precisions`` is not)."""
+    names = _csv(args.precisions, "--precisions")
+    if args.casts is None:
+        return names
+    if names is None:
+        base = load_suite(args.suite, profile=args.profile, expand=False)
+        names = [p.name for p in base.settings.precisions]
+    return [with_casts(parse_precision(n), args.casts).name for n in names]
+
+
+def _check_factories(suite: Suite, args: argparse.Namespace, census: bool,
+                     sample: bool = False) -> None:
     """A suite's user factories are imported, called and (``census``) exported in a child
     process before anything is computed: one that cannot build its module -- it raises,
     exits, crashes or hangs past the time limit -- is a one-line error (exit 2), nothing
-    stored. What fails later, during a run, is that run's ``failed`` / ``timeout`` records."""
+    stored; with ``sample``, one that cannot evaluate one sample in each of its precisions
+    too (the op, graph node and module named), and where its casts round below a precision
+    is printed. What fails later, during a run, is that run's ``failed`` / ``timeout``
+    records."""
     from experiments.census import check_factories
     from experiments.factory import is_factory_spec
     _check_time_limit(args)
     if not any(is_factory_spec(e.family) for e in suite.models):
         return   # no user code
-    problem = check_factories(list(suite.runs), census=census, time_limit=args.time_limit)
+    notes: list[str] = []
+    problem = check_factories(list(suite.runs), census=census, sample=sample,
+                              time_limit=args.time_limit, notes=notes)
     if problem:
         raise UsageError(problem)
+    if notes:
+        print("\n".join(["casts (one sample, before training):", *notes]), flush=True)
 
 
 def _check_time_limit(args: argparse.Namespace) -> None:
@@ -148,13 +176,14 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     _check_run_args(args)
     lengths = _lengths(args.lengths)
     base = load_suite(args.suite, profile=args.profile, expand=False,
-                      precisions=_csv(args.precisions, "--precisions"), device=args.device)
+                      precisions=_precisions_with_casts(args), device=args.device)
     suite = suite_for_factory(base, args.factory, tasks=_csv(args.tasks, "--tasks"),
                               label=args.label)
     suite = suite_with_lengths(suite, lengths)
     _check_probe_label(suite, args)
-    # the factory's import, build and op census (an op mpN cannot run) in a child process
-    _check_factories(suite, args, census=True)
+    # the factory's import, build, op census (an op mpN cannot run) and one sample evaluated
+    # in every precision, in a child process, before anything trains
+    _check_factories(suite, args, census=True, sample=True)
     return _run_loaded(suite, args)
 
 
@@ -185,10 +214,87 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     if isinstance(c, str):
         raise UsageError(c)
     print(c.table())
+    if args.casts == "promote" and (c.casts or c.islands):
+        print("under --casts promote these casts compute in the evaluation precision: "
+              "nothing rounds below it")
     if not c.ok:
         print(f"precision: error: {c.summary()}", file=sys.stderr)
         return EXIT_USAGE
     return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    """One seeded sample through FACTORY's (untrained) module in each precision, against the
+    promoted model in the reference precision; exit 1 if a precision cannot evaluate."""
+    from experiments.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
+
+    names = _csv(args.precisions, "--precisions") or ["float32", "float64", "mp50"]
+    precisions = [parse_precision(n) for n in names]
+    if args.casts is not None:
+        precisions = [with_casts(p, args.casts) for p in precisions]
+    reference = with_casts(parse_precision(args.reference), "promote")
+    if not reference.is_mp:
+        raise UsageError(f"--reference must be an mpN precision, not {args.reference}")
+    for option in ("d_in", "d_out", "depth", "width", "tokens", "batch"):
+        if getattr(args, option) < 1:
+            raise UsageError(f"--{option.replace('_', '-')} must be a positive integer")
+    try:  # the user's factory is imported, called and evaluated in a child process
+        result = call_isolated(_evaluate_sample, args.factory, precisions, reference,
+                               args.d_in, args.d_out, args.depth, args.width, args.tokens,
+                               args.batch, args.seed, time_limit=DEFAULT_USER_TIME_LIMIT)
+    except ChildFailure as exc:
+        raise UsageError(f"factory '{args.factory}' cannot be evaluated: {exc.message}") from None
+    if isinstance(result, str):
+        raise UsageError(result)
+    rows, problem, notes = result
+    print(f"{'precision':<24}  {'relative error':>14}  {'digits':>6}  casts (keep vs promote)")
+    for name, relative, digits, casts in rows:
+        print(f"{name:<24}  {relative:>14.2e}  {digits:>6.1f}  "
+              + (f"{casts:.2e}" if casts is not None else "-"))
+    print(f"(against the model in {reference.name}: every cast promoted)")
+    if notes:
+        print("\n".join(notes))
+    if problem:
+        print(f"precision: error: {problem}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _evaluate_sample(spec: str, precisions: list, reference: object, d_in: int, d_out: int,
+                     depth: int, width: int, tokens: int, batch: int, seed: int) -> object:
+    """In the child of ``evaluate``: (rows, problem, island lines), or a one-line error."""
+    import torch
+
+    from experiments.factory import FactoryError, build_from_factory
+    from experiments.isolation import one_line
+    from precision.evaluate import evaluate
+    from precision.islands import island_report, islands_below
+    from precision.metrics import error_summary
+
+    try:
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            model = build_from_factory(spec, d_in, d_out, depth, width, tokens).eval()
+    except FactoryError as exc:
+        return str(exc)
+    gen = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(batch, tokens, d_in, dtype=torch.float64, generator=gen)
+    rows: list[tuple] = []
+    notes: list[str] = []
+    for p in [reference, *precisions]:
+        try:
+            out = evaluate(model, x, p)
+            report = island_report(model, x, p) if islands_below(model, x, p) else None
+        except Exception as exc:  # noqa: BLE001 - the failing op, node and module, one line
+            return rows, f"'{spec}' cannot be evaluated in {p.name}: {one_line(exc)}", notes
+        if p is reference:
+            truth = out
+            continue
+        summary = error_summary(out, truth)
+        casts = report.total.relative if report is not None and report.total else None
+        rows.append((p.name, summary.relative, summary.digits, casts))
+        notes += report.lines() if report is not None and p.casts == "keep" else []
+    return rows, None, notes
 
 
 def _census_or_error(spec: str, *shape: int) -> object:
@@ -488,7 +594,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(f"  forms: {VALID_FORMS}")
         print("  spelling: FORMAT[:rne|rz|ru|rd|sr][+acc=FORMAT][+casts=keep|promote][+seed=N]"
               "[+mod[GLOB]=FORMAT]...; this version computes the plain formats (round to "
-              "nearest even, no options)")
+              "nearest even) with either cast policy (+casts=keep, the default, or "
+              "+casts=promote); the other options are not computed yet")
     return 0
 
 
@@ -536,6 +643,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also evaluate every trained job's weights at these sequence lengths "
                      "(e.g. 16,64,256,1024), each precision against mp100: records of kind "
                      "'length' and a plot of error against length in the report")
+    run.add_argument("--casts", choices=CAST_POLICIES, default=None,
+                     help="cast policy of every evaluation precision: keep (the default: a "
+                     "model's own float32 casts round to float32 in every precision) or "
+                     "promote (every cast computes in the evaluation precision)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--report-dir", default="report",
                      help="the suite's report is refreshed in REPORT_DIR/SUITE (default report)")
@@ -546,7 +657,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Run a suite's tasks, grid and recipes on the module "
                          "returned by FACTORY(d_in, d_out, depth, width) and store it beside "
                          "the built-in families.")
-    prb.add_argument("factory", help="MODULE:FACTORY or path/to/file.py:FACTORY")
+    prb.add_argument("factory", help="MODULE:FACTORY, path/to/file.py:FACTORY or hf:ClassName")
     prb.add_argument("--suite", required=True, help="a suite with [models.*] (e.g. primitives)")
     prb.add_argument("--tasks", default=None, help="comma-separated subset of the suite's tasks")
     prb.add_argument("--label", default=None,
@@ -561,13 +672,37 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Export the module of FACTORY(d_in, d_out, depth, width) "
                          "on a (2, tokens, d_in) input and list every core ATen op its graph "
                          "uses, how often, where, and whether mpN runs it (exit 2 if not).")
-    ops.add_argument("factory", help="MODULE:FACTORY or path/to/file.py:FACTORY")
+    ops.add_argument("factory", help="MODULE:FACTORY, path/to/file.py:FACTORY or hf:ClassName")
     ops.add_argument("--d-in", type=int, default=20, help="input features (default 20)")
     ops.add_argument("--d-out", type=int, default=20, help="output features (default 20)")
     ops.add_argument("--depth", type=int, default=2, help="depth (default 2)")
     ops.add_argument("--width", type=int, default=64, help="width (default 64)")
     ops.add_argument("--tokens", type=int, default=40, help="tokens N (default 40)")
+    ops.add_argument("--casts", choices=CAST_POLICIES, default="keep",
+                     help="the cast policy the casts listing refers to (default keep)")
     ops.set_defaults(func=_cmd_ops)
+
+    ev = sub.add_parser("evaluate", help="one sample through your architecture in each "
+                        "precision, and where its casts round",
+                        description="Build FACTORY(d_in, d_out, depth, width) (seeded, not "
+                        "trained), evaluate one seeded (batch, tokens, d_in) input in each "
+                        "precision and print its relative error against the model with every "
+                        "cast promoted in the reference precision, the part its casts cause, "
+                        "and the modules where they round (exit 1 if a precision cannot "
+                        "evaluate it: the op, graph node and module named).")
+    ev.add_argument("factory", help="MODULE:FACTORY, path/to/file.py:FACTORY or hf:ClassName")
+    ev.add_argument("--precisions", default=None,
+                    help="comma-separated precisions (default float32,float64,mp50)")
+    ev.add_argument("--casts", choices=CAST_POLICIES, default=None,
+                    help="cast policy of every precision (default: as spelled, keep)")
+    ev.add_argument("--reference", default="mp100",
+                    help="the mpN precision of the truth, casts promoted (default mp100)")
+    for flag, default, what in (("--d-in", 20, "input features"),
+                                ("--d-out", 20, "output features"), ("--depth", 2, "depth"),
+                                ("--width", 64, "width"), ("--tokens", 40, "tokens N"),
+                                ("--batch", 1, "sequences"), ("--seed", 0, "seed")):
+        ev.add_argument(flag, type=int, default=default, help=f"{what} (default {default})")
+    ev.set_defaults(func=_cmd_evaluate)
 
     res = sub.add_parser("results", help="print or export stored results",
                          description="Dump the runs in the store as a table, CSV or JSON, "

@@ -113,7 +113,15 @@ def test_bad_spellings_are_one_line(text, message):
 
 def test_options_not_computed_yet_are_refused_not_ignored():
     assert parse_precision("fp64") == Precision("float64")
-    for text in ("float32:rz", "float16+acc=float32", "float64+casts=keep",
-                 "float32+mod[mlp]=bfloat16"):
+    for text in ("float32:rz", "float16+acc=float32", "float32+mod[mlp]=bfloat16",
+                 "float64+casts=promote+acc=float64"):
         with pytest.raises(PrecisionError, match="not yet computed"):
             parse_precision(text)
+
+
+def test_cast_policies_are_computed_and_keep_is_the_default():
+    assert parse_precision("float64+casts=keep") == parse_precision("float64")
+    assert parse_precision("fp64+casts=keep").name == "float64"
+    promoted = parse_precision("mp50+casts=promote")
+    assert promoted.casts == "promote" and promoted.name == "mp50+casts=promote"
+    assert promoted != parse_precision("mp50")

@@ -152,3 +152,22 @@ def test_op_without_mp_implementation_is_a_failed_status_not_a_crash():
     assert out["float64"].log10_rounding is None      # no mp100 reference to split against
     assert out["mp50"].status == "failed"
     assert "bessel_j0" in out["mp50"].error and "\n" not in out["mp50"].error
+
+
+class TrainingDropout(nn.Module):
+    """Samples even in evaluation: PyTorch runs it, mpN cannot."""
+
+    def __init__(self, d_in: int, d_out: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(d_in, d_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.dropout(self.lin(x), 0.5, training=True)
+
+
+def test_a_module_no_precision_can_evaluate_is_refused_before_training():
+    out = probe(lambda d_in, d_out, depth, width: TrainingDropout(d_in, d_out), "multiply",
+                task_options={"dim": 2, "n": 4}, train={"steps": 10**7, "batch_size": 4},
+                precisions=("mp30",), time_limit=60)   # training would run past the limit
+    assert out["mp30"].status == "failed"
+    assert "before training" in out["mp30"].error and "aten.native_dropout" in out["mp30"].error

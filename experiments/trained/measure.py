@@ -45,7 +45,7 @@ from precision.truth import least_squares_truth, truth_bits
 from results.canonical import config_hash
 
 #: The high precision the decomposition's f_mp is computed in.
-REFERENCE_PRECISION = Precision("mp100", 100)
+REFERENCE_PRECISION = Precision("mp100", 100, casts="promote")
 #: Offset between the training seed and the test-set seed (the test set never overlaps).
 TEST_SEED_OFFSET = 1_000_003
 

@@ -84,6 +84,13 @@ def is_float(v: Any) -> bool:
     return isinstance(v, MPArray)
 
 
+def is_integral(v: Any) -> bool:
+    """An integer or boolean value: a Python / numpy int or bool, or an int / bool array."""
+    if isinstance(v, np.ndarray):
+        return v.dtype.kind in "iub"
+    return isinstance(v, int | np.integer | np.bool_)
+
+
 def shape_of(x: Any) -> tuple[int, ...]:
     return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
 
@@ -146,7 +153,7 @@ def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None
 
     def apply(ctx: Any, x: Any) -> MPArray:
         xa = ctx.arr(x).stripped()
-        with workprec(xa.prec):
+        with workprec(xa.prec), np.errstate(all="ignore"):  # the IEEE fall-back's flags
             res = ufunc(xa.a)
         return MPArray(np.asarray(res, dtype=object), xa.prec, clean=True)
 

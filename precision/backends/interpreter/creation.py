@@ -84,7 +84,8 @@ def to_copy(ctx: Ctx, x: Any, dtype: Any = None, **_: Any) -> Any:
         vals = x.to_float64()
         if dtype == torch.bool:
             return vals != 0
-        return np.trunc(vals).astype(np.int64)
+        with np.errstate(invalid="ignore"):  # +-inf / nan: unspecified, as in PyTorch
+            return np.trunc(vals).astype(np.int64)
     return np.asarray(x).astype(_np_dtype(dtype))
 
 

@@ -38,6 +38,7 @@ from precision.backends.interpreter.core import (
     fix_nonfinite,
     float_result,
     is_float,
+    is_integral,
     lift,
 )
 from precision.backends.mp_backend import MPArray, workprec
@@ -151,14 +152,11 @@ _POW = np.frompyfunc(_pow_one, 2, 1)
 
 
 def power(ctx: Ctx, x: Any, e: Any) -> Any:
-    """x ** e for tensors and scalars; integer exponents by exact repeated products."""
+    """x ** e for tensors and scalars of any dtypes (a float base with an integer exponent
+    tensor: ALiBi slopes); integer exponents by exact repeated products."""
     if is_complex(x) or is_complex(e):
         raise UnsupportedOpError("complex pow")
-    if not is_float(x) and not is_float(e):
-        if isinstance(x, np.ndarray) and x.dtype.kind in "iub" and isinstance(e, float):
-            return ctx.arr(np.power(x.astype(np.float64), e))
-        if isinstance(e, np.ndarray) and e.dtype.kind == "f":
-            return ctx.arr(np.power(np.asarray(x, dtype=np.float64), e))
+    if is_integral(x) and is_integral(e):
         return np.power(x, e)
     if is_float(x) and isinstance(e, int | float) and float(e).is_integer() and abs(e) <= 64:
         k = int(e)
@@ -171,7 +169,7 @@ def power(ctx: Ctx, x: Any, e: Any) -> Any:
         if k > 0:
             return x ** k
         return div(ctx, 1.0, x ** (-k))
-    if is_float(x) and e == 0.5:
+    if is_float(x) and isinstance(e, int | float) and e == 0.5:
         return _SQRT(ctx, x)
     xa, ea = ctx.arr(x).stripped(), ctx.arr(e).stripped()
     with workprec(ctx.prec):
@@ -232,10 +230,11 @@ def _mod(floor: bool) -> Callable[..., Any]:
         return f
 
     def apply(ctx: Ctx, a: Any, b: Any) -> Any:
-        if not (is_float(a) or is_float(b)):
+        if is_integral(a) and is_integral(b):
             return (np.remainder if floor else np.fmod)(a, b)
         aa, bb = ctx.arr(a).stripped(), ctx.arr(b).stripped()
-        return ctx.wrap(np.frompyfunc(one(ctx.prec), 2, 1)(aa.a, bb.a))
+        with np.errstate(all="ignore"):  # x % 0 is nan, as in PyTorch
+            return ctx.wrap(np.frompyfunc(one(ctx.prec), 2, 1)(aa.a, bb.a))
 
     return apply
 
@@ -246,7 +245,7 @@ def _sign_one(v: Any) -> Any:
 
 def sign(ctx: Ctx, x: Any) -> Any:
     if not is_float(x):
-        return np.sign(x)
+        return x if np.asarray(x).dtype == bool else np.sign(x)
     return lift(_sign_one)(ctx, x)
 
 

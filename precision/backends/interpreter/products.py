@@ -1,5 +1,6 @@
 """Matrix products (mm, bmm, matmul, addmm, baddbmm, dot): each output entry is one dot
-product through ``arb_mat``, rounded once (real or complex operands)."""
+product through ``arb_mat``, rounded once (real or complex operands); ``_trilinear``
+(``nn.Bilinear``) as its products and sum."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import numpy as np
 import torch
 
 from precision.backends.interpreter.complex import c_matmul, is_complex
-from precision.backends.interpreter.core import ONE, ZERO, Ctx, OpTable
+from precision.backends.interpreter.core import ONE, ZERO, Ctx, OpTable, map_array
+from precision.backends.interpreter.elementwise import mul
+from precision.backends.interpreter.reductions import total
 from precision.backends.mp_backend import MPArray
 
 aten = torch.ops.aten
@@ -47,7 +50,26 @@ def addmm(ctx: Ctx, bias: Any, a: Any, b: Any, beta: float = 1, alpha: float = 1
     return prod + (bias * beta if beta != 1 else bias)
 
 
+def trilinear(ctx: Ctx, i1: Any, i2: Any, i3: Any, expand1: list[int], expand2: list[int],
+              expand3: list[int], sumdim: list[int], unroll_dim: int = 1) -> Any:
+    """aten._trilinear: each operand with size-1 axes inserted at its ``expand`` positions,
+    the three multiplied (broadcast) and summed over ``sumdim``. ``nn.Bilinear``'s
+    y_bo = sum_ij x1_bi W_oij x2_bj + b_o is
+    ``_trilinear(x1, W, x2, [1, 3], [0], [1, 2], [2, 3])``. ``unroll_dim`` only picks
+    PyTorch's loop order."""
+
+    def unsqueeze(x: Any, dims: list[int]) -> Any:
+        for d in sorted(dims):
+            x = map_array(x, lambda a, d=d: np.expand_dims(a, d))
+        return x
+
+    prod = mul(ctx, mul(ctx, unsqueeze(i1, expand1), unsqueeze(i2, expand2)),
+               unsqueeze(i3, expand3))
+    return total(ctx, prod, list(sumdim), False) if sumdim else prod
+
+
 OPS: OpTable = {
+    aten._trilinear.default: trilinear,
     aten.mm.default: matmul, aten.bmm.default: matmul, aten.matmul.default: matmul,
     aten.dot.default: matmul,
     aten.addmm.default: addmm,

@@ -11,11 +11,19 @@ Memory: like ``torch.fx.Interpreter``, the program knows (from the graph, once) 
 that reads each value and drops the value right after that node, so a call holds only the
 values still to be read, not every intermediate arb array of the graph. A failing op is
 reported with its name, its graph node and the module path it came from.
+
+Casts: the graph is exported from the module in float64 (a float32 module is exported from a
+float64 copy, its weights still read from the module itself), so a node whose dtype is
+narrower is one the model computes below float64 on purpose: an *island* (:attr:`islands`).
+Under the precision's ``casts="keep"`` (the default) each island's result is rounded into its
+dtype (:mod:`~precision.backends.interpreter.casts`); under ``"promote"`` it is not.
 """
 
 from __future__ import annotations
 
+import copy
 import warnings
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -24,6 +32,7 @@ import torch
 from precision.backends import backend_for
 from precision.backends.interpreter import (
     activations,
+    casts,
     comparisons,
     complex,
     convolution,
@@ -120,6 +129,20 @@ def to_exact(t: torch.Tensor, ctx: Ctx) -> Any:
     return t.detach().cpu().numpy()
 
 
+def as_float64(x: Any) -> Any:
+    """A module with floating parameters / buffers not all float64: a float64 copy; a
+    floating tensor: in float64; anything else as it is."""
+    if isinstance(x, torch.Tensor):
+        return x.to(torch.float64) if x.is_floating_point() else x
+    if isinstance(x, torch.nn.Module) and any(
+            t.is_floating_point() and t.dtype != torch.float64
+            for t in [*x.parameters(), *x.buffers()]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation
+            return copy.deepcopy(x).to(torch.float64)
+    return x
+
+
 def call_op(node: torch.fx.Node, values: dict[str, Any], ctx: Ctx) -> Any:
     """Evaluate one ``call_function`` node on the values it reads; an exception keeps its
     type, its message prefixed with the op, the node and its module."""
@@ -152,8 +175,14 @@ class MPProgram:
         self.keep_intermediates = keep_intermediates
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch.export's own deprecations
-            self.exported = torch.export.export(module, example_inputs).run_decompositions()
+            self.exported = torch.export.export(
+                as_float64(module), tuple(as_float64(x) for x in example_inputs)
+            ).run_decompositions()
         self.graph = self.exported.graph_module.graph
+        #: Node name -> (narrow dtype, module path) of every island (module docstring).
+        self.islands: dict[str, tuple[torch.dtype, str]] = {
+            node.name: (dtype, module_path(node)) for node in self.graph.nodes
+            if node.op == "call_function" and (dtype := casts.narrow_dtype(node)) is not None}
         signature = self.exported.graph_signature
         self.input_specs = {s.arg.name: s for s in signature.input_specs}
         self.n_user_inputs = sum(s.kind.name == "USER_INPUT" for s in signature.input_specs)
@@ -175,7 +204,11 @@ class MPProgram:
                       if isinstance(v, torch.Tensor)})
         return state
 
-    def __call__(self, *inputs: Any, precision: Precision) -> Any:
+    def __call__(self, *inputs: Any, precision: Precision,
+                 kept_modules: Collection[str] | None = None) -> Any:
+        """The module's output(s) on ``inputs`` in ``precision`` (an mpN). Under
+        ``casts="keep"`` the islands are rounded into their dtypes, only those of
+        ``kept_modules`` (module paths as :attr:`islands` spells them) when given."""
         if self._unsupported:
             raise UnsupportedOpError(missing_message(self._unsupported))
         p = precision
@@ -199,6 +232,10 @@ class MPProgram:
                     values[node.name] = to_exact(weights[spec.target], ctx)
             elif node.op == "call_function":
                 values[node.name] = call_op(node, values, ctx)
+                island = self.islands.get(node.name) if p.casts == "keep" else None
+                if island and node.target not in casts.DATA_MOVEMENT and (
+                        kept_modules is None or island[1] in kept_modules):
+                    values[node.name] = casts.round_into(values[node.name], island[0])
             elif node.op == "output":
                 self.values = values if self.keep_intermediates else {}
                 res = [values[n.name] if isinstance(n, torch.fx.Node) else n
