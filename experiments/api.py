@@ -4,7 +4,7 @@
 
     def test_my_mixer_multiplies_precisely():
         assert_floor_below(make_mixer, "multiply", 1e-6, precision="float64",
-                           depth=1, width=32, train={"recipe": "high-precision", "steps": 500,
+                           depth=1, width=32, train={"recipe": "engine", "steps": 500,
                                                      "batch_size": 32})
 
 ``probe`` trains the factory's module on a task with a recipe and returns what each
@@ -43,8 +43,10 @@ from experiments.trained.train_config import TrainConfig
 from precision.devices import resolve_device
 from precision.precisions import Precision, parse_precision, parse_precisions
 
-#: A small default budget (seconds to a minute on 2 CPU cores for a small module).
-DEFAULT_TRAIN = {"recipe": "paper", "steps": 500, "batch_size": 32, "dtype": "float32"}
+#: A small default budget of the second-order engine (about a minute on 2 CPU cores for a
+#: small module; experiments.trained.recipe_book).
+DEFAULT_TRAIN = {"recipe": "engine", "steps": 300, "batch_size": 32, "second_order_steps": 15,
+                 "second_order_batch": 8, "until": "floor"}
 
 
 class FloorAssertionError(AssertionError):

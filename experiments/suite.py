@@ -273,8 +273,9 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
     for model, table in override.get("models", {}).items():
         base = dict(_table(merged.get("models", {}).get(model, {}),
                            f"{path}: [models.{model}]"))
-        if not base or not isinstance(table, dict):
-            raise SuiteError(f"{path}: profile '{profile}' names unknown model entry '{model}'")
+        if not isinstance(table, dict) or (not base and "family" not in table):
+            raise SuiteError(f"{path}: profile '{profile}' names unknown model entry '{model}' "
+                             "(a profile's new entry names its 'family')")
         for k, v in table.items():
             base[k] = {**_table(base.get(k, {}), f"{path}: [models.{model}] train"), **v} \
                 if k == "train" and isinstance(v, dict) else v

@@ -63,6 +63,7 @@ from results.store import RunRecord
 VERSION = 4
 
 _RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions", "time_limit",
+             "seeds",
              "lengths"}
 #: The keys of a model entry that are not family-specific (what a user factory is given).
 ENTRY_KEYS = _RESERVED | {"depth", "width"}
@@ -103,6 +104,8 @@ class ModelEntry:
     time_limit: float | None = None
     #: Sequence lengths its trained weights are evaluated at (:mod:`experiments.kinds.length`).
     lengths: tuple[int, ...] = ()
+    #: The entry's own seeds (None: the suite's).
+    seeds: tuple[int, ...] | None = None
 
     def jobs(self, suite: SuiteData) -> list[Job]:
         """Every (task, option values, train config, seed) of the entry, as jobs."""
@@ -118,7 +121,7 @@ class ModelEntry:
                                  model_options=opts, label=self.label,
                                  problem_label=task.label, suite=suite.name,
                                  test_size=self.test_size, iterate=self.iterate)
-                             for seed in suite.seeds]
+                             for seed in self.seeds or suite.seeds]
         return jobs
 
 
@@ -217,7 +220,12 @@ def parse_entry(suite: SuiteData, label: str, entry: Any) -> ModelEntry:
             lengths = check_lengths(entry["lengths"])
         except LengthError as exc:
             raise SuiteError(f"{at}: {exc}") from None
+    seeds = entry.get("seeds")
+    if seeds is not None and (not isinstance(seeds, list) or not seeds or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32 for v in seeds)):
+        raise SuiteError(f"{at}: 'seeds' must be a non-empty list of integers in [0, 2^32)")
     return ModelEntry(label=label, family=family, tasks=tasks, options=tuple(options),
+                      seeds=tuple(seeds) if seeds else None,
                       train=tuple(configs), precisions=entry_precisions(entry, suite, at),
                       time_limit=check_time_limit(entry.get("time_limit"), at),
                       lengths=lengths, **measured)
@@ -242,7 +250,7 @@ def expand(suite: SuiteData, entries: tuple[ModelEntry, ...]) -> list[Run]:
     for entry in entries:
         at = f"{suite.where} [models.{entry.label}]"
         for job in entry.jobs(suite):
-            if job.seed == suite.seeds[0]:  # a seed changes values, not shapes
+            if job.seed == (entry.seeds or suite.seeds)[0]:  # a seed changes values only
                 _validate_job(job, at)
             # the data version first: the record ids hash it (see base.py)
             config = {**job.config(VERSION), "data_version": DATA_VERSION}

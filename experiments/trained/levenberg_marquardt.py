@@ -388,7 +388,8 @@ def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg
         f = 0.5 * float(r.dot(r))
         if not math.isfinite(f):
             raise Diverged(f"loss became {2 * f / M} at step {first_steps + it + 1}")
-        dense = P <= cfg.dense_max_params and M * P <= cfg.dense_max_entries
+        dense = (P <= cfg.dense_max_params and M * P <= cfg.dense_max_entries
+                 and M <= cfg.dense_max_sample_residuals * x.shape[0])
         if dense:
             if per_sample:
                 try:
@@ -404,28 +405,48 @@ def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg
         if mu is None:
             mu = cfg.lm_damping * max(q.top(), 1e-300)
         held_now = held_loss(theta) if held is not None else None
-        accepted = False
-        for _ in range(cfg.lm_max_tries):
-            d, pred = q.step(mu)
-            trial = theta + d
+
+        def attempt(m: float, q: Any = q, theta: torch.Tensor = theta, f: float = f,
+                    held_now: float | None = held_now
+                    ) -> tuple[float, float, torch.Tensor, float, float] | None:
+            """The step for damping m if it is acceptable: (score, m, d, loss, rho)."""
+            d, pred = q.step(m)
             with torch.no_grad():
-                rt = res(trial)
+                rt = res(theta + d)
             ft = 0.5 * float(rt.dot(rt))
             rho = (f - ft) / pred if pred > 0 else -1.0
-            if math.isfinite(ft) and ft < f and rho > 0 and (
-                    held_now is None or held_loss(trial) < held_now):
-                theta, f = trial, ft
-                memory = ([d] + memory)[:cfg.lm_memory]
-                mu *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
-                nu = 2.0
-                accepted = True
-                break
+            if not (math.isfinite(ft) and ft < f and rho > 0):
+                return None
+            score = ft if held_now is None else held_loss(theta + d)
+            if held_now is not None and score >= held_now:
+                return None
+            return score, m, d, ft, rho
+
+        # automatic damping: the model's step is cheap for any mu, so smaller dampings are
+        # tried first (lm_scan of them, 10x apart) and the best acceptable step is taken
+        tries = [a for a in (attempt(mu * 10.0 ** -k) for k in range(cfg.lm_scan, -1, -1))
+                 if a is not None]
+        rho = -1.0
+        for _ in range(cfg.lm_max_tries if not tries else 0):
             mu *= nu
             nu *= 2.0
+            found = attempt(mu)
+            if found is not None:
+                tries = [found]
+                break
+        accepted = bool(tries)
+        if accepted:
+            _, mu, d, f, rho = min(tries, key=lambda a: a[0])
+            theta = theta + d
+            memory = ([d] + memory)[:cfg.lm_memory]
+            mu *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
+            nu = 2.0
         if not accepted:
             nu = 2.0    # keep mu large; the next batch / linearisation starts from it
-        _log.debug("iteration %d: batch loss %.3e, %s, mu %.2e, %s, %.2f s", it + 1,
-                   2.0 * f / M, "accepted" if accepted else "rejected", mu,
+        _log.debug("iteration %d: batch loss %.3e, %s, mu %.2e (top curvature %.2e), "
+                   "rho %.2f, held-out %s, %s, %.2f s", it + 1, 2.0 * f / M,
+                   "accepted" if accepted else "rejected", mu, q.top(), rho,
+                   "-" if held_now is None else f"{held_now:.3e}",
                    "dense" if dense else f"krylov {q.evals.numel()}",
                    time.perf_counter() - t_it)
         mu = min(max(mu, 1e-300), 1e300)

@@ -86,12 +86,17 @@ class TrainConfig:
     # explicit J and eigh(J^T J) when P <= dense_max_params and M * P <= dense_max_entries
     dense_max_params: int = _setting(2500, count(None, lo=0), suite=False)
     dense_max_entries: int = _setting(20_000_000, count(None, lo=0, hi=2**62), suite=False)
+    # ... and each sample has at most this many residuals (a per-sample Jacobian costs about
+    # one single-sample backward pass per residual: with many, Krylov products are cheaper)
+    dense_max_sample_residuals: int = _setting(1_000_000, count(None, lo=0), suite=False)
     lm_damping: float = _setting(1e-3, positive(None), suite=False)  # initial lam / curvature
     diag_probes: int = _setting(16, count(None), suite=False)  # Hutchinson probes (scaling)
     lm_memory: int = _setting(40, count(None, lo=0), suite=False)  # earlier steps in the basis
     # dense path: "eigh" once per iteration or "cholesky" per damping try
     lm_solve: str = _setting("eigh", ("eigh", "cholesky"), suite=False)
     lm_max_tries: int = _setting(12, count(None), suite=False)  # damping increases per iter
+    # smaller dampings tried first each iteration (mu / 10^k, k = lm_scan..1), best one taken
+    lm_scan: int = _setting(0, count(None, lo=0, hi=12), suite=False)
     # LM batch: at least lm_residuals x P residuals (0 = second_order_batch as given), at most
     # lm_max_batch samples (experiments.trained.levenberg_marquardt.lm_batch_size)
     lm_residuals: float = _setting(0.0, Param(None, lo=0.0), suite=False)

@@ -1,0 +1,103 @@
+"""The second-order engine (experiments.trained.recipe_book "engine"): it leaves a saddle
+Adam sits on, its convergence check refuses a saddle, and the floor profile trains every cell
+with one setting."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from experiments.suite import load_suite
+from experiments.trained.convergence_check import CHECK_GAIN, convergence_check
+from experiments.trained.job import Job
+from experiments.trained.recipe_book import RECIPES
+from experiments.trained.recipes import train
+from experiments.trained.train_config import TrainConfig
+from reports.model_table import limit_label
+
+# READ (001 eq. 5) on D = 4, N = 8: the target copies row i into row j. Predicting the mean
+# at row j (attention that has not found position i) is the saddle: MSE ~ 1/N of the
+# entries' variance, ~1e-1 here.
+TASK = {"dim": 4, "n": 8}
+
+
+def _read_job(cfg: TrainConfig) -> tuple[Job, torch.nn.Module, object]:
+    job = Job(family="transformer", task="read", depth=1, width=16, train=cfg,
+              task_options=TASK, model_options={"layernorm": False})
+    task, model = job.build()
+    return job, model, task
+
+
+def _trained(cfg: TrainConfig) -> tuple[torch.nn.Module, object, float]:
+    _, model, task = _read_job(cfg)
+    res = train(model, task.sample, lambda m, x: task.select(m(x)), cfg)
+    assert res.status == "ok", res.message
+    return model, task, res.val_curve[-1][1]
+
+
+ADAM = TrainConfig(recipe="paper", steps=400, batch_size=32, validation_size=64)
+ENGINE = TrainConfig(recipe="engine", steps=100, batch_size=32, second_order_steps=20,
+                     second_order_batch=8, validation_size=64)
+
+
+def test_the_engine_leaves_the_read_saddle_that_adam_sits_on() -> None:
+    """400 paper-recipe Adam steps stay on the plateau (held-out MSE > 5e-2); 100 Adam steps
+    and 20 engine iterations go three orders below it (~1e-4 seen)."""
+    _, _, adam = _trained(ADAM)
+    _, _, engine = _trained(ENGINE)
+    assert adam > 5e-2
+    assert engine < 1e-3 and engine < adam / 100
+
+
+def test_the_convergence_check_refuses_a_saddle() -> None:
+    """The Adam model on the plateau: a few Gauss-Newton steps lower its held-out MSE by more
+    than CHECK_GAIN, so it is not converged and its label is T, never A; the evidence (gain,
+    gradient norm) is finite."""
+    model, task, _ = _trained(ADAM)
+    check = convergence_check(model, task.sample, lambda m, x: task.select(m(x)), ADAM)
+    assert check.gain > CHECK_GAIN and not check.converged
+    assert math.isfinite(check.grad_norm) and check.grad_norm > 0
+    assert check.after < check.before
+    assert limit_label(check.converged, math.log10(check.after), -30.0) == "T"
+
+
+def test_the_engine_ends_on_its_best_validation_weights() -> None:
+    """keep_best: the final model's held-out MSE is the lowest the curve measured."""
+    _, model, task = _read_job(ENGINE)
+    res = train(model, task.sample, lambda m, x: task.select(m(x)), ENGINE)
+    values = [v for _, v in res.val_curve]
+    assert values[-1] == min(values)
+
+
+def test_recipes_are_objects_the_engine_fixes_its_second_order_settings() -> None:
+    """The engine recipe's settings replace the config's (resolved()); paper has none."""
+    cfg = ENGINE.resolved()
+    for key, value in RECIPES["engine"].settings:
+        assert getattr(cfg, key) == value
+    assert ADAM.resolved() == ADAM
+    assert RECIPES["engine"].second_order and not RECIPES["paper"].second_order
+
+
+def test_the_floor_profile_trains_every_cell_with_one_setting() -> None:
+    """primitives --profile floor: Transformer with and without LayerNorm and BaseConv, depth
+    1-3, width 32 and 64, READ / AFFINE / MULTIPLY (54 cells), plus 2 seeds of two cells;
+    their stored train configs are one and the same, and the job configs differ only in the
+    cell's own axes."""
+    suite = load_suite("primitives", profile="floor")
+    runs = suite.runs
+    grid = [r for r in runs if r.spec.label != "transformer_spread"]
+    cells = {(r.spec.label, r.spec.model_options.get("layernorm"), r.spec.depth,
+              r.spec.width, r.spec.task) for r in grid}
+    assert len(grid) == len(cells) == 54
+    spread = [r for r in runs if r.spec.label == "transformer_spread"]
+    assert sorted((r.spec.task, r.spec.seed) for r in spread) == [
+        ("affine", 1), ("affine", 2), ("read", 1), ("read", 2)]
+    trains = {str(sorted(r.config["train"].items())) for r in runs}
+    assert len(trains) == 1
+    assert {r.spec.train.recipe for r in runs} == {"engine"}
+    axes = {"entry", "family", "task", "problem_label", "task_options", "model_options",
+            "depth", "width", "seed", "precisions"}
+    first = runs[0].config
+    for r in runs:
+        assert {k for k in r.config if r.config[k] != first[k]} <= axes
