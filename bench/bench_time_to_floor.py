@@ -3,7 +3,7 @@ engine against the paper recipe, in the same run.
 
 Cells are those of the `primitives` suite (001 Sec. 3.2: READ / AFFINE / MULTIPLY, D = 20,
 N = 40): FAMILY:LN:TASK:DEPTH:WIDTH, e.g. ``transformer:1:read:2:32`` (LN 1 = with
-LayerNorm). The engine trains with the one train setting of the suite's ``floor`` profile
+LayerNorm; FAMILY may be a user factory ``path/to/file.py:FACTORY``, LN then unused). The engine trains with the one train setting of the suite's ``floor`` profile
 (read from the suite file: the same for every cell); the paper recipe (001 App. D.1: Adam
 1e-3, StepLR, float32) gets the same wall budget at the paper's batch of 1024 (``--paper-batch``
 to change it). Both measure the MSE on 128 fixed held-out sequences along the way, with its
@@ -26,6 +26,7 @@ from dataclasses import replace
 
 import torch
 
+from experiments.factory import is_factory_spec
 from experiments.suite import load_suite
 from experiments.trained.convergence_check import convergence_check
 from experiments.trained.job import Job
@@ -50,14 +51,15 @@ def first_below(res: TrainResult, level: float) -> float | None:
 
 
 def run_cell(cell: str, recipe: str, budget: float, paper_batch: int) -> dict:
-    family, ln, task, depth, width = cell.split(":")
+    family, ln, task, depth, width = cell.rsplit(":", 4)   # a factory spec holds a ':'
+    options = {} if is_factory_spec(family) else {"layernorm": ln == "1"}
     cfg = replace(floor_setting(), time_limit=budget, until="steps",
                   second_order_steps=1_000_000)
     if recipe == "paper":
         cfg = TrainConfig(recipe="paper", steps=10_000_000, batch_size=paper_batch,
                           time_limit=budget, validation_points=1000)
     job = Job(family=family, task=task, depth=int(depth), width=int(width), train=cfg,
-              task_options={"dim": 20, "n": 40}, model_options={"layernorm": ln == "1"})
+              task_options={"dim": 20, "n": 40}, model_options=options)
     t, model = job.build()
 
     def predict(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:

@@ -145,6 +145,9 @@ train = { recipe = "paper", steps = 0, batch_size = 8, validation_size = 0 }
 
 #: Series of a trained record that come from float training (not machine-independent).
 FLOAT_SERIES = ("train_log10_loss", "val_log10_mse", "lr")
+#: Result fields of a trained record that come from float training: the convergence check
+#: (float64 Gauss-Newton steps) and the verdict drawn from it.
+FLOAT_RESULT = ("check_gain", "grad_norm", "train_converged")
 
 #: (OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY or None for the best, MKL_CBWR, threads,
 #: NPY_DISABLE_CPU_FEATURES or None)
@@ -272,7 +275,8 @@ def rows(db: Path) -> dict[str, dict[str, Any]]:
         r = {k: row[k] for k in row.keys() if k not in ("wall_time", "worker", "created_at")}
         result = json.loads(r.pop("result_json"))
         r["result"] = {k: v for k, v in result.items()
-                       if k != "provenance" and not k.endswith("wall_time")}
+                       if k != "provenance" and not k.endswith("wall_time")
+                       and k not in FLOAT_RESULT}
         r["config"] = json.loads(r.pop("config_json"))
         r["series"] = {}
         out[row["run_id"]] = r

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.func import functional_call, jacfwd, jacrev, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 _log = logging.getLogger(__name__)
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -331,7 +332,7 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
     return _Model2(V=Vm, evals=evals.clamp(min=0.0), b=bvec)
 
 
-def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg: Any,
+def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg: Any,
                         gen: torch.Generator, first_steps: int, deadline: float | None,
                         after_step: Callable[[int, float, Callable[[], None]], bool]) -> int:
     """Levenberg-Marquardt on fixed float64 batches of ``sample`` (see the module docstring)
@@ -351,6 +352,7 @@ def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg
     f = math.inf
     memory: list[torch.Tensor] = []
     per_sample = True
+    dense_ok = True
     linears = _linear_slices(model, flat) if cfg.lm_precondition == "kfac" else None
 
     def res_one(th: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
@@ -390,14 +392,20 @@ def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg
             raise Diverged(f"loss became {2 * f / M} at step {first_steps + it + 1}")
         dense = (P <= cfg.dense_max_params and M * P <= cfg.dense_max_entries
                  and M <= cfg.dense_max_sample_residuals * x.shape[0])
-        if dense:
+        jac = None
+        if dense and dense_ok:
             if per_sample:
                 try:
                     jac = _sample_jacobian(res_one, theta, x, y)
                 except (RuntimeError, NotImplementedError):   # an op vmap cannot batch
                     per_sample = False
             if not per_sample:
-                jac = _batch_jacobian(res, theta, r)
+                try:
+                    jac = _batch_jacobian(res, theta, r)
+                except (RuntimeError, NotImplementedError):   # no torch.func transform at
+                    dense_ok = False                            # all (an autograd.Function)
+        dense = jac is not None
+        if jac is not None:
             q = (_CholeskyModel if cfg.lm_solve == "cholesky" else _dense_model)(jac, r)
         else:
             q = _krylov_model(res, theta, cfg.krylov_dim, cfg.diag_probes, memory, deadline,
@@ -470,3 +478,14 @@ def lm_batch_size(cfg: Any, n_params: int, residuals: int) -> int:
     most ``lm_max_batch``."""
     need = math.ceil(cfg.lm_residuals * n_params / max(residuals, 1))
     return max(cfg.second_order_batch, min(need, cfg.lm_max_batch))
+
+
+def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg: Any,
+                        gen: torch.Generator, first_steps: int, deadline: float | None,
+                        after_step: Callable[[int, float, Callable[[], None]], bool]) -> int:
+    """The iterations of :func:`_levenberg_marquardt` (its docstring) with scaled dot-product
+    attention computed by its composite (math) kernel: the fused CPU kernels have no second
+    derivative, and the Krylov path's J v is a double backward pass."""
+    with sdpa_kernel(SDPBackend.MATH):
+        return _levenberg_marquardt(model, sample, predict, cfg, gen, first_steps, deadline,
+                                    after_step)
