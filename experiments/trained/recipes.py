@@ -88,6 +88,7 @@ class Validation:
         self.times: list[float] = []
         self.t0 = time.perf_counter()
         self.stop = False
+        self.floor_from = 0   # the plateau is looked for from this point of the curve on
         self.keep_best = cfg.keep_best
         self.best: tuple[float, int, list[torch.Tensor]] | None = None  # (mse, step, weights)
 
@@ -105,7 +106,8 @@ class Validation:
         if self.keep_best and math.isfinite(mse) and (self.best is None or mse < self.best[0]):
             self.best = (mse, step, [p.detach().clone() for p in self.model.parameters()])
         self.times.append(time.perf_counter() - self.t0)
-        if self.until_floor and len(self.curve) >= self.MIN_POINTS and self.plateaued():
+        if self.until_floor and len(self.curve) - self.floor_from >= self.MIN_POINTS and \
+                self.plateaued(self.floor_from):
             self.stop = True
 
     def after_step(self, step: int) -> bool:
@@ -114,9 +116,10 @@ class Validation:
             self.measure(step)
         return self.stop
 
-    def plateaued(self) -> bool | None:
-        """Whether the curve reached its floor (None with fewer than 4 finite points)."""
-        logs = [math.log10(v) if v > 0 else -math.inf for _, v in self.curve
+    def plateaued(self, start: int = 0) -> bool | None:
+        """Whether the curve (from its point ``start`` on) reached its floor (None with fewer
+        than 4 finite points)."""
+        logs = [math.log10(v) if v > 0 else -math.inf for _, v in self.curve[start:]
                 if math.isfinite(v)]
         if len(logs) < 4:
             return None
@@ -344,6 +347,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
     model.train()
     val = Validation(model, sample, predict, cfg, max(total, 1)) \
         if cfg.validation_size > 0 else None
+    if val is not None and second_order:
+        val.until_floor = False   # Adam only warms the engine up: its plateau is not a floor
 
     def after_lm_step(step: int, loss: float, sync: Callable[[], None]) -> bool:
         curve.add(step, loss)
@@ -359,6 +364,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
             done = _first_order(model, sample, predict, cfg, RECIPE_BOOK[cfg.recipe].schedule,
                                 dtype, gen, curve,
                                 lr_trace, deadline, val)
+            if val is not None and second_order:   # the engine's plateau is the floor
+                val.until_floor, val.floor_from = cfg.until == "floor", len(val.curve)
             if second_order and not (val is not None and val.stop):
                 done += levenberg_marquardt(model, sample, predict, cfg, gen, done, deadline,
                                             after_lm_step)
