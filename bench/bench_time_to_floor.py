@@ -3,8 +3,9 @@ engine against the paper recipe, in the same run.
 
 Cells are those of the `primitives` suite (001 Sec. 3.2: READ / AFFINE / MULTIPLY, D = 20,
 N = 40): FAMILY:LN:TASK:DEPTH:WIDTH, e.g. ``transformer:1:read:2:32`` (LN 1 = with
-LayerNorm; FAMILY may be a user factory ``path/to/file.py:FACTORY``, LN then unused). The engine trains with the one train setting of the suite's ``floor`` profile
-(read from the suite file: the same for every cell); the paper recipe (001 App. D.1: Adam
+LayerNorm; FAMILY may be a user factory ``path/to/file.py:FACTORY``, LN then unused). The
+engine trains with the one train setting of the suite's ``floor`` profile (read from the
+suite file: the same for every cell); the paper recipe (001 App. D.1: Adam
 1e-3, StepLR, float32) gets the same wall budget at the paper's batch of 1024 (``--paper-batch``
 to change it). Both measure the MSE on 128 fixed held-out sequences along the way, with its
 wall time.
