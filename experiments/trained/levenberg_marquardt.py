@@ -435,7 +435,7 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
         tries = [a for a in (attempt(mu * 10.0 ** -k) for k in range(cfg.lm_scan, -1, -1))
                  if a is not None]
         rho = -1.0
-        for _ in range(cfg.lm_max_tries if not tries else 0):
+        for _ in range(cfg.lm_max_tries - 1 if not tries else 0):   # lm_max_tries in all
             mu *= nu
             nu *= 2.0
             found = attempt(mu)
@@ -451,12 +451,13 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
             nu = 2.0
         if not accepted:
             nu = 2.0    # keep mu large; the next batch / linearisation starts from it
-        _log.debug("iteration %d: batch loss %.3e, %s, mu %.2e (top curvature %.2e), "
-                   "rho %.2f, held-out %s, %s, %.2f s", it + 1, 2.0 * f / M,
-                   "accepted" if accepted else "rejected", mu, q.top(), rho,
-                   "-" if held_now is None else f"{held_now:.3e}",
-                   "dense" if dense else f"krylov {q.evals.numel()}",
-                   time.perf_counter() - t_it)
+        if _log.isEnabledFor(logging.DEBUG):   # q.top() is a power iteration on the dense path
+            _log.debug("iteration %d: batch loss %.3e, %s, mu %.2e (top curvature %.2e), "
+                       "rho %.2f, held-out %s, %s, %.2f s", it + 1, 2.0 * f / M,
+                       "accepted" if accepted else "rejected", mu, q.top(), rho,
+                       "-" if held_now is None else f"{held_now:.3e}",
+                       "dense" if dense else f"krylov {q.evals.numel()}",
+                       time.perf_counter() - t_it)
         mu = min(max(mu, 1e-300), 1e300)
         done = it + 1
         if after_step(first_steps + done, 2.0 * f / M, functools.partial(flat.set, theta)):
