@@ -30,6 +30,12 @@ from precision.backends.interpreter import MPProgram
 from precision.backends.interpreter.casts import NARROW_DTYPES
 from precision.backends.promote_casts import PromoteCasts
 from precision.backends.torch_backend import cast_module, round_to_dtype
+from precision.formats.module_assignment import (
+    check_globs,
+    module_paths,
+    run_float,
+    work_precision,
+)
 from precision.metrics import ErrorSummary, decompose, error_summary
 from precision.precisions import FLOAT_BITS, Precision, as_precision, with_casts
 from precision.reference import CHECK_SUBSET, certain_digits, check_precision
@@ -65,9 +71,11 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     p = as_precision(precision)  # the Python API's edge
     if casts is not None:
         p = with_casts(p, casts)
-    if kept_modules is not None and not (p.is_mp and p.casts == "keep"):
+    if kept_modules is not None and not (p.is_mp and p.casts == "keep" and not p.modules):
         raise ValueError("kept_modules applies to an mpN precision under casts='keep'")
     model.eval()
+    if p.modules:
+        return evaluate_assigned(model, x, p, device)
     if isinstance(x, np.ndarray):
         if p.is_mp:
             example = torch.zeros(x.shape, dtype=torch.float64)
@@ -86,6 +94,32 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     with torch.no_grad(), mode:
         out = clone((round_to_dtype(x, dtype) if x.is_floating_point() else x).to(device))
     return backend_for(p).to_exact(out.cpu())
+
+
+def evaluate_assigned(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,
+                      device: str = "cpu", *, work: Precision | None = None) -> np.ndarray:
+    """:func:`evaluate` of a per-module assignment ``p`` (``float64+mod[*.mlp]=bfloat16``;
+    :mod:`precision.formats.module_assignment` states the rule), as exact arb values.
+
+    It names an mpN, or ``work`` (an mpN) is given: the graph interpreter computes it in that
+    mpN and rounds each assigned node into its float format; else the float path computes
+    each op in the carrier dtype and rounds its result (on ``device``). ``x`` may be an
+    object array of exact values, as for :func:`evaluate`.
+    """
+    work = work_precision(p) if work is None else with_casts(work, p.casts)
+    if work is None:
+        if isinstance(x, np.ndarray):
+            x = backend_for(Precision("float64")).asarray(x)
+        return backend_for(Precision("float64")).to_exact(
+            run_float(model, x, p, device).to(torch.float64))
+    if not work.is_mp:
+        raise ValueError(f"evaluate_assigned: work must be an mpN, not {work.name}")
+    check_globs(module_paths(model), p)
+    shape = x.shape
+    example = (torch.zeros(shape, dtype=torch.float64) if isinstance(x, np.ndarray) else
+               x.to(torch.float64) if x.is_floating_point() else x)
+    out = mp_program(model, example)(x, precision=work, assignment=p)
+    return backend_for(work).to_exact(out)
 
 
 class _MethodAsForward(torch.nn.Module):

@@ -17,8 +17,8 @@ spelled, so today's names (``float32``, ``mp50``) are their own canonical spelli
 Parsing happens at the edges only (the CLI, suite files, the Python API, reading the store):
 inside, every signature takes a :class:`Precision`. :func:`parse_spelling` reads the grammar;
 :func:`parse_precision` also refuses what this version cannot compute yet (only the fields'
-defaults and both cast policies are computed today; roundings, accumulation formats and
-per-module assignments are the subject of their own work), so a spelling is never accepted
+defaults, both cast policies and per-module assignments are computed today; roundings and
+accumulation formats are the subject of their own work), so a spelling is never accepted
 and then silently ignored.
 """
 
@@ -230,13 +230,25 @@ def with_casts(p: Precision, casts: str) -> Precision:
 
 
 def check_computable(p: Precision) -> Precision:
-    """``p`` if this version computes in it; PrecisionError naming the option otherwise."""
-    if not with_casts(p, "keep").is_plain:
+    """``p`` if this version computes in it; PrecisionError naming the option otherwise.
+
+    A per-module assignment (``+mod[GLOB]=FORMAT``) is computed
+    (:mod:`precision.formats.module_assignment`) when its base and every assigned format are
+    computed; the mpN formats it names must all be the same mpN (one working precision)."""
+    if not with_casts(replace(p, modules=()), "keep").is_plain:
         raise PrecisionError(f"cannot compute in {p.name!r} yet: this version computes the "
                              "plain formats (float16, bfloat16, float32, float64, mpN, "
                              "rounding to nearest even) with either cast policy "
-                             "(+casts=keep|promote); rounding modes, accumulation formats and "
-                             "per-module assignments are spelled but not yet computed")
+                             "(+casts=keep|promote) and per-module assignments of them "
+                             "(+mod[GLOB]=FORMAT); rounding modes and accumulation formats "
+                             "are spelled but not yet computed")
+    for _, assigned in p.modules:
+        check_computable(assigned)
+    digits = {q.digits for q in (p, *(q for _, q in p.modules)) if q.is_mp}
+    if len(digits) > 1:
+        raise PrecisionError(f"{p.name!r} names {len(digits)} different mpN formats "
+                             f"(mp{', mp'.join(str(d) for d in sorted(digits))}): a per-module "
+                             "assignment computes in one mpN")
     return p
 
 
