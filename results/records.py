@@ -9,6 +9,7 @@ trained                :class:`TrainedConfig`  :class:`TrainedResult`
 solver, construction   :class:`SubjectConfig`  :class:`SubjectResult`
 study                  :class:`StudyConfig`    :class:`StudyResult`
 length                 :class:`LengthConfig`   :class:`LengthResult`
+localize               :class:`LocalizeConfig` :class:`LocalizeResult`
 =====================  ======================  ======================
 
 A writer builds a result value and stores its ``to_json()``; the store writes it as canonical
@@ -176,6 +177,31 @@ class LengthConfig(TrainedConfig):
     length: int = 0
     reference: str = ""
     batch: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalizeConfig(RecordConfig):
+    """A localize record's config (``precision localize``, :mod:`experiments.localize`): the
+    model (``family``: the factory spec, its sizes and ``seed``), the input (``batch`` x
+    ``tokens``), the ``precision`` whose error is attributed, the ``reference`` kept units
+    compute in, the ``truth``, the ``target`` of the search (None: no search), the units'
+    ``unit_depth`` (None: every owning module) and ``modules`` globs, and the ``unit`` (a
+    module path, ``""`` for the model itself) the record is about."""
+
+    family: str = ""
+    d_in: int | None = None
+    d_out: int | None = None
+    depth: int | None = None
+    width: int | None = None
+    tokens: int | None = None
+    batch: int | None = None
+    seed: int | None = None
+    reference: str = ""
+    truth: str = ""
+    target: float | None = None
+    unit_depth: int | None = None
+    modules: list[str] | None = None
+    unit: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -358,11 +384,47 @@ class LengthResult(RecordResult):
                           truth_digits=self.truth_digits)
 
 
+@dataclass(frozen=True, kw_only=True)
+class LocalizeResult(RecordResult):
+    """One unit of a localization (:mod:`precision.localize`): its ``block``, the ops and
+    floating weight entries it owns, the relative error against the truth with only this unit
+    in the low precision (``alone_low``, (a)) and with only this unit in the reference
+    (``alone_reference``, (b)), its place in the ranking by (a) (``rank``, 1 = largest), and
+    whether the search keeps it in the reference (``kept``; None: no search). Shared by the
+    records of one localization: ``all_low`` / ``all_reference`` (every unit in one of them),
+    ``units``, ``kept_count`` and ``kept_error`` (the error of the set the search found)."""
+
+    METRICS: ClassVar[tuple[str, ...]] = ("alone_low", "alone_reference", "all_low",
+                                          "all_reference", "kept_error")
+
+    unit: str = ""
+    block: str = ""
+    ops: int = 0
+    weights: int = 0
+    alone_low: float | None = None
+    alone_reference: float | None = None
+    rank: int = 0
+    kept: bool | None = None
+    all_low: float | None = None
+    all_reference: float | None = None
+    units: int = 0
+    kept_count: int | None = None
+    kept_error: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored ``result``."""
+        return self._json(unit=self.unit, block=self.block, ops=self.ops, weights=self.weights,
+                          alone_low=self.alone_low, alone_reference=self.alone_reference,
+                          rank=self.rank, kept=self.kept, all_low=self.all_low,
+                          all_reference=self.all_reference, units=self.units,
+                          kept_count=self.kept_count, kept_error=self.kept_error)
+
+
 #: The config and result types of each record kind.
 SCHEMA: dict[str, tuple[type[RecordConfig], type[RecordResult]]] = {
     "trained": (TrainedConfig, TrainedResult), "solver": (SubjectConfig, SubjectResult),
     "construction": (SubjectConfig, SubjectResult), "study": (StudyConfig, StudyResult),
-    "length": (LengthConfig, LengthResult)}
+    "length": (LengthConfig, LengthResult), "localize": (LocalizeConfig, LocalizeResult)}
 
 
 def config_of(row: Mapping[str, Any]) -> RecordConfig:
