@@ -97,21 +97,23 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
 
 
 def evaluate_assigned(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,
-                      device: str = "cpu", *, work: Precision | None = None) -> np.ndarray:
+                      device: str = "cpu", *, work: Precision | None = None,
+                      carrier: torch.dtype | None = None) -> np.ndarray:
     """:func:`evaluate` of a per-module assignment ``p`` (``float64+mod[*.mlp]=bfloat16``;
     :mod:`precision.formats.module_assignment` states the rule), as exact arb values.
 
     It names an mpN, or ``work`` (an mpN) is given: the graph interpreter computes it in that
     mpN and rounds each assigned node into its float format; else the float path computes
-    each op in the carrier dtype and rounds its result (on ``device``). ``x`` may be an
-    object array of exact values, as for :func:`evaluate`.
+    each op in the carrier dtype (``carrier``, or the narrowest that holds every format) and
+    rounds its result (on ``device``). ``x`` may be an object array of exact values, as for
+    :func:`evaluate`.
     """
     work = work_precision(p) if work is None else with_casts(work, p.casts)
     if work is None:
         if isinstance(x, np.ndarray):
             x = backend_for(Precision("float64")).asarray(x)
         return backend_for(Precision("float64")).to_exact(
-            run_float(model, x, p, device).to(torch.float64))
+            run_float(model, x, p, device, carrier=carrier).to(torch.float64))
     if not work.is_mp:
         raise ValueError(f"evaluate_assigned: work must be an mpN, not {work.name}")
     check_globs(module_paths(model), p)

@@ -38,12 +38,18 @@ import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 
 import numpy as np
 import torch
 
 from precision.evaluate import evaluate, evaluate_assigned
-from precision.formats.module_assignment import AssignmentError, ModuleStack, check_globs
+from precision.formats.module_assignment import (
+    AssignmentError,
+    ModuleStack,
+    carrier_for,
+    check_globs,
+)
 from precision.formats.op_rounding import RoundResults
 from precision.metrics import error_summary
 from precision.precisions import Precision, with_casts
@@ -203,22 +209,20 @@ def localize(model: torch.nn.Module, x: torch.Tensor, low: Precision, reference:
     if target is not None and not (math.isfinite(target) and target > 0):
         raise LocalizeError(f"target must be a positive relative error, not {target:g}")
     model.eval()
-    units = units_of(model, x, depth)
+    everyone = units_of(model, x, depth)
+    units = everyone
     if modules:
-        from fnmatch import fnmatchcase
-
         for glob in modules:
-            if not any(fnmatchcase(u.path, glob) for u in units):
-                try:
-                    check_globs([u.path for u in units], Precision("float64", modules=(
-                        (glob, Precision("float64")),)), "the model's units")
-                except AssignmentError as exc:
-                    raise LocalizeError(str(exc).replace("+mod[", "module glob [")) from None
-        units = [u for u in units if any(fnmatchcase(u.path, g) for g in modules)]
+            try:
+                check_globs([u.path for u in everyone], Precision("float64", modules=(
+                    (glob, Precision("float64")),)), "the model's units")
+            except AssignmentError as exc:
+                raise LocalizeError(str(exc).replace("+mod[", "module glob [")) from None
+        units = [u for u in everyone if any(fnmatchcase(u.path, g) for g in modules)]
     chosen = {u.path for u in units}
-    rest = {u.path for u in units_of(model, x, depth)} - chosen
-    everyone = [*units, *(Unit(p, block_of(p), 0, 0) for p in sorted(rest))]
+    rest = {u.path for u in everyone} - chosen
     work = reference if reference.is_mp else (low if low.is_mp else None)
+    carrier = None if work is not None else carrier_for([low, reference])
     truth_out = evaluate(model, x, truth)
     cache: dict[frozenset[str], float] = {}
     result = Localization(low.name, reference.name, truth.name, units, math.nan, math.nan,
@@ -228,7 +232,7 @@ def localize(model: torch.nn.Module, x: torch.Tensor, low: Precision, reference:
         key = frozenset(in_low | rest)
         if key not in cache:
             p = assignment(everyone, set(key), low, reference)
-            out = evaluate_assigned(model, x, p, work=work)
+            out = evaluate_assigned(model, x, p, work=work, carrier=carrier)
             cache[key] = _relative(out, truth_out)
             result.evaluations += 1
         return cache[key]

@@ -84,8 +84,13 @@ def work_precision(p: Precision) -> Precision | None:
 def carrier_dtype(p: Precision) -> torch.dtype:
     """The dtype the float path computes in: float64 if any format of ``p`` has more than
     24 significand bits, else float32."""
-    bits = max(q.bits for q in formats_of(p))
-    return torch.float64 if bits > FLOAT32_BITS else torch.float32
+    return carrier_for(formats_of(p))
+
+
+def carrier_for(formats: Iterable[Precision]) -> torch.dtype:
+    """float64 if any of ``formats`` has more than 24 significand bits, else float32: the
+    carrier that holds every one of them."""
+    return torch.float64 if max(q.bits for q in formats) > FLOAT32_BITS else torch.float32
 
 
 def parents(path: str) -> list[str]:
@@ -169,18 +174,24 @@ class ModuleStack:
             handle.remove()
 
 
-def run_float(model: torch.nn.Module, x: torch.Tensor, p: Precision,
-              device: str = "cpu") -> torch.Tensor:
+def run_float(model: torch.nn.Module, x: torch.Tensor, p: Precision, device: str = "cpu", *,
+              carrier: torch.dtype | None = None) -> torch.Tensor:
     """The output of ``model`` on ``x`` with the assignment ``p`` (no mpN named), computed on
     the float path (module docstring) on ``device``; in the carrier dtype, on the CPU.
+    ``carrier``: float32 or float64 instead of :func:`carrier_dtype` (several assignments
+    compared on one carrier).
 
     Shapes: ``x`` and the output as the model takes and returns them.
     """
     if work_precision(p) is not None:
         raise ValueError(f"run_float: {p.name} names an mpN (the interpreter computes it)")
     check_globs(module_paths(model), p)
-    carrier = carrier_dtype(p)
+    carrier = carrier_dtype(p) if carrier is None else carrier
     carried = Precision(str(carrier).removeprefix("torch."))
+    if carried.format not in ("float32", "float64") or \
+            carrier_for([*formats_of(p), carried]) != carrier:
+        raise ValueError(f"run_float: the carrier of {p.name} is float32 or float64 holding "
+                         f"every format, not {carried.format}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
         clone = cast_module(copy.deepcopy(model), carrier).to(device)
