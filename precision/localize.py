@@ -7,7 +7,7 @@ its own ops (those run by its ``forward`` and by no submodule's) and its own par
 buffers. The default units are the modules that own something: every module holding
 parameters directly, every leaf that computes (a ``ReLU``), and every container whose
 ``forward`` computes itself (a block's residual additions, under the block's path); the model
-itself is the unit ``(model)``, which also owns the rounding of the input. With ``depth=D``
+itself is the unit ``(root)``, which also owns the rounding of the input. With ``depth=D``
 every module deeper than D is merged into its ancestor at depth D (``blocks.0`` owns all of
 block 0 at depth 2). The units partition every op and every weight, so "all units in p" is the
 whole model in p. Each unit's ``block`` is its path up to its first numeric component
@@ -16,7 +16,7 @@ whole model in p. Each unit's ``block`` is its path up to its first numeric comp
 Configurations. For a set S of units computed in ``low`` with the others in ``reference``,
 the model runs the per-module assignment that names every unit's path as an exact glob
 (:mod:`precision.formats.module_assignment`: the innermost unit of an op decides), the base
-being ``(model)``'s precision. The error of a configuration is the relative error
+being ``(root)``'s precision. The error of a configuration is the relative error
 ||f_S - f*||_2 / ||f*||_2 of its output against the truth f* (the model in ``truth``, mp100
 with every cast promoted by default: what ``precision evaluate`` and the suites measure
 against).
@@ -57,7 +57,7 @@ from precision.precisions import Precision, with_casts
 #: The truth configurations are measured against (as ``precision evaluate``'s reference).
 TRUTH = Precision("mp100", 100, casts="promote")
 #: How the model itself is named in tables and records.
-ROOT = "(model)"
+ROOT = "(root)"
 
 
 class LocalizeError(ValueError):
@@ -76,7 +76,7 @@ class Unit:
 
     @property
     def name(self) -> str:
-        """The path as tables show it (``(model)`` for the model)."""
+        """The path as tables show it (``(root)`` for the model)."""
         return self.path or ROOT
 
 

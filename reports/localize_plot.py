@@ -35,7 +35,7 @@ LOCALIZE_COLUMNS = ["run_id", "suite", "subject", "setting", "precision", "refer
                     "alone_reference", "rank", "kept", "all_low", "all_reference",
                     "kept_count", "kept_error"]
 #: How the model itself (unit path "") is named.
-ROOT = "(model)"
+ROOT = "(root)"
 
 
 def _setting(subject: str, cfg: LocalizeConfig) -> str:
