@@ -66,7 +66,8 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     where a float precision runs (:mod:`precision.devices`); mpN always runs on the CPU.
     ``casts``: ``"keep"`` or ``"promote"`` (module docstring); None: the precision's own
     policy. ``kept_modules`` (mpN under ``keep`` only): round the islands of these module
-    paths only (as :attr:`MPProgram.islands` spells them), to attribute their effect.
+    paths only (as :attr:`MPProgram.islands` spells them), to attribute their effect. A
+    per-module assignment (``float64+mod[*.mlp]=bfloat16``) is :func:`evaluate_assigned`.
     """
     p = as_precision(precision)  # the Python API's edge
     if casts is not None:

@@ -606,7 +606,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print("  spelling: FORMAT[:rne|rz|ru|rd|sr][+acc=FORMAT][+casts=keep|promote][+seed=N]"
               "[+mod[GLOB]=FORMAT]...; this version computes the plain formats (round to "
               "nearest even) with either cast policy (+casts=keep, the default, or "
-              "+casts=promote); the other options are not computed yet")
+              "+casts=promote) and per-module assignments of them (+mod[GLOB]=FORMAT, "
+              "docs/precision_assignment.md); the other options are not computed yet")
     return 0
 
 
