@@ -104,13 +104,14 @@ class Localization:
     def lines(self) -> list[str]:
         """The table: one line per unit sorted by (a), then the search's result."""
         kept = set(self.kept or [])
-        width = max([len("module"), *(len(u.name) for u in self.units)])
+        names = unit_labels([u.path for u in self.units])
+        width = max([len("module"), *(len(name) for name in names.values())])
         head = (f"{'module':<{width}}  {'block':<14} {'ops':>5} {'(a) alone ' + self.low:>20}"
                 f"  {'(b) alone ' + self.reference:>20}" + ("  kept" if self.kept is not None
                                                             else ""))
         out = [head]
         for u in self.ranked():
-            line = (f"{u.name:<{width}}  {u.block or '-':<14} {u.ops:>5} "
+            line = (f"{names[u.path]:<{width}}  {u.block or '-':<14} {u.ops:>5} "
                     f"{self.alone_low[u.path]:>20.2e}  {self.alone_reference[u.path]:>20.2e}")
             if self.kept is not None:
                 line += f"  {'yes' if u.path in kept else ''}"
@@ -123,6 +124,18 @@ class Localization:
                        f"unit{'s' if len(self.units) != 1 else ''} in {self.reference} "
                        f"({names}): {self.kept_error:.2e}")
         return out
+
+
+def unit_labels(paths: Sequence[str]) -> dict[str, str]:
+    """Path -> how tables show the unit: ``(root)`` for the model, ``PATH (own ops)`` for a
+    unit that contains other units (its label then says it owns only what its children do
+    not), else the path."""
+    out = {}
+    for path in paths:
+        inner = any(other != path and (not path or other.startswith(path + "."))
+                    for other in paths)
+        out[path] = ROOT if not path else f"{path} (own ops)" if inner else path
+    return out
 
 
 def block_of(path: str) -> str:

@@ -26,6 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from precision.localize import unit_labels  # noqa: E402
 from reports.length_plot import _label, _save  # noqa: E402
 from reports.tables import Pivot  # noqa: E402
 from results.records import LocalizeConfig, LocalizeResult, stored_float  # noqa: E402
@@ -34,8 +35,6 @@ LOCALIZE_COLUMNS = ["run_id", "suite", "subject", "setting", "precision", "refer
                     "target", "unit", "block", "ops", "weights", "alone_low",
                     "alone_reference", "rank", "kept", "all_low", "all_reference",
                     "kept_count", "kept_error"]
-#: How the model itself (unit path "") is named.
-ROOT = "(root)"
 
 
 def _setting(subject: str, cfg: LocalizeConfig) -> str:
@@ -62,13 +61,16 @@ def localize_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
         res = LocalizeResult.from_json(r.get("result") or {})
         body.append([r.get("run_id"), r.get("suite"), str(r.get("subject")),
                      _setting(str(r.get("subject")), cfg), cfg.precision, cfg.reference,
-                     cfg.truth, cfg.target, res.unit or ROOT, res.block, res.ops, res.weights,
+                     cfg.truth, cfg.target, res.unit, res.block, res.ops, res.weights,
                      stored_float(res.alone_low), stored_float(res.alone_reference), res.rank,
                      res.kept, stored_float(res.all_low), stored_float(res.all_reference),
                      res.kept_count, stored_float(res.kept_error)])
     frame = pd.DataFrame(body, columns=LOCALIZE_COLUMNS)
     if not frame.empty:
         frame = frame.sort_values(["suite", "setting", "rank", "unit"]).reset_index(drop=True)
+        for _, group in frame.groupby(["suite", "setting"]):
+            names = unit_labels([str(u) for u in group["unit"]])
+            frame.loc[group.index, "unit"] = [names[str(u)] for u in group["unit"]]
     return frame
 
 
