@@ -3,6 +3,7 @@ for bit, the same model whose assigned ops are rounded by hand; the rule that pi
 precision; unassigned modules untouched; a glob that matches nothing is one line."""
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,3 +145,16 @@ def test_a_suite_and_precisions_on_the_command_line_take_an_assignment():
                        precisions=["float64+mod[*.mlp]=bfloat16", "float64"])
     names = [p.name for p in suite.settings.precisions]
     assert names == ["float64+mod[*.mlp]=bfloat16", "float64"]
+
+
+def test_probe_checks_an_assignment_on_one_sample_before_training(tmp_path, capsys):
+    from precision_cli.main import main
+
+    factory = str(Path(__file__).resolve().parent.parent / "examples/gated_mixer.py") + \
+        ":gated_mixer"
+    code = main(["probe", factory, "--suite", "primitives", "--profile", "quick", "--tasks",
+                 "multiply", "--precisions", "float64+mod[*.nothing]=bf16", "--db",
+                 str(tmp_path / "p.db"), "--no-report", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "+mod[*.nothing] matches no module" in err and "before training" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "p.db").exists()
