@@ -44,7 +44,7 @@ def node_stack(node: torch.fx.Node) -> list[str]:
     """The module paths a graph node ran under, the model (``""``) first."""
     stack = node.meta.get("nn_module_stack") or {}
     paths = [path for path, _ in stack.values()]
-    return parents("") + [path for path in paths if path]
+    return ["", *(path for path in paths if path)]
 
 
 def node_formats(graph: torch.fx.Graph, input_specs: dict[str, Any],
