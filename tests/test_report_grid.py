@@ -166,7 +166,7 @@ def test_report_tables_carry_labels_and_the_evidence(grid):
     assert all(cell.endswith(" T") for cell in mult.to_numpy().flat)
     evidence = pivots["grid-read-transformer, LN-evidence"].frame
     assert evidence.loc[3, "width 64"] == "gain 37, |grad| 4.0e-03, drift 9.5"   # the T cell
-    assert evidence.loc[2, "width 32"] == "gain 1.2, |grad| 2.0e-09"  # three seeds
+    assert evidence.loc[2, "width 32"] == "gain 1.2, |grad| 2.0e-09, drift 0.8"  # three seeds
     assert "grid-multiply-baseconv, no LN-evidence" not in pivots    # stored without it
     keys = list(pivots)   # after the subject's precisions, before the next subject
     assert keys.index("grid-read-transformer, LN-evidence") == keys.index(
