@@ -5,9 +5,10 @@ BaseConv) x depth 1, 2, 3 x width 32, 64, evaluated in float32, float64 and mp50
 seeds 0, 1, 2 for the depth-2 width-32 Transformer on read and affine). The numbers are made
 up to span what a reader must compare: most cells near 1e-2, a few six orders of magnitude
 lower, one float32 cell at its rounding level (``R``), training-limited cells (``T``), and
-the label evidence (``check_gain``, ``grad_norm``, ``check_drift``) stored on all but the BaseConv runs (as an
-older store would have them). Writing it takes well under a second; figures and tables are
-built from it in the report tests, and ``python tests/grid_store.py DB`` writes one to look at.
+the label evidence (``check_gain``, ``grad_norm``, ``check_drift``) stored on all but the
+BaseConv runs (as an older store would have them). Writing it takes well under a second;
+figures and tables are built from it in the report tests, and ``python tests/grid_store.py
+DB`` writes one to look at.
 """
 
 from __future__ import annotations

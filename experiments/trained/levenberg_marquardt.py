@@ -180,8 +180,9 @@ class _Scaling:
     Kronecker product A (x) G (K-FAC, Martens & Grosse 2015): A = mean over rows of a a^T of
     the layer's inputs a (with a 1 appended for the bias), G = sum over rows of g g^T of the
     back-propagated output vectors g of one Rademacher probe z (E[J^T z z^T J] = J^T J), and
-    S = (A (x) G)^(-1/2) applied in the factors' eigenbases (eigenvalues floored at 1e-10 of
-    the largest product, so a dead direction stays bounded)."""
+    S = (A (x) G)^(-1/2) applied in the factors' eigenbases (eigenvalue products floored at
+    :data:`KFAC_FLOOR` of the largest, so a direction the one-probe G underestimates stays
+    bounded)."""
 
     def __init__(self, diag_scale: torch.Tensor,
                  blocks: list[tuple[slice, slice | None, torch.Tensor, torch.Tensor,
@@ -226,7 +227,12 @@ def _linear_slices(model: nn.Module, flat: _Flat) -> list[tuple[nn.Linear, slice
 
 
 #: Floor of the K-FAC eigenvalue products, relative to the largest (see :class:`_Scaling`).
-KFAC_FLOOR = 1e-10
+#: G comes from one probe, so its small eigenvalues are underestimated and the floor acts as
+#: the factors' damping. Measured (Transformer with LayerNorm, depth 1, width 32, AFFINE, 200
+#: Adam steps then 6 iterations): log10 MSE 0.01 at 1e-10 (the damping rose to 1e3 x the
+#: top curvature and no step moved), -1.85 at 1e-4, -2.47 at 1e-3, -2.78 at 1e-2, -2.40 at
+#: 1e-1, -0.04 with the diagonal scaling alone.
+KFAC_FLOOR = 1e-2
 
 
 def _kfac_blocks(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor,
