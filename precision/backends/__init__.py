@@ -1,4 +1,5 @@
-"""Array backends: PyTorch for the float formats, python-flint arb for ``mpN``."""
+"""Array backends: PyTorch for the float formats (simulated formats over a carrier dtype),
+python-flint arb for ``mpN``."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ def backend_for(p: Precision) -> Backend:
         from precision.backends.mp_backend import MPBackend
 
         return MPBackend(p)
-    from precision.backends.torch_backend import TorchBackend
+    from precision.backends.torch_backend import FormatBackend, TorchBackend
 
-    return TorchBackend(p)
+    return FormatBackend(p) if p.is_simulated else TorchBackend(p)
 
 
 __all__ = ["Backend", "backend_for"]

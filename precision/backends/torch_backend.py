@@ -123,3 +123,76 @@ class TorchBackend(Backend):
 
     def isfinite(self, a: torch.Tensor) -> bool:
         return bool(torch.isfinite(a).all())
+
+
+class FormatTensor(torch.Tensor):
+    """A carrier tensor whose every op runs under one precision's :class:`RoundResults`
+    (``mode``, set on a subclass per :class:`FormatBackend`): solver code written with
+    ``A @ x - b`` then rounds each op's result to the format."""
+
+    mode: Any = None
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        with cls.mode:
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class FormatBackend(TorchBackend):
+    """Array namespace over a simulated format (FP8, MX, integer weights, any rounding):
+    the torch backend over the carrier dtype, each op under the precision's per-op rounding
+    (:mod:`precision.formats.op_rounding`); arrays are :class:`FormatTensor`."""
+
+    def __init__(self, precision: Precision) -> None:
+        from precision.formats.op_rounding import RoundResults
+        from precision.formats.simulate import BACKEND_DOMAIN
+
+        self.precision = precision
+        self.dtype = precision.carrier_dtype
+        self.mode = RoundResults(lambda: precision, domain=BACKEND_DOMAIN)
+        self.tensor_type = type(f"FormatTensor_{precision.name}", (FormatTensor,),
+                                {"mode": self.mode})
+        self.restart()
+
+    def restart(self) -> None:
+        from precision.formats.simulate import values_stream
+
+        self.mode.streams.clear()
+        self.values = values_stream(self.precision)
+
+    def _wrap(self, t: torch.Tensor) -> torch.Tensor:
+        return t.as_subclass(self.tensor_type)
+
+    @staticmethod
+    def _plain(a: Any) -> Any:
+        return a.as_subclass(torch.Tensor) if isinstance(a, FormatTensor) else a
+
+    def asarray(self, data: Any) -> torch.Tensor:
+        from precision.formats.simulate import round_tensor
+
+        if isinstance(data, torch.Tensor):
+            data = self._plain(data).detach()
+        elif hasattr(data, "to_exact_numpy"):
+            data = torch.from_numpy(data.to_float64())
+        else:
+            data = torch.from_numpy(np.asarray(data, dtype=np.float64).copy())
+        return self._wrap(round_tensor(data.clone(), self.precision, self.values))
+
+    def zeros(self, shape: tuple[int, ...] | int) -> torch.Tensor:
+        return self._wrap(torch.zeros(shape, dtype=self.dtype))
+
+    def eye(self, n: int) -> torch.Tensor:
+        return self._wrap(torch.eye(n, dtype=self.dtype))
+
+    def to_float(self, a: torch.Tensor) -> float:
+        return float(self._plain(a))
+
+    def to_numpy(self, a: torch.Tensor) -> np.ndarray:
+        return self._plain(a).detach().to(torch.float64).numpy().copy()
+
+    def to_exact(self, a: torch.Tensor) -> np.ndarray:
+        return exact_array(self._plain(a).detach().to(torch.float64).numpy())
+
+    def isfinite(self, a: torch.Tensor) -> bool:
+        return bool(torch.isfinite(self._plain(a)).all())
