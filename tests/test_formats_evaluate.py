@@ -79,3 +79,17 @@ def test_solvers_and_constructions_run_in_formats_reproducibly():
     assert xp.to_numpy(v).tolist() == [0.9375, 2.0]   # 0.3125 * 3, 1.125 * 1.75 rounded
     con = run_construction("lsa_gd", "float8_e4m3", GAUSS, {"layers": 3})
     assert con.status in ("ok", "diverged") and len(con.steps) == 3
+
+
+
+def test_trained_evaluation_rounds_its_inputs_into_the_format():
+    from experiments.trained.measure import _rounded_inputs
+
+    x = torch.randn(3, 4, 5, dtype=torch.float64)
+    for spec in ("float8_e4m3", "float8_e4m3:sr+seed=1", "mxfp8_e4m3", "int4+act=bfloat16"):
+        p = parse_precision(spec)
+        got = _rounded_inputs(x, p)
+        assert got.dtype == torch.float64 and got.shape == x.shape
+        fmt = p.value_format
+        assert torch.equal(round_to_format(got, fmt), got)          # on the format's grid
+        assert torch.allclose(got, x, rtol=2 * fmt.unit_roundoff, atol=0)

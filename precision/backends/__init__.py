@@ -16,9 +16,13 @@ def backend_for(p: Precision) -> Backend:
         from precision.backends.mp_backend import MPBackend
 
         return MPBackend(p)
-    from precision.backends.torch_backend import FormatBackend, TorchBackend
+    if p.is_simulated:
+        from precision.formats.format_backend import FormatBackend
 
-    return FormatBackend(p) if p.is_simulated else TorchBackend(p)
+        return FormatBackend(p)
+    from precision.backends.torch_backend import TorchBackend
+
+    return TorchBackend(p)
 
 
 __all__ = ["Backend", "backend_for"]
