@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from precision.formats.binary_format import (
@@ -154,7 +155,7 @@ class Precision:
         """True for the arbitrary-precision formats."""
         return self.digits is not None
 
-    @property
+    @cached_property
     def kind(self) -> str:
         """``"mp"``, ``"float"`` (a binary format: the torch dtypes, FP8, TF32, eXmY...),
         ``"mx"`` (an MX block format) or ``"int"`` (integer weights)."""
@@ -166,7 +167,7 @@ class Precision:
             return "int"
         return "float"
 
-    @property
+    @cached_property
     def element_format(self) -> BinaryFormat | None:
         """The binary format of a ``"float"`` precision, the element format of an MX one;
         None for mpN and integer formats."""
@@ -174,7 +175,7 @@ class Precision:
             return binary_format(MX_FORMATS[self.format])
         return binary_format(self.format) if self.kind == "float" else None
 
-    @property
+    @cached_property
     def int_weights(self) -> tuple[int, int | None] | None:
         """(bits, group size or None for per channel) of an integer format, else None."""
         match = _INT_RE.match(self.format)
@@ -182,7 +183,7 @@ class Precision:
             return None
         return int(match.group(1)), int(match.group(2)) if match.group(2) else None
 
-    @property
+    @cached_property
     def value_format(self) -> BinaryFormat:
         """The format every op's result is rounded to: the format itself, or the activation
         format of an MX / integer precision (float32 unless ``+act=`` says otherwise)."""
@@ -195,7 +196,7 @@ class Precision:
             raise PrecisionError(f"{self.name} has no binary format")
         return fmt
 
-    @property
+    @cached_property
     def is_simulated(self) -> bool:
         """True when the float path simulates the precision (a carrier dtype under per-op
         rounding, :mod:`precision.formats.op_rounding`) instead of running a torch dtype."""
@@ -204,7 +205,7 @@ class Precision:
         return not (self.format in FLOAT_BITS and self.rounding == "rne"
                     and self.accumulate is None and self.activations is None)
 
-    @property
+    @cached_property
     def carrier_dtype(self) -> Any:
         """The torch dtype the float path computes in: the dtype itself for a plain torch
         format; for a simulated one float32 when every value and rounding boundary of its
@@ -219,7 +220,7 @@ class Precision:
                      for f in formats)
         return torch.float32 if narrow else torch.float64
 
-    @property
+    @cached_property
     def accumulation_format(self) -> BinaryFormat:
         """The format matrix products and sums accumulate in: ``+acc=`` or, by default, the
         carrier dtype (float32 for every format that fits in float32)."""

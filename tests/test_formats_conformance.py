@@ -128,27 +128,42 @@ def test_tf32_and_custom_formats_against_bit_references():
     assert binary_format("e11m3") is None and binary_format("e4m52") is None
 
 
+@pytest.mark.parametrize("carrier", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", ["float8_e4m3", "float8_e5m2", "float6_e3m2", "bfloat16"])
-def test_directed_roundings_against_search_in_the_grid(name):
+def test_directed_roundings_against_search_in_the_grid(name, carrier):
     fmt = FORMATS[name]
     values = _grid(name)
     inside = values[np.abs(values) < fmt.max_finite]
     mids = (inside[1:] + inside[:-1]) / 2
     rng = np.random.default_rng(0)
     x = np.concatenate([values, mids, rng.uniform(inside[:-1], inside[1:])])
-    x = x[np.abs(x) <= fmt.max_finite].astype(np.float64)
+    x = x[np.abs(x) <= fmt.max_finite].astype(np.float32).astype(np.float64)
     lo = values[np.searchsorted(values, x, side="right") - 1]
     hi = values[np.minimum(np.searchsorted(values, x, side="left"), len(values) - 1)]
     want = {"rd": lo, "ru": hi, "rz": np.where(x >= 0, lo, hi)}
     for mode, expected in want.items():
-        got = round_to_format(torch.from_numpy(x), fmt, mode).numpy()
+        got = round_to_format(torch.from_numpy(x).to(carrier), fmt, mode).double().numpy()
         assert np.array_equal(got, expected), (name, mode)
-    over = torch.tensor([fmt.max_finite * 1.5, -fmt.max_finite * 1.5], dtype=torch.float64)
+    beyond = min(fmt.max_finite * 1.5, 3.4e38)                      # finite in float32
+    over = torch.tensor([beyond, -beyond], dtype=carrier)
     top = fmt.max_finite
     far = top if fmt.overflow == "saturate" else math.inf
     assert round_to_format(over, fmt, "rz").tolist() == [top, -top]
     assert round_to_format(over, fmt, "ru").tolist() == [far, -top]
     assert round_to_format(over, fmt, "rd").tolist() == [top, -far]
+
+
+@pytest.mark.parametrize("carrier", [torch.float32, torch.float64])
+@pytest.mark.parametrize("value,low,high", [(1.0 + 2.0 ** -5, 1.0, 1.125),
+                                           (-(2.0 ** -8 + 2.0 ** -11), -2.0 ** -8 - 2.0 ** -9,
+                                            -2.0 ** -8)])
+def test_stochastic_rounding_is_unbiased_in_normal_and_subnormal_range(carrier, value, low,
+                                                                        high):
+    fmt = FORMATS["float8_e4m3"]
+    x = torch.full((20000,), value, dtype=carrier)
+    draws = round_to_format(x, fmt, "sr", RandomStream(3)).double()
+    assert set(draws.tolist()) == {low, high}
+    assert abs(draws.mean().item() - value) < 5 * (high - low) / math.sqrt(len(x))
 
 
 def test_stochastic_rounding_is_unbiased_reproducible_and_independent():

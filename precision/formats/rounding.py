@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from precision.formats.binary_format import BinaryFormat
+from precision.formats.binary_format import BinaryFormat, fits_float32
 
 MODES = ("rne", "rz", "ru", "rd", "sr")
 _MASK64 = (1 << 64) - 1
@@ -49,6 +49,13 @@ class RandomStream:
         gen = torch.Generator().manual_seed(key & ((1 << 63) - 1))
         return torch.rand(tuple(shape), generator=gen, dtype=torch.float64)
 
+    def bits24(self, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+        """int32 uniforms in [0, 2^24), shaped ``shape``; advances the counter."""
+        key = _mix64(_mix64(_mix64(self.seed) ^ self.domain) ^ self.counter)
+        self.counter += 1
+        gen = torch.Generator().manual_seed(key & ((1 << 63) - 1))
+        return torch.randint(0, 1 << 24, tuple(shape), generator=gen, dtype=torch.int32)
+
 
 def pow2(k: torch.Tensor) -> torch.Tensor:
     """2**k exactly, as float64, for integer tensor k in [-1022, 1023] (built from its bits)."""
@@ -74,6 +81,56 @@ def round_integers(y: torch.Tensor, mode: str, stream: RandomStream | None = Non
     raise ValueError(f"unknown rounding mode {mode!r} (modes: {', '.join(MODES)})")
 
 
+def _unbounded_float64(x: torch.Tensor, fmt: BinaryFormat, mode: str,
+                       stream: RandomStream | None) -> torch.Tensor:
+    """float64 ``x`` rounded on ``fmt``'s grid with an unbounded exponent (scaling by exact
+    powers of two; any format inside float64)."""
+    _, exponent = torch.frexp(x)
+    e = (exponent.to(torch.int64) - 1).clamp(min=fmt.emin)
+    shift = fmt.mantissa_bits - e
+    return round_integers(x * pow2(shift), mode, stream) * pow2(-shift)
+
+
+def _unbounded_float32(x: torch.Tensor, fmt: BinaryFormat, mode: str,
+                       stream: RandomStream | None) -> torch.Tensor:
+    """float32 ``x`` rounded on the grid of ``fmt`` (which :func:`fits_float32`) with an
+    unbounded exponent, on the bits: in ``fmt``'s normal range the 23 - m low bits of the
+    encoding are rounded off as an integer (the sign bit is untouched, since the magnitude
+    plus the increment stays below 2^31, and a carry rolls into the exponent, as it should);
+    below 2^emin the value is rounded as a fixed-point number of quantum 2^(emin - m)."""
+    drop = 23 - fmt.mantissa_bits
+    bits = x.view(torch.int32)
+    one = 1 << drop
+    random = stream.bits24(x.shape) if mode == "sr" else None
+    if mode == "rne":
+        add = ((bits >> drop) & 1) + ((one >> 1) - 1)
+    elif mode == "rz":
+        add = None
+    elif mode in ("ru", "rd"):
+        away = (bits >= 0) if mode == "ru" else (bits < 0)
+        add = away.to(torch.int32) * (one - 1)
+    elif mode == "sr":
+        add = random >> (24 - drop)  # type: ignore[operator]
+    else:
+        raise ValueError(f"unknown rounding mode {mode!r} (modes: {', '.join(MODES)})")
+    normal = ((bits if add is None else bits + add) & ~(one - 1)).view(torch.float32)
+    small = x.abs() < 2.0 ** fmt.emin
+    if not bool(small.any()):
+        return normal
+    # fixed point below 2^emin: y = x 2^(m - emin) < 2^m, scaled in two exact steps
+    up = fmt.mantissa_bits - fmt.emin
+    half = up // 2
+    y = x * 2.0 ** half * 2.0 ** (up - half)
+    if mode == "sr":
+        low = torch.floor(y)
+        uniform = random.to(torch.float32) * 2.0 ** -24  # type: ignore[union-attr]
+        n = low + (uniform < (y - low)).to(torch.float32)
+    else:
+        n = round_integers(y, mode)
+    fixed = torch.copysign(n * 2.0 ** -half * 2.0 ** -(up - half), x)  # keeps -0
+    return torch.where(small, fixed, normal)
+
+
 def round_to_format(x: torch.Tensor, fmt: BinaryFormat, mode: str = "rne",
                     stream: RandomStream | None = None) -> torch.Tensor:
     """``x`` (float32 or float64, any shape) rounded to ``fmt`` by ``mode``, returned in
@@ -82,25 +139,31 @@ def round_to_format(x: torch.Tensor, fmt: BinaryFormat, mode: str = "rne",
             and (x.dtype == torch.float32 or fmt.name == "float32")):
         dtype = getattr(torch, fmt.torch_dtype)
         return x if x.dtype == dtype else x.to(dtype).to(x.dtype)
-    work = x.to(torch.float64)
-    _, exponent = torch.frexp(work)
-    e = (exponent.to(torch.int64) - 1).clamp(min=fmt.emin)
-    shift = fmt.mantissa_bits - e
-    rounded = round_integers(work * pow2(shift), mode, stream) * pow2(-shift)
-    big = fmt.max_finite
-    over = rounded.abs() > big
-    if fmt.overflow == "saturate":
-        fill = torch.tensor(big, dtype=torch.float64)
+    if mode == "sr" and stream is None:
+        raise ValueError("stochastic rounding needs a RandomStream")
+    if x.dtype == torch.float32 and fits_float32(fmt):
+        work, rounded = x, _unbounded_float32(x, fmt, mode, stream)
     else:
-        fill = torch.tensor(float("inf") if fmt.overflow == "inf" else float("nan"),
-                            dtype=torch.float64)
-    positive = work > 0
-    toward_zero = {"rz": torch.ones_like(positive), "ru": ~positive, "rd": positive}.get(mode)
-    magnitude = torch.where(toward_zero, big, fill) if toward_zero is not None else fill
-    rounded = torch.where(over, torch.copysign(magnitude, work), rounded)
+        work = x.to(torch.float64)
+        rounded = _unbounded_float64(work, fmt, mode, stream)
+    big = fmt.max_finite
+    if bool((rounded.abs() <= big).all()):
+        return rounded.to(x.dtype)  # no overflow, no inf or NaN (a NaN fails <=)
+    if fmt.overflow == "saturate":
+        fill = big
+    else:
+        fill = float("inf") if fmt.overflow == "inf" else float("nan")
+    over = rounded.abs() > big
+    if bool(over.any()):
+        positive = work > 0
+        toward_zero = {"rz": torch.ones_like(positive), "ru": ~positive,
+                       "rd": positive}.get(mode)
+        magnitude = torch.full_like(work, fill)
+        if toward_zero is not None:
+            magnitude = torch.where(toward_zero, big, magnitude)
+        rounded = torch.where(over, torch.copysign(magnitude, work), rounded)
     special = ~torch.isfinite(work)
     if bool(special.any()):
-        inf_value = fill if fmt.overflow != "saturate" else torch.tensor(big, dtype=work.dtype)
-        at_inf = torch.copysign(inf_value.expand_as(work), work)
+        at_inf = torch.copysign(torch.full_like(work, fill), work)
         rounded = torch.where(special, torch.where(torch.isnan(work), work, at_inf), rounded)
     return rounded.to(x.dtype)
