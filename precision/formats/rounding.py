@@ -92,12 +92,14 @@ def _unbounded_float64(x: torch.Tensor, fmt: BinaryFormat, mode: str,
 
 
 def _unbounded_float32(x: torch.Tensor, fmt: BinaryFormat, mode: str,
-                       stream: RandomStream | None) -> torch.Tensor:
+                       stream: RandomStream | None, any_small: bool) -> torch.Tensor:
     """float32 ``x`` rounded on the grid of ``fmt`` (which :func:`fits_float32`) with an
     unbounded exponent, on the bits: in ``fmt``'s normal range the 23 - m low bits of the
     encoding are rounded off as an integer (the sign bit is untouched, since the magnitude
     plus the increment stays below 2^31, and a carry rolls into the exponent, as it should);
-    below 2^emin the value is rounded as a fixed-point number of quantum 2^(emin - m)."""
+    below 2^emin (``any_small``: some |x| is) the value is rounded as a fixed-point number of
+    quantum 2^(emin - m) (to nearest: by adding and subtracting 1.5 2^(emin - m + 23), whose
+    float32 spacing is that quantum, so the hardware's own ties-to-even rounding does it)."""
     drop = 23 - fmt.mantissa_bits
     bits = x.view(torch.int32)
     one = 1 << drop
@@ -114,9 +116,13 @@ def _unbounded_float32(x: torch.Tensor, fmt: BinaryFormat, mode: str,
     else:
         raise ValueError(f"unknown rounding mode {mode!r} (modes: {', '.join(MODES)})")
     normal = ((bits if add is None else bits + add) & ~(one - 1)).view(torch.float32)
-    small = x.abs() < 2.0 ** fmt.emin
-    if not bool(small.any()):
+    if not any_small:
         return normal
+    small = x.abs() < 2.0 ** fmt.emin
+    if mode == "rne":
+        magic = 1.5 * 2.0 ** (fmt.emin - fmt.mantissa_bits + 23)
+        fixed = torch.copysign((x + magic) - magic, x)                     # keeps -0
+        return torch.where(small, fixed, normal)
     # fixed point below 2^emin: y = x 2^(m - emin) < 2^m, scaled in two exact steps
     up = fmt.mantissa_bits - fmt.emin
     half = up // 2
@@ -141,13 +147,18 @@ def round_to_format(x: torch.Tensor, fmt: BinaryFormat, mode: str = "rne",
         return x if x.dtype == dtype else x.to(dtype).to(x.dtype)
     if mode == "sr" and stream is None:
         raise ValueError("stochastic rounding needs a RandomStream")
+    if x.numel() == 0:
+        return x
+    big = fmt.max_finite
+    low, high = (float(v) for v in torch.aminmax(x.abs()))
     if x.dtype == torch.float32 and fits_float32(fmt):
-        work, rounded = x, _unbounded_float32(x, fmt, mode, stream)
+        work = x
+        rounded = _unbounded_float32(x, fmt, mode, stream,
+                                     not low >= 2.0 ** fmt.emin)  # NaN: check them all
     else:
         work = x.to(torch.float64)
         rounded = _unbounded_float64(work, fmt, mode, stream)
-    big = fmt.max_finite
-    if bool((rounded.abs() <= big).all()):
+    if high <= big:
         return rounded.to(x.dtype)  # no overflow, no inf or NaN (a NaN fails <=)
     if fmt.overflow == "saturate":
         fill = big
