@@ -85,6 +85,8 @@ class BinaryFormat:
 
     def with_overflow(self, overflow: str) -> BinaryFormat:
         """The same grid with another overflow rule (MX elements saturate)."""
+        if overflow == self.overflow:
+            return self
         return BinaryFormat(self.name, self.exponent_bits, self.mantissa_bits, self.emin,
                             self.emax, self.max_finite, overflow, None)
 

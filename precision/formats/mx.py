@@ -27,9 +27,17 @@ SCALE_EMIN, SCALE_EMAX = -127, 127
 def quantize_mx(t: torch.Tensor, element: BinaryFormat, dim: int, mode: str = "rne",
                 stream: RandomStream | None = None, block: int = BLOCK) -> torch.Tensor:
     """``t`` quantised to the MX format with element format ``element`` (saturating), blocks
-    of ``block`` along ``dim``; returned dequantised, in ``t``'s dtype and shape."""
+    of ``block`` along ``dim``; returned dequantised, in ``t``'s dtype and shape.
+
+    A float32 ``t`` is scaled in float32 under rne / rz / sr: a value that underflows there
+    (below 2^-126 after division by the scale, far below every element format's smallest
+    subnormal) rounds to the same element as its exact value would (to 0; under sr with
+    probability below 2^-24 otherwise, which 24 random bits cannot resolve); ru and rd, for
+    which it would not, scale in float64."""
     element = element.with_overflow("saturate")
-    moved = t.movedim(dim, -1).to(torch.float64)
+    exact = t.dtype == torch.float32 and mode in ("rne", "rz", "sr")
+    work = torch.float32 if exact else torch.float64
+    moved = t.movedim(dim, -1).to(work)
     length = moved.shape[-1]
     pad = (-length) % block
     if pad:
@@ -40,8 +48,9 @@ def quantize_mx(t: torch.Tensor, element: BinaryFormat, dim: int, mode: str = "r
     shared = exponent.to(torch.int64) - 1 - element.emax
     bad = ~torch.isfinite(amax) | (shared > SCALE_EMAX)
     shared = torch.where(amax == 0, SCALE_EMIN, shared).clamp(SCALE_EMIN, SCALE_EMAX)
-    scale = pow2(shared)
-    q = round_to_format(blocks * pow2(-shared), element, mode, stream) * scale
-    q = torch.where(bad, torch.tensor(float("nan"), dtype=torch.float64), q)
+    scaled = blocks * pow2(-shared).to(work)
+    q = round_to_format(scaled, element, mode, stream) * pow2(shared).to(work)
+    if bool(bad.any()):
+        q = torch.where(bad, torch.tensor(float("nan"), dtype=work), q)
     q = q.reshape(*moved.shape[:-1], -1)[..., :length]
     return q.movedim(-1, dim).to(t.dtype)
