@@ -12,11 +12,14 @@ sum's error grows like O(sqrt(n) u).
 
 GD: X (N = 32, D = 4) with singular values in [1, 2], y = X w_true + 0.01 noise, both rounded
 to the format; w* = the float64 least-squares solution of the rounded data; w_0 = 0; step
-eta = 1 / lambda_max(X^T X / N); all arithmetic in the precision (the solvers' FormatBackend:
-every op rounded, products accumulated in float32); error ||w_k - w*||^2 / ||w*||^2.
-Dot product: x, y ~ U(0, 1), rounded to the format, sum_i x_i y_i accumulated in index order
-in the format (``+acc=`` the format: every partial sum rounded); relative error against the
-exact sum of the rounded values.
+eta = 0.1 / lambda_max(X^T X / N) (a small step, as in training: the updates shrink below half
+a spacing of w long before w*); all arithmetic in the precision (the solvers' FormatBackend:
+every op rounded, products accumulated in float32); error ||w_k - w*||^2 / ||w*||^2, next to
+GD in float64 and to w* rounded to the format (what storing the answer alone costs).
+Dot product: x, y ~ U(0, 1), rounded to the input format, sum_i x_i y_i accumulated in index
+order in the accumulation format (every partial sum rounded); relative error against the
+exact sum of the rounded values. FP8 inputs are accumulated in bfloat16: an FP8 accumulator
+saturates at 448 and its sqrt(n) u exceeds 1 for any n worth the name.
 """
 
 from __future__ import annotations
@@ -43,18 +46,26 @@ def least_squares_problem(seed: int = 0, n: int = 32, d: int = 4
     return X, X @ w_true + 0.01 * rng.standard_normal(n)
 
 
+STEP_FRACTION = 0.1
+
+
 def gd_errors(p: Precision, X: np.ndarray, y: np.ndarray, iters: int,
-              at: tuple[int, ...]) -> dict[int, float]:
-    """||w_k - w*||^2 / ||w*||^2 at the iterations ``at`` of GD run in ``p``."""
+              at: tuple[int, ...], data: Precision | None = None) -> dict[int, float]:
+    """||w_k - w*||^2 / ||w*||^2 at the iterations ``at`` of GD run in ``p`` on the data
+    rounded to ``data`` (default ``p``), w* the least-squares solution of the rounded data."""
+    xd = backend_for(data or p)
+    xd.restart()
+    X64, y64 = xd.to_numpy(xd.asarray(X)), xd.to_numpy(xd.asarray(y))
     xp = backend_for(p)
     xp.restart()
-    Xr, yr = xp.asarray(X), xp.asarray(y)
-    X64, y64 = xp.to_numpy(Xr), xp.to_numpy(yr)
+    Xr, yr = xp.asarray(X64), xp.asarray(y64)
     w_star = np.linalg.lstsq(X64, y64, rcond=None)[0]
-    eta = 1.0 / np.linalg.eigvalsh(X64.T @ X64 / X64.shape[0])[-1]
+    eta = STEP_FRACTION / np.linalg.eigvalsh(X64.T @ X64 / X64.shape[0])[-1]
     trace = gd(xp, Xr, yr, step=float(eta), iters=iters)
     norm = float(w_star @ w_star)
-    return {k: float(np.sum((xp.to_numpy(trace[k]) - w_star) ** 2) / norm) for k in at}
+    errors = {k: float(np.sum((xp.to_numpy(trace[k]) - w_star) ** 2) / norm) for k in at}
+    errors[-1] = float(np.sum((xp.to_numpy(xp.asarray(w_star)) - w_star) ** 2) / norm)
+    return errors
 
 
 def dot_error(p: Precision, n: int, seed: int = 0) -> float:
@@ -82,22 +93,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", default="float8_e4m3")
     args = parser.parse_args(argv)
     X, y = least_squares_problem()
-    at = tuple(k for k in (10, 100, 1000, 2000, 5000) if k <= args.iters)
-    print(f"GD on least squares (N=32, D=4), {args.format}: ||w_k - w*||^2 / ||w*||^2")
-    rn = gd_errors(parse_precision(args.format), X, y, args.iters, at)
-    runs = [gd_errors(parse_precision(f"{args.format}:sr+seed={s}"), X, y, args.iters, at)
-            for s in range(args.seeds)]
-    print(f"  {'k':>6}  {'rne':>9}  sr over {args.seeds} seeds")
+    at = tuple(k for k in (1, 10, 30, 100, 300, 1000, 2000, 5000) if k <= args.iters)
+    fmt = parse_precision(args.format)
+    print(f"GD on least squares (N=32, D=4, step {STEP_FRACTION}/lambda_max), {args.format}: "
+          "||w_k - w*||^2 / ||w*||^2")
+    exact = gd_errors(parse_precision("float64"), X, y, args.iters, at, data=fmt)
+    rn = gd_errors(fmt, X, y, args.iters, at)
+    runs = [gd_errors(parse_precision(f"{args.format}:sr+seed={s}"), X, y, args.iters, at,
+                      data=fmt) for s in range(args.seeds)]
+    print(f"  {'k':>6}  {'float64':>9}  {'rne':>9}  sr over {args.seeds} seeds")
     for k in at:
-        print(f"  {k:>6}  {rn[k]:9.2e}  {_spread([r[k] for r in runs])}")
-    print(f"dot product of {args.n} U(0,1) terms accumulated in the format: relative error")
-    for fmt in ("bfloat16", args.format):
-        rn_err = dot_error(parse_precision(f"{fmt}+acc={fmt}"), args.n)
-        sr = [dot_error(parse_precision(f"{fmt}:sr+acc={fmt}+seed={s}"), args.n)
+        print(f"  {k:>6}  {exact[k]:9.2e}  {rn[k]:9.2e}  {_spread([r[k] for r in runs])}")
+    print(f"  w* rounded to {args.format}: {rn[-1]:.2e}")
+    print(f"dot product of {args.n} U(0,1) terms: relative error")
+    for inputs, acc in (("bfloat16", "bfloat16"), ("float16", "float16"),
+                        (args.format, "bfloat16")):
+        rn_err = dot_error(parse_precision(f"{inputs}+acc={acc}"), args.n)
+        sr = [dot_error(parse_precision(f"{inputs}:sr+acc={acc}+seed={s}"), args.n)
               for s in range(args.seeds)]
-        u = parse_precision(fmt).unit_roundoff
-        print(f"  {fmt:<12} rne {rn_err:.2e}   sr {_spread(sr)}   (n u = {args.n * u:.1f}, "
-              f"sqrt(n) u = {math.sqrt(args.n) * u:.2e})")
+        u = parse_precision(acc).unit_roundoff
+        print(f"  {inputs:<12} acc {acc:<9} rne {rn_err:.2e}   sr {_spread(sr)}   "
+              f"(n u = {args.n * u:.2g}, sqrt(n) u = {math.sqrt(args.n) * u:.2g})")
     return 0
 
 

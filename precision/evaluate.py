@@ -35,7 +35,7 @@ from precision.backends.interpreter.casts import NARROW_DTYPES
 from precision.backends.mp_backend import exact_array
 from precision.backends.promote_casts import PromoteCasts
 from precision.backends.torch_backend import cast_module, round_to_dtype
-from precision.formats.simulate import prepare_module, round_tensor, simulation, values_stream
+from precision.formats.simulate import prepare_module, round_tensor, simulation
 from precision.metrics import ErrorSummary, decompose, error_summary
 from precision.precisions import FLOAT_BITS, Precision, as_precision, with_casts
 from precision.reference import CHECK_SUBSET, certain_digits, check_precision
@@ -107,7 +107,7 @@ def _evaluate_simulated(model: torch.nn.Module, x: torch.Tensor, p: Precision,
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
         clone = prepare_module(copy.deepcopy(model), p).to(device)
     if x.is_floating_point():
-        x = round_tensor(x, p, values_stream(p))
+        x = round_tensor(x, p)
     promote = PromoteCasts(p.carrier_dtype) if p.casts == "promote" else \
         contextlib.nullcontext()
     with torch.no_grad(), promote, simulation(p):

@@ -93,3 +93,16 @@ def test_trained_evaluation_rounds_its_inputs_into_the_format():
         fmt = p.value_format
         assert torch.equal(round_to_format(got, fmt), got)          # on the format's grid
         assert torch.allclose(got, x, rtol=2 * fmt.unit_roundoff, atol=0)
+
+
+def test_every_construction_runs_in_a_format():
+    spd = {"kind": "spd", "dim": 3, "kappa": 10.0}
+    runs = [("lsa_gd", GAUSS, {"layers": 2}), ("baseconv_gd", GAUSS, {"iters": 2}),
+            ("baseconv_gd_noncausal", GAUSS, {"iters": 1}),
+            ("lsa_newton_schulz", spd, {"steps": 2}), ("lsa_newton_schulz_sym", spd,
+                                                       {"steps": 2}),
+            ("lsa_least_squares", GAUSS, {"steps": 2}), ("lsa_ridge", GAUSS, {"steps": 2})]
+    for name, problem, params in runs:
+        res = run_construction(name, "bfloat16:sr+seed=1", problem, params)
+        assert res.status in ("ok", "diverged"), (name, res.message)
+        assert res.steps and all(s.mse == s.mse for s in res.steps), name

@@ -19,7 +19,7 @@ import torch
 from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import TorchBackend
 from precision.formats.op_rounding import RoundResults
-from precision.formats.simulate import BACKEND_DOMAIN, round_tensor, values_stream
+from precision.formats.simulate import BACKEND_DOMAIN, round_tensor
 from precision.precisions import Precision
 
 
@@ -52,7 +52,6 @@ class FormatBackend(TorchBackend):
 
     def restart(self) -> None:
         self.mode.streams.clear()
-        self.values = values_stream(self.precision)
 
     def _wrap(self, t: torch.Tensor) -> torch.Tensor:
         return t.as_subclass(self.tensor_type)
@@ -68,7 +67,7 @@ class FormatBackend(TorchBackend):
             data = torch.from_numpy(data.to_float64())
         else:
             data = torch.from_numpy(np.asarray(data, dtype=np.float64).copy())
-        return self._wrap(round_tensor(data.clone(), self.precision, self.values))
+        return self._wrap(round_tensor(data.clone(), self.precision))
 
     def zeros(self, shape: tuple[int, ...] | int) -> torch.Tensor:
         return self._wrap(torch.zeros(shape, dtype=self.dtype))
