@@ -18,8 +18,9 @@ every op rounded, products accumulated in float32); error ||w_k - w*||^2 / ||w*|
 GD in float64 and to w* rounded to the format (what storing the answer alone costs).
 Dot product: x, y ~ U(0, 1), rounded to the input format, sum_i x_i y_i accumulated in index
 order in the accumulation format (every partial sum rounded); relative error against the
-exact sum of the rounded values. FP8 inputs are accumulated in bfloat16: an FP8 accumulator
-saturates at 448 and its sqrt(n) u exceeds 1 for any n worth the name.
+exact sum of the rounded values. FP8 inputs are accumulated in bfloat16 over n / 4 terms:
+the result is an FP8 value (its largest is 448, and the sum of n U(0,1)^2 is n / 4), and an
+FP8 accumulator's sqrt(n) u exceeds 1 for any n worth the name.
 """
 
 from __future__ import annotations
@@ -105,15 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     for k in at:
         print(f"  {k:>6}  {exact[k]:9.2e}  {rn[k]:9.2e}  {_spread([r[k] for r in runs])}")
     print(f"  w* rounded to {args.format}: {rn[-1]:.2e}")
-    print(f"dot product of {args.n} U(0,1) terms: relative error")
-    for inputs, acc in (("bfloat16", "bfloat16"), ("float16", "float16"),
-                        (args.format, "bfloat16")):
-        rn_err = dot_error(parse_precision(f"{inputs}+acc={acc}"), args.n)
-        sr = [dot_error(parse_precision(f"{inputs}:sr+acc={acc}+seed={s}"), args.n)
+    print("dot product of n U(0,1)^2 terms: relative error")
+    for inputs, acc, n in (("bfloat16", "bfloat16", args.n), ("float16", "float16", args.n),
+                           (args.format, "bfloat16", args.n // 4)):
+        rn_err = dot_error(parse_precision(f"{inputs}+acc={acc}"), n)
+        sr = [dot_error(parse_precision(f"{inputs}:sr+acc={acc}+seed={s}"), n)
               for s in range(args.seeds)]
         u = parse_precision(acc).unit_roundoff
-        print(f"  {inputs:<12} acc {acc:<9} rne {rn_err:.2e}   sr {_spread(sr)}   "
-              f"(n u = {args.n * u:.2g}, sqrt(n) u = {math.sqrt(args.n) * u:.2g})")
+        print(f"  {inputs:<12} acc {acc:<9} n {n:<5} rne {rn_err:.2e}   sr {_spread(sr)}   "
+              f"(n u = {n * u:.2g}, sqrt(n) u = {math.sqrt(n) * u:.2g})")
     return 0
 
 
