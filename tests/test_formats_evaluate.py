@@ -106,3 +106,15 @@ def test_every_construction_runs_in_a_format():
         res = run_construction(name, "bfloat16:sr+seed=1", problem, params)
         assert res.status in ("ok", "diverged"), (name, res.message)
         assert res.steps and all(s.mse == s.mse for s in res.steps), name
+
+
+def test_integer_and_narrow_dtype_ops_pass_through_the_accumulation_path():
+    from precision.formats.op_rounding import RoundResults
+
+    p = parse_precision("float8_e4m3+acc=bfloat16")
+    with RoundResults(lambda: p):
+        count = torch.ones(5, dtype=torch.int64).sum()
+        narrow = torch.ones(4, 3, dtype=torch.bfloat16) @ torch.ones(3, 2, dtype=torch.bfloat16)
+        total = torch.full((40,), 0.25).sum()
+    assert count.item() == 5 and narrow.dtype == torch.bfloat16
+    assert total.item() == 10.0                      # 0.25 * 40, exact in bfloat16 and fp8

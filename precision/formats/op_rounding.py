@@ -124,14 +124,16 @@ def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precisio
     to ``p`` (see the module docstring for views, written arguments, accumulation and MX
     operands; ``stream``: stochastic-rounding bits)."""
     out = None
-    if p.is_simulated and (func in MATMULS or func in SUMS):
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if (p.is_simulated and (func in MATMULS or func in SUMS) and tensors
+            and all(t.dtype in (torch.float32, torch.float64) for t in tensors)):
         if p.kind == "mx" and func in MATMULS:
             args = list(args)  # type: ignore[assignment]
             for index, dim in MATMULS[func]:
                 args[index] = quantize_mx(args[index], p.element_format, dim,  # type: ignore[index]
                                           p.rounding, stream)
             args = tuple(args)
-        carrier = next(a.dtype for a in args if isinstance(a, torch.Tensor))
+        carrier = tensors[0].dtype
         acc = p.accumulation_format.name
         if acc == "float64" and carrier == torch.float32:
             wide = tree_map(lambda a: a.to(torch.float64) if isinstance(a, torch.Tensor)
