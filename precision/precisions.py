@@ -116,7 +116,8 @@ class Precision:
         rounding: one of :data:`ROUNDINGS` (``"rne"``: round to nearest, ties to even).
         seed: seed of stochastic rounding (``rounding == "sr"`` only).
         accumulate: the format sums and matrix products accumulate in (``None``: the
-            format itself).
+            torch kernels' own for a torch dtype, the carrier dtype for a simulated format;
+            see :attr:`accumulation_format`).
         casts: one of :data:`CAST_POLICIES`: ``"keep"`` (the default, not spelled) runs the
             model's own float casts as written (a cast to float32 rounds to float32 in every
             precision, mpN included); ``"promote"`` computes every float cast in this
