@@ -65,9 +65,6 @@ ALIASES: dict[str, str] = {
     "single": "float32",
     "fp64": "float64",
     "double": "float64",
-    "fp8_e4m3": "float8_e4m3",
-    "float8_e4m3fn": "float8_e4m3",
-    "fp8_e5m2": "float8_e5m2",
 }
 
 #: The aliases as help texts and error messages state them.

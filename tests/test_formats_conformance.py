@@ -290,7 +290,7 @@ def test_spellings_round_trip_and_bad_ones_are_one_line_errors():
 
     for spec in ("float8_e4m3", "float8_e4m3:sr+seed=3+acc=float32", "mxfp8_e4m3", "tf32:rz",
                  "mxfp4_e2m1+act=bfloat16", "int4_g32", "int8+act=float16", "e5m10:ru",
-                 "bfloat16:sr+seed=1", "float32+acc=float64", "fp8_e5m2"):
+                 "bfloat16:sr+seed=1", "float32+acc=float64", "float8_e5m2"):
         p = parse_precision(spec)
         assert "/" not in p.name and parse_precision(p.name) == p
     for bad in ("float8_e4m3:sr", "float64:rz", "mp50:rz", "float32+act=bfloat16",
