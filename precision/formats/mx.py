@@ -51,6 +51,6 @@ def quantize_mx(t: torch.Tensor, element: BinaryFormat, dim: int, mode: str = "r
     scaled = blocks * pow2(-shared).to(work)
     q = round_to_format(scaled, element, mode, stream) * pow2(shared).to(work)
     if bool(bad.any()):
-        q = torch.where(bad, torch.tensor(float("nan"), dtype=work), q)
+        q = torch.where(bad, float("nan"), q)
     q = q.reshape(*moved.shape[:-1], -1)[..., :length]
     return q.movedim(-1, dim).to(t.dtype)

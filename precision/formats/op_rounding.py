@@ -79,7 +79,7 @@ def _sequential_sum(terms: torch.Tensor, acc: BinaryFormat, mode: str,
                     stream: RandomStream | None) -> torch.Tensor:
     """sum over the last axis of ``terms``, in index order, each partial sum rounded to
     ``acc`` (shape: ``terms.shape[:-1]``)."""
-    total = torch.zeros(terms.shape[:-1], dtype=terms.dtype)
+    total = torch.zeros(terms.shape[:-1], dtype=terms.dtype, device=terms.device)
     for k in range(terms.shape[-1]):
         total = round_to_format(total + terms[..., k], acc, mode, stream)
     return total

@@ -77,7 +77,7 @@ def round_integers(y: torch.Tensor, mode: str, stream: RandomStream | None = Non
         if stream is None:
             raise ValueError("stochastic rounding needs a RandomStream")
         low = torch.floor(y)
-        return low + (stream.uniform(y.shape) < (y - low)).to(y.dtype)
+        return low + (stream.uniform(y.shape).to(y.device) < (y - low)).to(y.dtype)
     raise ValueError(f"unknown rounding mode {mode!r} (modes: {', '.join(MODES)})")
 
 
@@ -103,7 +103,7 @@ def _unbounded_float32(x: torch.Tensor, fmt: BinaryFormat, mode: str,
     drop = 23 - fmt.mantissa_bits
     bits = x.view(torch.int32)
     one = 1 << drop
-    random = stream.bits24(x.shape) if mode == "sr" else None
+    random = stream.bits24(x.shape).to(x.device) if mode == "sr" else None  # type: ignore[union-attr]
     if mode == "rne":
         add = ((bits >> drop) & 1) + ((one >> 1) - 1)
     elif mode == "rz":
