@@ -123,4 +123,3 @@ class TorchBackend(Backend):
 
     def isfinite(self, a: torch.Tensor) -> bool:
         return bool(torch.isfinite(a).all())
-
