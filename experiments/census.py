@@ -20,6 +20,7 @@ from experiments.factory import FactoryError, build_from_factory, is_factory_spe
 from experiments.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from experiments.run import Run
 from experiments.sample_check import check_sample, sample_input
+from precision.formats.module_assignment import work_precision
 from precision.op_census import Census, CensusError, census
 
 
@@ -43,7 +44,7 @@ def suite_mp_problem(suite: Any, runs: list[Run] | None = None) -> str | None:
     missing: dict[str, str] = {}
     seen: set[str] = set()
     for run in (runs if runs is not None else suite.runs):
-        if run.kind != "trained" or not any(p.is_mp for p in run.precisions):
+        if run.kind != "trained" or not any(work_precision(p) for p in run.precisions):
             continue
         job = run.spec
         key = repr((job.family, job.model_options, job.task, job.task_options, job.depth,

@@ -35,6 +35,12 @@ from precision.backends.interpreter.casts import NARROW_DTYPES
 from precision.backends.mp_backend import exact_array
 from precision.backends.promote_casts import PromoteCasts
 from precision.backends.torch_backend import cast_module, round_to_dtype
+from precision.formats.module_assignment import (
+    check_globs,
+    module_paths,
+    run_float,
+    work_precision,
+)
 from precision.formats.simulate import prepare_module, round_tensor, simulation
 from precision.metrics import ErrorSummary, decompose, error_summary
 from precision.precisions import FLOAT_BITS, Precision, as_precision, with_casts
@@ -66,14 +72,17 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     where a float precision runs (:mod:`precision.devices`); mpN always runs on the CPU.
     ``casts``: ``"keep"`` or ``"promote"`` (module docstring); None: the precision's own
     policy. ``kept_modules`` (mpN under ``keep`` only): round the islands of these module
-    paths only (as :attr:`MPProgram.islands` spells them), to attribute their effect.
+    paths only (as :attr:`MPProgram.islands` spells them), to attribute their effect. A
+    per-module assignment (``float64+mod[*.mlp]=bfloat16``) is :func:`evaluate_assigned`.
     """
     p = as_precision(precision)  # the Python API's edge
     if casts is not None:
         p = with_casts(p, casts)
-    if kept_modules is not None and not (p.is_mp and p.casts == "keep"):
+    if kept_modules is not None and not (p.is_mp and p.casts == "keep" and not p.modules):
         raise ValueError("kept_modules applies to an mpN precision under casts='keep'")
     model.eval()
+    if p.modules:
+        return evaluate_assigned(model, x, p, device)
     if isinstance(x, np.ndarray) and p.is_simulated:
         x = torch.from_numpy(np.asarray(x, dtype=np.float64))  # rounded by the simulation
     if isinstance(x, np.ndarray):
@@ -113,6 +122,34 @@ def _evaluate_simulated(model: torch.nn.Module, x: torch.Tensor, p: Precision,
     with torch.no_grad(), promote, simulation(p):
         out = clone(x.to(device))
     return exact_array(out.detach().cpu().to(torch.float64).numpy())
+
+
+def evaluate_assigned(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,
+                      device: str = "cpu", *, work: Precision | None = None,
+                      carrier: torch.dtype | None = None) -> np.ndarray:
+    """:func:`evaluate` of a per-module assignment ``p`` (``float64+mod[*.mlp]=bfloat16``;
+    :mod:`precision.formats.module_assignment` states the rule), as exact arb values.
+
+    It names an mpN, or ``work`` (an mpN) is given: the graph interpreter computes it in that
+    mpN and rounds each assigned node into its float format; else the float path computes
+    each op in the carrier dtype (``carrier``, or the narrowest that holds every format) and
+    rounds its result (on ``device``). ``x`` may be an object array of exact values, as for
+    :func:`evaluate`.
+    """
+    work = work_precision(p) if work is None else with_casts(work, p.casts)
+    if work is None:
+        if isinstance(x, np.ndarray):
+            x = backend_for(Precision("float64")).asarray(x)
+        return backend_for(Precision("float64")).to_exact(
+            run_float(model, x, p, device, carrier=carrier).to(torch.float64))
+    if not work.is_mp:
+        raise ValueError(f"evaluate_assigned: work must be an mpN, not {work.name}")
+    check_globs(module_paths(model), p)
+    shape = x.shape
+    example = (torch.zeros(shape, dtype=torch.float64) if isinstance(x, np.ndarray) else
+               x.to(torch.float64) if x.is_floating_point() else x)
+    out = mp_program(model, example)(x, precision=work, assignment=p)
+    return backend_for(work).to_exact(out)
 
 
 class _MethodAsForward(torch.nn.Module):

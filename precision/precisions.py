@@ -22,8 +22,9 @@ spelled, so today's names (``float32``, ``mp50``) are their own canonical spelli
 Parsing happens at the edges only (the CLI, suite files, the Python API, reading the store):
 inside, every signature takes a :class:`Precision`. :func:`parse_spelling` reads the grammar;
 :func:`parse_precision` also refuses what this version cannot compute yet (only the fields'
-formats, roundings, accumulation and activation formats are computed on the float path;
-per-module assignments are the subject of their own work), so a spelling is never accepted
+formats, roundings, accumulation and activation formats are computed on the float path, and
+per-module assignments of the torch formats, of mpN and of the binary formats; see
+docs/formats.md and docs/precision_assignment.md), so a spelling is never accepted
 and then silently ignored.
 """
 
@@ -370,11 +371,36 @@ def _check_arithmetic(p: Precision) -> None:
 
 
 def check_computable(p: Precision) -> Precision:
-    """``p`` if this version computes in it; PrecisionError naming the option otherwise."""
-    if p.modules:
-        raise PrecisionError(f"cannot compute in {p.name!r} yet: per-module assignments "
-                             "(+mod[GLOB]=FORMAT) are spelled but not yet computed")
-    _check_arithmetic(p)
+    """``p`` if this version computes in it; PrecisionError naming the option otherwise.
+
+    A simulated format (docs/formats.md) is computed when :func:`_check_arithmetic` accepts it.
+    A per-module assignment (``+mod[GLOB]=FORMAT``) is computed
+    (:mod:`precision.formats.module_assignment`) when its base and every assigned format are
+    computed and are torch formats, mpN or binary formats that fit a float32 carrier (MX,
+    integer weights, ``+acc=``/``+act=`` and float32 or float64 under another rounding are not
+    assigned per module yet); the mpN formats it names must all be the same mpN (one working
+    precision)."""
+    _check_arithmetic(replace(p, modules=()))
+    if not p.modules:
+        return p
+    formats = (replace(p, modules=(), casts="keep"), *(q for _, q in p.modules))
+    names_mp = any(q.is_mp for q in formats)
+    for q in formats:
+        plain = not q.is_simulated and with_casts(q, "keep").is_plain   # a torch format, mpN
+        fits = (not names_mp and q.kind == "float" and q.accumulate is None
+                and q.element_format is not None and fits_float32(q.element_format))
+        if not (plain or fits):
+            raise PrecisionError(f"cannot compute in {p.name!r} yet: per-module assignments "
+                                 "(+mod[GLOB]=FORMAT) compute the torch formats, mpN, and "
+                                 "(without mpN) binary formats narrower than float32 "
+                                 f"(float8_e4m3, tf32, bfloat16:sr, ...), not {q.name!r}")
+    for _, assigned in p.modules:
+        check_computable(assigned)
+    digits = {q.digits for q in formats if q.is_mp}
+    if len(digits) > 1:
+        raise PrecisionError(f"{p.name!r} names {len(digits)} different mpN formats "
+                             f"(mp{', mp'.join(str(d) for d in sorted(digits))}): a per-module "
+                             "assignment computes in one mpN")
     return p
 
 

@@ -1,5 +1,5 @@
-"""The ``precision`` command: ``run``, ``probe``, ``ops``, ``evaluate``, ``results``, ``report``,
-``delete``, ``list``.
+"""The ``precision`` command: ``run``, ``probe``, ``ops``, ``evaluate``, ``localize``,
+``results``, ``report``, ``delete``, ``list``.
 
 Every user error (unknown suite / solver / precision, malformed suite file, bad parameter,
 impossible shape, unreadable, damaged or read-only store, unwritable output) is one line on
@@ -38,6 +38,7 @@ from precision.precisions import (
     with_casts,
 )
 from precision.solvers.measure import SOLVERS, SolverError
+from precision_cli.localize import add_parser as add_localize_parser
 from precision_cli.stdout import CheckedStdout, StdoutError, drop_stdout
 from precision_cli.stopping import StopSignals, interrupted
 from reports.data_version import left_out_note, newest_data_rows
@@ -295,6 +296,16 @@ def _evaluate_sample(spec: str, precisions: list, reference: object, d_in: int, 
         rows.append((p.name, summary.relative, summary.digits, casts))
         notes += report.lines() if report is not None and p.casts == "keep" else []
     return rows, None, notes
+
+
+def _cmd_localize(args: argparse.Namespace) -> int:
+    """``precision localize`` (:mod:`precision_cli.localize`); its bad input exits 2."""
+    from precision_cli.localize import LocalizeUsageError, run
+
+    try:
+        return run(args)
+    except LocalizeUsageError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _census_or_error(spec: str, *shape: int) -> object:
@@ -594,7 +605,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print("  spelling: FORMAT[:rne|rz|ru|rd|sr][+acc=FORMAT][+act=FORMAT]"
               "[+casts=keep|promote][+seed=N][+mod[GLOB]=FORMAT]...; roundings other than "
               "rne, +acc= and +act= simulate the format per op (docs/formats.md); sr needs "
-              "+seed=N; +mod[] is spelled but not computed yet")
+              "+seed=N; +mod[GLOB]=FORMAT assigns a format to modules "
+              "(docs/precision_assignment.md)")
     return 0
 
 
@@ -702,6 +714,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 ("--batch", 1, "sequences"), ("--seed", 0, "seed")):
         ev.add_argument(flag, type=int, default=default, help=f"{what} (default {default})")
     ev.set_defaults(func=_cmd_evaluate)
+
+    add_localize_parser(sub, DEFAULT_DB).set_defaults(func=_cmd_localize)
 
     res = sub.add_parser("results", help="print or export stored results",
                          description="Dump the runs in the store as a table, CSV or JSON, "

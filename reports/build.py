@@ -29,6 +29,7 @@ from reports.claims import check_claims
 from reports.data_version import left_out_note, newest_data_rows
 from reports.files import DATA, FIGURES, TABLES, FileNames, write_text
 from reports.length_plot import length_figure, length_pivots, length_runs
+from reports.localize_plot import localize_figure, localize_pivots, localize_runs
 from reports.render import (
     Section,
     render_csv,
@@ -199,6 +200,25 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
                                 "model, a line per precision (dotted: its unit roundoff)", fig))
         sections.append(sec)
 
+    localized = localize_runs(rows)
+    localize_tables = localize_pivots(localized)
+    if localize_tables:
+        sec = Section("Which modules limit the error", figures_first=True,
+                      tables=localize_tables,
+                      paragraphs=["`precision localize`: an untrained, seeded model on one "
+                                  "seeded input, its units (modules that hold weights or "
+                                  "compute themselves) each alone in the low precision with "
+                                  "the rest in the reference (a), and each alone in the "
+                                  "reference with the rest low (b); relative error against "
+                                  "the mp100 truth. With a target, the units a greedy search "
+                                  "keeps in the reference to reach it."])
+        fig = localize_figure(localized, figures / f"{names.stem('localize')}.png")
+        if fig is not None:
+            sec.figures.append(("relative error per unit: red (a) only this unit low, blue "
+                                "(b) only this unit in the reference; lines: all low, all in "
+                                "the reference, the target; bold: kept by the search", fig))
+        sections.append(sec)
+
     study_rows = [r for r in rows if r.get("kind") == "study"]
     for pivot in study_pivots(study_rows):
         sec = Section(pivot.title, tables=[pivot])
@@ -217,7 +237,7 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
     title = "Precision report: " + ", ".join(chosen)
     csvs = render_csv(sections, folder / TABLES)
     for name, frame in (("solver-runs.csv", runs), ("model-runs.csv", grid),
-                        ("length-runs.csv", lengths)):
+                        ("length-runs.csv", lengths), ("localize-runs.csv", localized)):
         if not frame.empty:  # the stored numbers, long format, one row per run
             csvs.append(write_text(folder / DATA / name,
                                    frame.to_csv(index=False, lineterminator="\n")))

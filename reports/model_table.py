@@ -11,8 +11,10 @@ dominates: ``A`` approximation (training converged and the weights still miss th
 A label rests on evidence the record stores: ``check_gain``, the factor by which a few
 Gauss-Newton steps from the final weights lowered the held-out MSE (near 1: training had
 nothing left to find), and ``grad_norm``, the held-out loss gradient's norm at the final
-weights. Where a task's records hold them, its table has two columns more, ``check gain`` and
-``|grad|``: one value per trained job, the same in every evaluation precision (records stored
+weights, and ``check_drift``, the z-score of a nonzero expected gradient over independent
+batches (a slope that is not a floor shows it, :mod:`experiments.trained.convergence_check`).
+Where a task's records hold them, its table has three columns more, ``check gain``, ``|grad|``
+and ``drift``: one value per trained job, the same in every evaluation precision (records stored
 before the check have none: ``-``). Where the records store it, a column ``ref digits`` says
 how many digits of the mp100 reference the decomposition is measured against are certain
 (the fewest over the line's precisions, :mod:`precision.reference`).
@@ -47,10 +49,15 @@ def _cell(row: dict[str, Any]) -> str:
     return text
 
 
-def _evidence(row: dict[str, Any]) -> tuple[float | None, float | None]:
-    """The convergence check's (gain, gradient norm) of a record (None, None before it)."""
+def _evidence(row: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+    """The convergence check's (gain, gradient norm, drift) of a record (None before it)."""
     res = TrainedResult.from_json(row.get("result"))
-    return stored_float(res.check_gain), stored_float(res.grad_norm)
+    return stored_float(res.check_gain), stored_float(res.grad_norm), stored_float(res.check_drift)
+
+
+def format_drift(drift: float | None) -> str:
+    """A drift z-score as text, one decimal (``-`` when not stored)."""
+    return "-" if drift is None else f"{drift:.1f}"
 
 
 def format_gain(gain: float | None) -> str:
@@ -96,19 +103,22 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
                         key=lambda t: (t[0], *(int(x) if x.isdigit() else 0 for x in t[1:3]), t))
         head = ["model", "depth", "width", "LN", "recipe", "train", "steps", "seed", *precs]
         body = [[*lab, *[cells.get((lab, p), "") for p in precs]] for lab in labels]
-        evidence: dict[tuple[str, ...], tuple[float | None, float | None]] = {}
+        evidence: dict[tuple[str, ...], tuple[float | None, ...]] = {}
         for r in group:   # one job's evidence is stored with each of its precisions
             if _evidence(r)[0] is not None:
                 evidence.setdefault(_label(r), _evidence(r))
         title = (f"task {task}: test MSE (T = training-limited, A = approximation-limited, "
                  "R = rounding-limited)")
         if evidence:
-            head += ["check gain", "|grad|"]
-            body = [[*line, format_gain(evidence.get(lab, (None, None))[0]),
-                     format_mse(evidence.get(lab, (None, None))[1])]
+            none = (None, None, None)
+            head += ["check gain", "|grad|", "drift"]
+            body = [[*line, format_gain(evidence.get(lab, none)[0]),
+                     format_mse(evidence.get(lab, none)[1]),
+                     format_drift(evidence.get(lab, none)[2])]
                     for lab, line in zip(labels, body, strict=True)]
             title += ("; check gain = how many times a few Gauss-Newton steps from the final "
-                      "weights lowered the held-out MSE, |grad| = its gradient norm there")
+                      "weights lowered the held-out MSE, |grad| = its gradient norm there, "
+                      "drift = z-score of a nonzero expected gradient (above 4: a slope)")
         digits = _reference_digits(group)
         if digits:   # stored since the reference is checked: a column beside the results
             head.append("ref digits")

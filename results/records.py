@@ -9,6 +9,7 @@ trained                :class:`TrainedConfig`  :class:`TrainedResult`
 solver, construction   :class:`SubjectConfig`  :class:`SubjectResult`
 study                  :class:`StudyConfig`    :class:`StudyResult`
 length                 :class:`LengthConfig`   :class:`LengthResult`
+localize               :class:`LocalizeConfig` :class:`LocalizeResult`
 =====================  ======================  ======================
 
 A writer builds a result value and stores its ``to_json()``; the store writes it as canonical
@@ -179,6 +180,31 @@ class LengthConfig(TrainedConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LocalizeConfig(RecordConfig):
+    """A localize record's config (``precision localize``, :mod:`experiments.localize`): the
+    model (``family``: the factory spec, its sizes and ``seed``), the input (``batch`` x
+    ``tokens``), the ``precision`` whose error is attributed, the ``reference`` kept units
+    compute in, the ``truth``, the ``target`` of the search (None: no search), the units'
+    ``unit_depth`` (None: every owning module) and ``modules`` globs, and the ``unit`` (a
+    module path, ``""`` for the model itself) the record is about."""
+
+    family: str = ""
+    d_in: int | None = None
+    d_out: int | None = None
+    depth: int | None = None
+    width: int | None = None
+    tokens: int | None = None
+    batch: int | None = None
+    seed: int | None = None
+    reference: str = ""
+    truth: str = ""
+    target: float | None = None
+    unit_depth: int | None = None
+    modules: list[str] | None = None
+    unit: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class RecordResult:
     """What every kind's result holds: the task label (``problem_label``), where the run was
     computed (``provenance``, :mod:`precision.provenance`; written by the runner, None in runs
@@ -221,8 +247,10 @@ class TrainedResult(RecordResult):
     ``final_train_loss``, ``train_converged``: the convergence check passed, False = training
     could still lower the error, None = stored before the check; ``train_stop``: why training
     stopped; the check's evidence: ``check_gain``, the factor by which a few Gauss-Newton
-    steps from the final weights lowered the held-out MSE, and ``grad_norm``, the norm of the
-    held-out loss gradient at the final weights); where the floor came from
+    steps from the final weights lowered the held-out MSE, ``grad_norm``, the norm of the
+    held-out loss gradient at the final weights, and ``check_drift``, the z-score of a nonzero
+    expected gradient over independent batches, above 4 on a slope that is not a floor; None:
+    stored before it was measured); where the floor came from
     (``floor_source``), a weights file that could not be written (``weights_error``), and how
     many digits of the mp100 reference the decomposition is measured against are certain
     (``truth_digits``: its agreement with mp200 on one test sequence,
@@ -247,6 +275,7 @@ class TrainedResult(RecordResult):
     train_stop: str | None = None
     check_gain: float | None = None
     grad_norm: float | None = None
+    check_drift: float | None = None
     weights_error: str | None = None
     truth_digits: float | None = None
 
@@ -269,6 +298,7 @@ class TrainedResult(RecordResult):
             train_stop=self.train_stop,
             **({} if self.check_gain is None else {"check_gain": self.check_gain,
                                                     "grad_norm": self.grad_norm}),
+            **({} if self.check_drift is None else {"check_drift": self.check_drift}),
             **({} if self.weights_error is None else {"weights_error": self.weights_error}),
             **({} if self.truth_digits is None else {"truth_digits": self.truth_digits}))
 
@@ -358,11 +388,47 @@ class LengthResult(RecordResult):
                           truth_digits=self.truth_digits)
 
 
+@dataclass(frozen=True, kw_only=True)
+class LocalizeResult(RecordResult):
+    """One unit of a localization (:mod:`precision.localize`): its ``block``, the ops and
+    floating weight entries it owns, the relative error against the truth with only this unit
+    in the low precision (``alone_low``, (a)) and with only this unit in the reference
+    (``alone_reference``, (b)), its place in the ranking by (a) (``rank``, 1 = largest), and
+    whether the search keeps it in the reference (``kept``; None: no search). Shared by the
+    records of one localization: ``all_low`` / ``all_reference`` (every unit in one of them),
+    ``units``, ``kept_count`` and ``kept_error`` (the error of the set the search found)."""
+
+    METRICS: ClassVar[tuple[str, ...]] = ("alone_low", "alone_reference", "all_low",
+                                          "all_reference", "kept_error")
+
+    unit: str = ""
+    block: str = ""
+    ops: int = 0
+    weights: int = 0
+    alone_low: float | None = None
+    alone_reference: float | None = None
+    rank: int = 0
+    kept: bool | None = None
+    all_low: float | None = None
+    all_reference: float | None = None
+    units: int = 0
+    kept_count: int | None = None
+    kept_error: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored ``result``."""
+        return self._json(unit=self.unit, block=self.block, ops=self.ops, weights=self.weights,
+                          alone_low=self.alone_low, alone_reference=self.alone_reference,
+                          rank=self.rank, kept=self.kept, all_low=self.all_low,
+                          all_reference=self.all_reference, units=self.units,
+                          kept_count=self.kept_count, kept_error=self.kept_error)
+
+
 #: The config and result types of each record kind.
 SCHEMA: dict[str, tuple[type[RecordConfig], type[RecordResult]]] = {
     "trained": (TrainedConfig, TrainedResult), "solver": (SubjectConfig, SubjectResult),
     "construction": (SubjectConfig, SubjectResult), "study": (StudyConfig, StudyResult),
-    "length": (LengthConfig, LengthResult)}
+    "length": (LengthConfig, LengthResult), "localize": (LocalizeConfig, LocalizeResult)}
 
 
 def config_of(row: Mapping[str, Any]) -> RecordConfig:

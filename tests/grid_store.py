@@ -5,7 +5,7 @@ BaseConv) x depth 1, 2, 3 x width 32, 64, evaluated in float32, float64 and mp50
 seeds 0, 1, 2 for the depth-2 width-32 Transformer on read and affine). The numbers are made
 up to span what a reader must compare: most cells near 1e-2, a few six orders of magnitude
 lower, one float32 cell at its rounding level (``R``), training-limited cells (``T``), and
-the label evidence (``check_gain``, ``grad_norm``) stored on all but the BaseConv runs (as an
+the label evidence (``check_gain``, ``grad_norm``, ``check_drift``) stored on all but the BaseConv runs (as an
 older store would have them). Writing it takes well under a second; figures and tables are
 built from it in the report tests, and ``python tests/grid_store.py DB`` writes one to look at.
 """
@@ -81,7 +81,8 @@ def _cell_records(task: str, subject: str, family: str, layernorm: bool, depth: 
     converged = _converged(task, subject, depth, width)
     evidence = ({} if family == "baseconv" else
                 {"check_gain": 1.2 if converged else 37.0,
-                 "grad_norm": 2e-9 if converged else 4e-3})
+                 "grad_norm": 2e-9 if converged else 4e-3,
+                 "check_drift": 0.8 if converged else 9.5})
     cfg = {"family": family, "task": task, "depth": depth, "width": width, "seed": seed,
            "train": {"recipe": "paper", "steps": 2000, "batch_size": 32},
            "model_options": {"layernorm": layernorm}}

@@ -9,7 +9,12 @@ import math
 import torch
 
 from experiments.suite import load_suite
-from experiments.trained.convergence_check import CHECK_GAIN, convergence_check
+from experiments.trained.convergence_check import (
+    CHECK_DRIFT,
+    CHECK_GAIN,
+    convergence_check,
+    gradient_drift,
+)
 from experiments.trained.job import Job
 from experiments.trained.recipe_book import RECIPES
 from experiments.trained.recipes import train
@@ -57,9 +62,33 @@ def test_the_convergence_check_refuses_a_saddle() -> None:
     model, task, _ = _trained(ADAM)
     check = convergence_check(model, task.sample, lambda m, x: task.select(m(x)), ADAM)
     assert check.gain > CHECK_GAIN and not check.converged
+    assert check.drift > CHECK_DRIFT   # independent batches agree on the way down (8.7 seen)
     assert math.isfinite(check.grad_norm) and check.grad_norm > 0
     assert check.after < check.before
     assert limit_label(check.converged, math.log10(check.after), -30.0) == "T"
+
+
+def test_gradient_drift_tells_a_stationary_point_from_a_slope() -> None:
+    """y = A x + noise, a linear model: at A itself the expected gradient is zero and the
+    drift is noise (|z| well under CHECK_DRIFT); a step away from A, independent batches
+    agree on the gradient and the drift is far above it."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(6, 6, generator=gen, dtype=torch.float64)
+
+    def sample(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(n, 6, generator=g, dtype=torch.float64)
+        return x, x @ a.T + 0.1 * torch.randn(n, 6, generator=g, dtype=torch.float64)
+
+    model = torch.nn.Linear(6, 6, bias=False).double()
+    predict = lambda m, x: m(x)  # noqa: E731
+    with torch.no_grad():
+        model.weight.copy_(a)
+    at_minimum = gradient_drift(model, sample, predict, seed=1)
+    with torch.no_grad():
+        model.weight.add_(0.2)
+    on_slope = gradient_drift(model, sample, predict, seed=1)
+    assert abs(at_minimum) < CHECK_DRIFT / 2
+    assert on_slope > 1.5 * CHECK_DRIFT   # 8.8 seen (K = 8 batches bound the z-score)
 
 
 def test_the_engine_ends_on_its_best_validation_weights() -> None:

@@ -118,3 +118,12 @@ def test_integer_and_narrow_dtype_ops_pass_through_the_accumulation_path():
         total = torch.full((40,), 0.25).sum()
     assert count.item() == 5 and narrow.dtype == torch.bfloat16
     assert total.item() == 10.0                      # 0.25 * 40, exact in bfloat16 and fp8
+
+
+def test_a_per_module_assignment_can_name_a_simulated_format():
+    model, x = _mlp(), torch.randn(5, 6, dtype=torch.float64)
+    r8 = lambda t: round_to_format(t, FORMATS["float8_e4m3"]).float()  # noqa: E731
+    w1, b1, w2, b2 = (t.detach() for t in model.parameters())
+    h = torch.relu(r8(torch.addmm(r8(b1), x.float(), r8(w1).t())))     # module 0 in FP8
+    want = torch.addmm(b2.float(), h, w2.float().t()).double().numpy()  # the rest in float32
+    assert np.array_equal(_f(evaluate(model, x, "float32+mod[0]=float8_e4m3")), want)

@@ -113,8 +113,8 @@ def test_bad_spellings_are_one_line(text, message):
 
 def test_options_not_computed_yet_are_refused_not_ignored():
     assert parse_precision("fp64") == Precision("float64")
-    for text in ("float32+mod[mlp]=bfloat16",):
-        with pytest.raises(PrecisionError, match="not yet computed"):
+    for text in ("float32+mod[mlp]=mxfp8_e4m3", "mp50+mod[mlp]=float8_e4m3"):
+        with pytest.raises(PrecisionError, match="yet: per-module assignments"):
             parse_precision(text)
     with pytest.raises(PrecisionError, match="no wider carrier"):
         parse_precision("float64+casts=promote+acc=float64")

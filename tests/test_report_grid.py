@@ -142,17 +142,17 @@ def test_model_table_shows_the_label_evidence_where_stored(tmp_path):
         rows = store.runs()
     text = model_tables([r for r in rows if r["task"] == "multiply"])
     head = next(line for line in text.splitlines() if line.startswith("model "))
-    assert head.split()[-2:] == ["gain", "|grad|"] and "check gain" in head
+    assert head.split()[-3:] == ["gain", "|grad|", "drift"] and "check gain" in head
     lines = [line.split() for line in text.splitlines() if line.startswith(("transformer",
                                                                             "baseconv"))]
     # a Transformer job: its label in every precision, then its evidence (stored once per job)
-    assert any(cols[8:] == ["9.3e-03", "A"] * 3 + ["1.2", "2.0e-09"] for cols in lines)
+    assert any(cols[8:] == ["9.3e-03", "A"] * 3 + ["1.2", "2.0e-09", "0.8"] for cols in lines)
     # BaseConv records were stored without the check: '-', and the labels stay T
     conv = [cols for cols in lines if cols[0] == "baseconv"]
-    assert conv and all(cols[-2:] == ["-", "-"] and cols[9] == "T" for cols in conv)
+    assert conv and all(cols[-3:] == ["-", "-", "-"] and cols[9] == "T" for cols in conv)
     # a store without any evidence keeps the old columns
     old = [{**r, "result": {k: v for k, v in r["result"].items()
-                            if k not in ("check_gain", "grad_norm")}} for r in rows]
+                            if k not in ("check_gain", "grad_norm", "check_drift")}} for r in rows]
     assert "check gain" not in model_tables(old)
 
 
@@ -165,8 +165,8 @@ def test_report_tables_carry_labels_and_the_evidence(grid):
     mult = pivots["grid-multiply-baseconv, no LN-mp50"].frame
     assert all(cell.endswith(" T") for cell in mult.to_numpy().flat)
     evidence = pivots["grid-read-transformer, LN-evidence"].frame
-    assert evidence.loc[3, "width 64"] == "gain 37, |grad| 4.0e-03"   # the T cell
-    assert evidence.loc[2, "width 32"] == "gain 1.2, |grad| 2.0e-09"  # three seeds
+    assert evidence.loc[3, "width 64"] == "gain 37, |grad| 4.0e-03, drift 9.5"   # the T cell
+    assert evidence.loc[2, "width 32"] == "gain 1.2, |grad| 2.0e-09, drift 0.8"  # three seeds
     assert "grid-multiply-baseconv, no LN-evidence" not in pivots    # stored without it
     keys = list(pivots)   # after the subject's precisions, before the next subject
     assert keys.index("grid-read-transformer, LN-evidence") == keys.index(

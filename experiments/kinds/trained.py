@@ -342,6 +342,8 @@ def compute(run: Run) -> list[RunRecord]:
             train_converged=tr.converged, train_stop=tr.stop_reason,
             check_gain=None if outcome.check is None else outcome.check.gain,
             grad_norm=None if outcome.check is None else outcome.check.grad_norm,
+            check_drift=None if outcome.check is None or math.isnan(outcome.check.drift)
+            else outcome.check.drift,
             floor=floor.to_dict() if floor is not None else None,
             weights_error=outcome.weights_error or None, truth_digits=out.truth_digits)
         records.append(make_record(

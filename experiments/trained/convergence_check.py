@@ -6,9 +6,20 @@ copying the input) as readily as at a floor, and its validation curve is flat on
 Gauss-Newton step sees the curvature of the residuals, so from a saddle it finds the way down.
 The check runs :data:`CHECK_STEPS` iterations of the engine (its settings, whatever recipe
 trained the model) on a *copy* of the model, on fresh batches of its own seed, and compares
-the MSE on a held-out set of its own before and after. Training has converged (the cell may
-be labelled ``A``) only when the gain is at most :data:`CHECK_GAIN`; the gain and the norm of
-the held-out loss gradient are stored as the label's evidence.
+the MSE on a held-out set of its own before and after.
+
+A few Gauss-Newton steps can also fail to lower the MSE on a slope that is not a floor: an
+ill-conditioned valley whose downhill direction has low curvature, which a damped step on a
+small batch cannot resolve (a depth-2, width-32 Transformer on READ at 2.9e-2 had a check
+gain of 1.04-1.12 while the gradients of independent batches pointed the same way, cosine
+0.9). So the check also tests whether the expected gradient is distinguishable from zero:
+with gradients g_1..g_K of :data:`DRIFT_BATCHES` independent batches, the mean of g_i . g_j
+over pairs i < j is an unbiased estimate of |E g|^2 (zero at a stationary point, whatever the
+noise), and its jackknife standard error says how far from zero it is (``drift``, a z-score).
+
+Training has converged (the cell may be labelled ``A``) only when the gain is at most
+:data:`CHECK_GAIN` and the drift at most :data:`CHECK_DRIFT`; the gain, the drift and the
+norm of the held-out loss gradient are stored as the label's evidence.
 """
 
 from __future__ import annotations
@@ -31,6 +42,13 @@ CHECK_STEPS = 15
 #: Sequences per check batch at most (the engine's rule would give a 155k-parameter model
 #: ~200; the check must stay a small part of a cell's time).
 CHECK_MAX_BATCH = 32
+#: The largest z-score of |E g|^2 > 0 a converged model may show (measured, READ: models on
+#: the plateau 8.7 (D = 4, N = 8) and 16 (D = 20, N = 40, depth 2, width 32); after the engine
+#: 1.2).
+CHECK_DRIFT = 4.0
+#: Independent batches (of :data:`DRIFT_BATCH` sequences) whose gradients the drift compares.
+DRIFT_BATCHES = 8
+DRIFT_BATCH = 128
 #: Held-out sequences the check measures on (its own seed: not the training or test data).
 CHECK_SIZE = 128
 #: Offset of the check's seed from the training seed.
@@ -41,16 +59,18 @@ CHECK_SEED_OFFSET = 7_000_001
 class Check:
     """before / after: held-out MSE of the final weights and after the check's steps; gain =
     before / after (inf when after is 0); grad_norm: norm of the gradient of the held-out
-    MSE at the final weights."""
+    MSE at the final weights; drift: z-score of the expected gradient (module docstring;
+    NaN where it could not be measured, which does not count against convergence)."""
 
     before: float
     after: float
     gain: float
     grad_norm: float
+    drift: float = math.nan
 
     @property
     def converged(self) -> bool:
-        return self.gain <= CHECK_GAIN
+        return self.gain <= CHECK_GAIN and not self.drift > CHECK_DRIFT
 
 
 def _held_out_mse(model: nn.Module, predict: Predict, x: torch.Tensor, y: torch.Tensor,
@@ -66,6 +86,34 @@ def _held_out_mse(model: nn.Module, predict: Predict, x: torch.Tensor, y: torch.
     return float(loss.detach()), norm
 
 
+def gradient_drift(model: nn.Module, sample: Sampler, predict: Predict, seed: int,
+                   batches: int = DRIFT_BATCHES, batch: int = DRIFT_BATCH) -> float:
+    """z-score of |E g|^2 > 0 for the MSE gradient g of ``model`` (module docstring): the
+    U-statistic mean over pairs i < j of g_i . g_j of ``batches`` independent batches of
+    ``batch`` sequences (seeds ``seed``, ``seed + 1``, ...) over its jackknife standard
+    error. NaN when a gradient is not finite or the error is 0."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = []
+    for k in range(batches):
+        x, y = sample(batch, torch.Generator().manual_seed(seed + k))
+        loss = (predict(model, x) - y).pow(2).mean()
+        parts = torch.autograd.grad(loss, params, allow_unused=True)
+        grads.append(torch.cat([torch.zeros(p.numel(), dtype=torch.float64) if g is None
+                                else g.detach().reshape(-1).double()
+                                for p, g in zip(params, parts, strict=True)]))
+    g = torch.stack(grads)
+    dots = g @ g.T
+    i, j = torch.triu_indices(batches, batches, 1)
+    pairs = dots[i, j]
+    leave_one_out = torch.stack([pairs[(i != k) & (j != k)].mean() for k in range(batches)])
+    se = math.sqrt((batches - 1) / batches
+                   * float((leave_one_out - leave_one_out.mean()).pow(2).sum()))
+    mean = float(pairs.mean())
+    if not (math.isfinite(mean) and math.isfinite(se)) or se == 0:
+        return math.nan
+    return mean / se
+
+
 def convergence_check(model: nn.Module, sample: Sampler, predict: Predict,
                       cfg: TrainConfig) -> Check:
     """The check of ``model`` (float64, on the CPU; left unchanged) trained with ``cfg`` (its
@@ -78,6 +126,7 @@ def convergence_check(model: nn.Module, sample: Sampler, predict: Predict,
     trial = copy.deepcopy(model).double()
     trial.eval()
     before, grad_norm = _held_out_mse(trial, predict, x, y, grad=True)
+    drift = gradient_drift(trial, sample, predict, seed + 2)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         try:
@@ -90,4 +139,4 @@ def convergence_check(model: nn.Module, sample: Sampler, predict: Predict,
     if not math.isfinite(after) or after >= before:
         after = before
     gain = 1.0 if before == 0 else before / after if after > 0 else math.inf
-    return Check(before=before, after=after, gain=gain, grad_norm=grad_norm)
+    return Check(before=before, after=after, gain=gain, grad_norm=grad_norm, drift=drift)

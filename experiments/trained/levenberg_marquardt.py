@@ -225,6 +225,10 @@ def _linear_slices(model: nn.Module, flat: _Flat) -> list[tuple[nn.Linear, slice
     return found
 
 
+#: Floor of the K-FAC eigenvalue products, relative to the largest (see :class:`_Scaling`).
+KFAC_FLOOR = 1e-10
+
+
 def _kfac_blocks(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor,
                  linears: list[tuple[nn.Linear, slice, slice | None]]
                  ) -> list[tuple[slice, slice | None, torch.Tensor, torch.Tensor,
@@ -263,7 +267,7 @@ def _kfac_blocks(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tenso
         ea, qa = torch.linalg.eigh(a.T @ a / a.shape[0])
         eg, qg = torch.linalg.eigh(g.T @ g)
         prod = eg.clamp(min=0.0)[:, None] * ea.clamp(min=0.0)[None, :]
-        prod = prod + max(1e-10 * float(prod.max()), 1e-300)
+        prod = prod + max(KFAC_FLOOR * float(prod.max()), 1e-300)
         blocks.append((w, b, qg, qa, prod.rsqrt(), prod.sqrt()))
     return blocks
 

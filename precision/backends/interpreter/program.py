@@ -32,6 +32,7 @@ import torch
 from precision.backends import backend_for
 from precision.backends.interpreter import (
     activations,
+    assigned,
     casts,
     comparisons,
     complex,
@@ -205,10 +206,14 @@ class MPProgram:
         return state
 
     def __call__(self, *inputs: Any, precision: Precision,
-                 kept_modules: Collection[str] | None = None) -> Any:
+                 kept_modules: Collection[str] | None = None,
+                 assignment: Precision | None = None) -> Any:
         """The module's output(s) on ``inputs`` in ``precision`` (an mpN). Under
         ``casts="keep"`` the islands are rounded into their dtypes, only those of
-        ``kept_modules`` (module paths as :attr:`islands` spells them) when given."""
+        ``kept_modules`` (module paths as :attr:`islands` spells them) when given.
+        ``assignment``: a per-module assignment computed in ``precision``; each node of a
+        module assigned a float format (the inputs and weights too) is rounded into it after
+        its island rounding (:mod:`~precision.backends.interpreter.assigned`)."""
         if self._unsupported:
             raise UnsupportedOpError(missing_message(self._unsupported))
         p = precision
@@ -218,6 +223,8 @@ class MPProgram:
             raise ValueError(f"MPProgram takes {self.n_user_inputs} inputs, got {len(inputs)}")
         ctx = Ctx(backend_for(p))  # type: ignore[arg-type]
         weights = self._weights()
+        formats = ({} if assignment is None else
+                   assigned.node_formats(self.graph, self.input_specs, assignment))
         values: dict[str, Any] = {}
         self.values, self.peak_live = {}, 0
         user_inputs = iter(inputs)
@@ -241,6 +248,9 @@ class MPProgram:
                 res = [values[n.name] if isinstance(n, torch.fx.Node) else n
                        for n, user in zip(node.args[0], self.user_outputs, strict=True) if user]
                 return res[0] if len(res) == 1 else tuple(res)
+            if node.name in formats:  # an input, weight or node of an assigned module
+                values[node.name] = assigned.round_into_format(values[node.name],
+                                                               formats[node.name])
             self.peak_live = max(self.peak_live, len(values))
             if not self.keep_intermediates:
                 for name in self.last_uses[node.name]:

@@ -1,0 +1,90 @@
+"""A per-module assignment in the interpreter: each graph node rounded into its module's format.
+
+The rule that says which module's precision a node computes in is
+:mod:`precision.formats.module_assignment`'s (innermost matched module of the node's
+``nn_module_stack``, first matching glob; a weight by its module's path; the user inputs and
+every unclaimed node in the base). The interpreter computes every node in the assignment's one
+mpN (the *working* precision); :func:`node_formats` names the nodes whose format is a float
+format, and :func:`round_into_format` rounds a node's result into it once:
+
+* float32 / float16 / bfloat16: one correct rounding (:func:`~precision.backends.interpreter.
+  casts.round_into`, the ``keep`` cast policy's rounding);
+* float64: arb's own conversion of each midpoint to the nearest double (ties to even);
+* any other float format: through the float64 image, then
+  :func:`~precision.formats.op_rounding.round_values`; two roundings, which differ from one
+  only where the exact value lies within 2**-53 (relative) of a tie of the format.
+
+Nodes that return views of their inputs are not rounded again (as on the float path).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from precision.backends.interpreter import casts
+from precision.backends.interpreter.complex import MPComplex
+from precision.backends.mp_backend import MPArray, exact_array
+from precision.formats.module_assignment import base_of, parents, precision_at
+from precision.formats.op_rounding import round_values
+from precision.precisions import Precision
+
+_EXACT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _returns_view(target: Any) -> bool:
+    schema = getattr(target, "_schema", None)
+    return schema is not None and any(
+        r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+def node_stack(node: torch.fx.Node) -> list[str]:
+    """The module paths a graph node ran under, the model (``""``) first."""
+    stack = node.meta.get("nn_module_stack") or {}
+    paths = [path for path, _ in stack.values()]
+    return ["", *(path for path in paths if path)]
+
+
+def node_formats(graph: torch.fx.Graph, input_specs: dict[str, Any],
+                 p: Precision) -> dict[str, Precision]:
+    """Node name -> the float format its result is rounded into under the assignment ``p``
+    (module docstring); nodes that compute in the working mpN, and views, are left out.
+    ``input_specs``: the exported program's input specs by placeholder name."""
+    out: dict[str, Precision] = {}
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            spec = input_specs[node.name]
+            if spec.kind.name == "USER_INPUT":
+                q = base_of(p)
+            elif spec.kind.name in ("PARAMETER", "BUFFER") and isinstance(spec.target, str):
+                q = precision_at(parents(spec.target.rpartition(".")[0]), p)
+            else:
+                continue
+        elif node.op == "call_function" and not _returns_view(node.target):
+            q = precision_at(node_stack(node), p)
+        else:
+            continue
+        if not q.is_mp:
+            out[node.name] = q
+    return out
+
+
+def round_into_format(value: Any, q: Precision) -> Any:
+    """``value`` (an MPArray, an MPComplex, or a tuple / list of values) with every float
+    array rounded into the float format ``q`` (module docstring); other values unchanged."""
+    if isinstance(value, tuple | list):
+        return type(value)(round_into_format(v, q) for v in value)
+    if isinstance(value, MPComplex):
+        return MPComplex(round_into_format(value.re, q), round_into_format(value.im, q))
+    if not isinstance(value, MPArray):
+        return value
+    if q.is_plain and q.format in _EXACT_DTYPES:
+        return casts.round_into(value, _EXACT_DTYPES[q.format])
+    if q.bits >= value.prec:
+        return value
+    image = np.asarray(value.to_float64(), dtype=np.float64)
+    if not (q.is_plain and q.format == "float64"):
+        image = round_values(torch.from_numpy(image), q).numpy()
+    return MPArray(exact_array(image), value.prec, clean=True)
