@@ -283,6 +283,13 @@ def test_mx_matmul_quantises_operands_along_the_reduction_dim():
     e2m1 = FORMATS["float4_e2m1"]
     want = quantize_mx(a, e2m1, dim=1) @ quantize_mx(b, e2m1, dim=0)
     assert torch.equal(got, want)
+    mode = RoundResults(lambda: p)                  # operands quantised once per mode ...
+    with mode:
+        first, again = a @ b, a @ b
+        a.mul_(3.0)                                 # ... until they change
+        changed = a @ b
+    assert torch.equal(first, want) and torch.equal(again, want)
+    assert torch.equal(changed, quantize_mx(a, e2m1, dim=1) @ quantize_mx(b, e2m1, dim=0))
 
 
 def test_spellings_round_trip_and_bad_ones_are_one_line_errors():

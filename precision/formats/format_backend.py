@@ -52,6 +52,7 @@ class FormatBackend(TorchBackend):
 
     def restart(self) -> None:
         self.mode.streams.clear()
+        self.mode.mx_cache.clear()
 
     def _wrap(self, t: torch.Tensor) -> torch.Tensor:
         return t.as_subclass(self.tensor_type)

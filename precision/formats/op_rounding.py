@@ -118,11 +118,33 @@ def _accumulated(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Pr
     return product
 
 
+def _mx_operand(t: torch.Tensor, p: Precision, dim: int, stream: RandomStream | None,
+                cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] | None) -> torch.Tensor:
+    """``t`` quantised to ``p``'s MX format along ``dim``; under a deterministic rounding the
+    same operand (same storage, layout and version: a weight, a solver's matrix) is
+    quantised once per ``cache`` (the entry holds ``t``, so its memory is not reused while
+    cached)."""
+    if cache is None or p.needs_stream:
+        return quantize_mx(t, p.element_format, dim, p.rounding, stream)  # type: ignore[arg-type]
+    key = (t.data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype,
+           t._version, dim, p.format, p.rounding)
+    if key not in cache:
+        if len(cache) >= MX_CACHE_SIZE:
+            cache.clear()
+        cache[key] = (t, quantize_mx(t, p.element_format, dim, p.rounding))  # type: ignore[arg-type]
+    return cache[key][1]
+
+
+#: Quantised MX operands a :class:`RoundResults` keeps (then it starts afresh).
+MX_CACHE_SIZE = 256
+
+
 def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precision, *,
-           stream: RandomStream | None = None) -> Any:
+           stream: RandomStream | None = None,
+           cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
     """``func(*args, **kwargs)`` computed in the carrier dtype, its floating results rounded
     to ``p`` (see the module docstring for views, written arguments, accumulation and MX
-    operands; ``stream``: stochastic-rounding bits)."""
+    operands; ``stream``: stochastic-rounding bits; ``cache``: quantised MX operands)."""
     out = None
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     if (p.is_simulated and (func in MATMULS or func in SUMS) and tensors
@@ -130,8 +152,7 @@ def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precisio
         if p.kind == "mx" and func in MATMULS:
             args = list(args)  # type: ignore[assignment]
             for index, dim in MATMULS[func]:
-                args[index] = quantize_mx(args[index], p.element_format, dim,  # type: ignore[index]
-                                          p.rounding, stream)
+                args[index] = _mx_operand(args[index], p, dim, stream, cache)  # type: ignore[index]
             args = tuple(args)
         carrier = tensors[0].dtype
         acc = p.accumulation_format.name
@@ -175,6 +196,7 @@ class RoundResults(TorchDispatchMode):
         self.choose = choose
         self.domain = domain
         self.streams: dict[int, RandomStream] = {}
+        self.mx_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def stream(self, p: Precision) -> RandomStream | None:
         """The stochastic-rounding stream of ``p``'s seed (None unless ``p`` rounds ``sr``)."""
@@ -191,4 +213,4 @@ class RoundResults(TorchDispatchMode):
         p = self.choose()
         if p is None:
             return func(*args, **kwargs)
-        return run_op(func, args, kwargs, p, stream=self.stream(p))
+        return run_op(func, args, kwargs, p, stream=self.stream(p), cache=self.mx_cache)
