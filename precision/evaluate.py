@@ -5,6 +5,10 @@ float32; ``evaluate(model, x, "mp50")`` interprets the model's exported graph in
 arithmetic with the *same* weights (exact conversion). Both return a numpy object array of
 exact arb values, so outputs of every precision compare exactly.
 
+Simulated formats (``float8_e4m3``, ``mxfp4_e2m1``, ``int4_g32``, ``bfloat16:sr+seed=1``, ...;
+docs/formats.md): the model's parameters and x are rounded to the format once and held in a
+carrier dtype, and the forward runs under per-op rounding (:mod:`precision.formats`).
+
 Casts (``casts="keep"|"promote"``, or spelled in the precision: ``float64+casts=promote``):
 ``keep`` (the default) runs the model as written, so a model that casts to float32 inside
 computes those islands in float32 in every precision (mpN included); ``promote`` computes
@@ -28,6 +32,7 @@ import torch
 from precision.backends import backend_for
 from precision.backends.interpreter import MPProgram
 from precision.backends.interpreter.casts import NARROW_DTYPES
+from precision.backends.mp_backend import exact_array
 from precision.backends.promote_casts import PromoteCasts
 from precision.backends.torch_backend import cast_module, round_to_dtype
 from precision.formats.module_assignment import (
@@ -36,6 +41,7 @@ from precision.formats.module_assignment import (
     run_float,
     work_precision,
 )
+from precision.formats.simulate import prepare_module, round_tensor, simulation
 from precision.metrics import ErrorSummary, decompose, error_summary
 from precision.precisions import FLOAT_BITS, Precision, as_precision, with_casts
 from precision.reference import CHECK_SUBSET, certain_digits, check_precision
@@ -77,6 +83,8 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     model.eval()
     if p.modules:
         return evaluate_assigned(model, x, p, device)
+    if isinstance(x, np.ndarray) and p.is_simulated:
+        x = torch.from_numpy(np.asarray(x, dtype=np.float64))  # rounded by the simulation
     if isinstance(x, np.ndarray):
         if p.is_mp:
             example = torch.zeros(x.shape, dtype=torch.float64)
@@ -87,6 +95,8 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
         example = x.to(torch.float64) if x.is_floating_point() else x
         out = mp_program(model, example)(x, precision=p, kept_modules=kept_modules)
         return backend_for(p).to_exact(out)
+    if p.is_simulated:
+        return _evaluate_simulated(model, x, p, device)
     dtype = p.torch_dtype
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
@@ -95,6 +105,23 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     with torch.no_grad(), mode:
         out = clone((round_to_dtype(x, dtype) if x.is_floating_point() else x).to(device))
     return backend_for(p).to_exact(out.cpu())
+
+
+def _evaluate_simulated(model: torch.nn.Module, x: torch.Tensor, p: Precision,
+                        device: str) -> np.ndarray:
+    """A simulated format (docs/formats.md): a copy of the model with its parameters rounded
+    (or quantised) into the format and held in the carrier dtype, ``x`` rounded likewise, the
+    forward under per-op rounding (and under ``promote``, every float cast made the carrier)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
+        clone = prepare_module(copy.deepcopy(model), p).to(device)
+    if x.is_floating_point():
+        x = round_tensor(x, p)
+    promote = PromoteCasts(p.carrier_dtype) if p.casts == "promote" else \
+        contextlib.nullcontext()
+    with torch.no_grad(), promote, simulation(p):
+        out = clone(x.to(device))
+    return exact_array(out.detach().cpu().to(torch.float64).numpy())
 
 
 def evaluate_assigned(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,

@@ -1,24 +1,30 @@
 """The precision value type: one typed value for "how a computation rounds".
 
-A :class:`Precision` is a number format (``float16``, ``bfloat16``, ``float32``, ``float64``
-or ``mpN``: N decimal digits of arb) together with everything that says how arithmetic in it
-rounds: a rounding mode, a seed for stochastic rounding, an accumulation format for sums and
-matrix products, a policy for the float casts a model makes inside, and a per-module
-assignment of other precisions. Each field has one canonical spelling, and a precision's
+A :class:`Precision` is a number format (``float16``, ``bfloat16``, ``float32``, ``float64``,
+``mpN``: N decimal digits of arb, or a simulated format: ``float8_e4m3``, ``tf32``, a custom
+``eXmY``, an MX block format ``mxfp8_e4m3``, weight-only ``int8`` / ``int4_g32``; see
+docs/formats.md and :mod:`precision.formats`) together with everything that says how
+arithmetic in it rounds: a rounding mode, a seed for stochastic rounding, an accumulation
+format for sums and matrix products, the activation format of MX and integer-weight formats,
+a policy for the float casts a model makes inside, and a per-module assignment of other
+precisions. Each field has one canonical spelling, and a precision's
 spelling (``str(p)``, ``p.name``) is what the store holds and what :func:`parse_precision`
 reads back::
 
-    FORMAT[:ROUNDING][+acc=FORMAT][+casts=keep|promote][+seed=N][+mod[GLOB]=FORMAT[:ROUNDING]]...
+    FORMAT[:ROUNDING][+acc=FORMAT][+act=FORMAT][+casts=keep|promote][+seed=N]
+        [+mod[GLOB]=FORMAT[:ROUNDING]]...
 
-e.g. ``float32``, ``mp50``, ``float16+acc=float32``, ``float32+mod[blocks.*.mlp]=bfloat16``.
+e.g. ``float32``, ``mp50``, ``float8_e4m3:sr+acc=float16+seed=3``, ``mxfp4_e2m1``,
+``int4_g32+act=bfloat16``, ``float32+mod[blocks.*.mlp]=bfloat16``.
 Spellings never hold ``/`` (they name report files). Options at their default are not
 spelled, so today's names (``float32``, ``mp50``) are their own canonical spelling.
 
 Parsing happens at the edges only (the CLI, suite files, the Python API, reading the store):
 inside, every signature takes a :class:`Precision`. :func:`parse_spelling` reads the grammar;
 :func:`parse_precision` also refuses what this version cannot compute yet (only the fields'
-defaults, both cast policies and per-module assignments are computed today; roundings and
-accumulation formats are the subject of their own work), so a spelling is never accepted
+formats, roundings, accumulation and activation formats are computed on the float path, and
+per-module assignments of the torch formats, of mpN and of the binary formats; see
+docs/formats.md and docs/precision_assignment.md), so a spelling is never accepted
 and then silently ignored.
 """
 
@@ -26,7 +32,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
+
+from precision.formats.binary_format import (
+    FLOAT64,
+    MX_FORMATS,
+    BinaryFormat,
+    binary_format,
+    fits_float32,
+)
 
 #: Significand bits (including the implicit bit) of the PyTorch float formats.
 FLOAT_BITS: dict[str, int] = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
@@ -59,12 +74,22 @@ ALIASES_TEXT = "aliases " + ", ".join(
     for target in dict.fromkeys(ALIASES.values())) + "; any case"
 
 VALID_FORMS = (
-    "float16, bfloat16, float32, float64, mpN (N decimal digits, 1 <= N <= 2000, e.g. mp50); "
-    + ALIASES_TEXT
+    "float16, bfloat16, float32, float64, mpN (N decimal digits, 1 <= N <= 2000, e.g. mp50), "
+    "float8_e4m3, float8_e4m3_nan, float8_e5m2, float8_e5m2_sat, float6_e2m3, float6_e3m2, "
+    "float4_e2m1, tf32, eXmY (custom: 2 <= X <= 10 exponent bits, 1 <= Y <= 51 significand "
+    "bits), " + ", ".join(MX_FORMATS) + ", int8, int4, intB_gG (per group of G, e.g. "
+    "int4_g32); " + ALIASES_TEXT
 )
 
+#: Integer weight formats: ``int8`` / ``int4`` (per output channel) or ``int8_gG`` /
+#: ``int4_gG`` (per group of G input entries).
+_INT_RE = re.compile(r"^int(8|4)(?:_g([1-9]\d*))?$")
+#: The activation / accumulation format of MX and integer formats when none is spelled, and
+#: the accumulation format of every simulated format: float32 (see docs/formats.md).
+DEFAULT_SIDE_FORMAT = "float32"
+
 _MP_RE = re.compile(r"^mp(\d+)$")
-_OPTION_RE = re.compile(r"^(acc|casts|seed)=(.+)$|^mod\[([^\[\]=+]+)\]=(.+)$")
+_OPTION_RE = re.compile(r"^(acc|act|casts|seed)=(.+)$|^mod\[([^\[\]=+]+)\]=(.+)$")
 
 #: Spellings parsed in this process (each distinct text once); see :func:`parse_precision`.
 PARSE_COUNT = 0
@@ -89,13 +114,16 @@ class Precision:
         rounding: one of :data:`ROUNDINGS` (``"rne"``: round to nearest, ties to even).
         seed: seed of stochastic rounding (``rounding == "sr"`` only).
         accumulate: the format sums and matrix products accumulate in (``None``: the
-            format itself).
+            torch kernels' own for a torch dtype, the carrier dtype for a simulated format;
+            see :attr:`accumulation_format`).
         casts: one of :data:`CAST_POLICIES`: ``"keep"`` (the default, not spelled) runs the
             model's own float casts as written (a cast to float32 rounds to float32 in every
             precision, mpN included); ``"promote"`` computes every float cast in this
             precision (the model its author wrote, without the casts).
         modules: ``(glob over module paths, precision)`` pairs; the first glob that matches a
             module's path gives its precision, the others run in this one.
+        activations: MX and integer-weight formats only: the format every op's result is
+            rounded to (``None``: float32).
     """
 
     format: str
@@ -105,6 +133,7 @@ class Precision:
     accumulate: Precision | None = None
     casts: str = "keep"
     modules: tuple[tuple[str, Precision], ...] = ()
+    activations: Precision | None = None
 
     @property
     def name(self) -> str:
@@ -112,6 +141,8 @@ class Precision:
         text = self.format + (f":{self.rounding}" if self.rounding != "rne" else "")
         if self.accumulate is not None:
             text += f"+acc={self.accumulate.name}"
+        if self.activations is not None:
+            text += f"+act={self.activations.name}"
         if self.casts != "keep":
             text += f"+casts={self.casts}"
         if self.seed is not None:
@@ -123,12 +154,92 @@ class Precision:
         """True for the arbitrary-precision formats."""
         return self.digits is not None
 
+    @cached_property
+    def kind(self) -> str:
+        """``"mp"``, ``"float"`` (a binary format: the torch dtypes, FP8, TF32, eXmY...),
+        ``"mx"`` (an MX block format) or ``"int"`` (integer weights)."""
+        if self.is_mp:
+            return "mp"
+        if self.format in MX_FORMATS:
+            return "mx"
+        if _INT_RE.match(self.format):
+            return "int"
+        return "float"
+
+    @cached_property
+    def element_format(self) -> BinaryFormat | None:
+        """The binary format of a ``"float"`` precision, the element format of an MX one;
+        None for mpN and integer formats."""
+        if self.kind == "mx":
+            return binary_format(MX_FORMATS[self.format])
+        return binary_format(self.format) if self.kind == "float" else None
+
+    @cached_property
+    def int_weights(self) -> tuple[int, int | None] | None:
+        """(bits, group size or None for per channel) of an integer format, else None."""
+        match = _INT_RE.match(self.format)
+        if match is None:
+            return None
+        return int(match.group(1)), int(match.group(2)) if match.group(2) else None
+
+    @cached_property
+    def value_format(self) -> BinaryFormat:
+        """The format every op's result is rounded to: the format itself, or the activation
+        format of an MX / integer precision (float32 unless ``+act=`` says otherwise)."""
+        if self.kind in ("mx", "int"):
+            side = self.activations.format if self.activations is not None else \
+                DEFAULT_SIDE_FORMAT
+            return binary_format(side)  # type: ignore[return-value]
+        fmt = self.element_format
+        if fmt is None:
+            raise PrecisionError(f"{self.name} has no binary format")
+        return fmt
+
+    @cached_property
+    def is_simulated(self) -> bool:
+        """True when the float path simulates the precision (a carrier dtype under per-op
+        rounding, :mod:`precision.formats.op_rounding`) instead of running a torch dtype."""
+        if self.is_mp:
+            return False
+        return not (self.format in FLOAT_BITS and self.rounding == "rne"
+                    and self.accumulate is None and self.activations is None)
+
+    @cached_property
+    def carrier_dtype(self) -> Any:
+        """The torch dtype the float path computes in: the dtype itself for a plain torch
+        format; for a simulated one float32 when every value and rounding boundary of its
+        value format (and MX elements) is a float32 finer than the format (or the format is
+        float32 under rne), else float64."""
+        import torch
+
+        if not self.is_simulated:
+            return self.torch_dtype
+        formats = [self.value_format] + ([self.element_format] if self.kind == "mx" else [])
+        narrow = all(fits_float32(f) or (f.name == "float32" and self.rounding == "rne")
+                     for f in formats)
+        return torch.float32 if narrow else torch.float64
+
+    @cached_property
+    def accumulation_format(self) -> BinaryFormat:
+        """The format matrix products and sums accumulate in: ``+acc=`` or, by default, the
+        carrier dtype (float32 for every format that fits in float32)."""
+        if self.accumulate is not None:
+            return binary_format(self.accumulate.format)  # type: ignore[return-value]
+        import torch
+
+        return FLOAT64 if self.carrier_dtype == torch.float64 else binary_format("float32")  # type: ignore[return-value]
+
     @property
     def bits(self) -> int:
-        """Significand bits p of the format (unit roundoff is 2**-p)."""
+        """Significand bits p of the format (unit roundoff is 2**-p): MX: of its elements;
+        integer weights: the integer width b (u = 2**-b of a group's max |w|)."""
         if self.digits is not None:
             return digits_to_bits(self.digits)
-        return FLOAT_BITS[self.format]
+        if self.format in FLOAT_BITS:
+            return FLOAT_BITS[self.format]
+        if self.kind == "int":
+            return self.int_weights[0]  # type: ignore[index]
+        return self.element_format.significand_bits  # type: ignore[union-attr]
 
     @property
     def unit_roundoff(self) -> float:
@@ -142,9 +253,12 @@ class Precision:
 
     @property
     def torch_dtype(self) -> Any:
-        """The ``torch.dtype`` of a float format (error for ``mpN``)."""
-        if self.is_mp:
-            raise PrecisionError(f"{self.name} has no torch dtype")
+        """The ``torch.dtype`` of a plain torch float format (error for ``mpN`` and for
+        simulated formats, which compute in :attr:`carrier_dtype`)."""
+        if self.is_mp or self.is_simulated:
+            raise PrecisionError(f"{self.name} has no torch dtype"
+                                 + (" (it is simulated in its carrier dtype)"
+                                    if self.is_simulated else ""))
         import torch
 
         return getattr(torch, self.format)
@@ -154,6 +268,11 @@ class Precision:
         """True when every option is at its default (the format alone)."""
         return self == Precision(self.format, self.digits)
 
+    @property
+    def needs_stream(self) -> bool:
+        """True for stochastic rounding (its bits come from a seeded stream)."""
+        return self.rounding == "sr"
+
     def __str__(self) -> str:
         return self.name
 
@@ -161,7 +280,8 @@ class Precision:
 def _format(text: str, spec: str) -> Precision:
     """The plain format of ``text`` (an alias resolved), or PrecisionError."""
     text = ALIASES.get(text, text)
-    if text in FLOAT_BITS:
+    if text in FLOAT_BITS or text in MX_FORMATS or _INT_RE.match(text) \
+            or binary_format(text) is not None:
         return Precision(text)
     match = _MP_RE.match(text)
     if match and 1 <= int(match.group(1)) <= MAX_MP_DIGITS:
@@ -194,14 +314,14 @@ def parse_spelling(spec: str) -> Precision:
         match = _OPTION_RE.match(option)
         if match is None:
             raise PrecisionError(f"unknown precision option {option!r} in {spec!r} (options: "
-                                 "+acc=FORMAT, +casts=keep|promote, +seed=N, "
+                                 "+acc=FORMAT, +act=FORMAT, +casts=keep|promote, +seed=N, "
                                  "+mod[GLOB]=FORMAT)")
         key, value, glob, assigned = match.groups()
         if glob is not None:
             modules.append((glob, _rounded_format(assigned, spec)))
         elif key in fields:
             raise PrecisionError(f"precision option '{key}' given twice in {spec!r}")
-        elif key == "acc":
+        elif key in ("acc", "act"):
             fields[key] = _format(value, spec)
         elif key == "casts":
             if value not in CAST_POLICIES:
@@ -218,7 +338,7 @@ def parse_spelling(spec: str) -> Precision:
                              "'+seed' is only for stochastic rounding")
     return Precision(p.format, p.digits, rounding=p.rounding, seed=seed,
                      accumulate=fields.get("acc"), casts=fields.get("casts", "keep"),
-                     modules=tuple(modules))
+                     modules=tuple(modules), activations=fields.get("act"))
 
 
 def with_casts(p: Precision, casts: str) -> Precision:
@@ -229,22 +349,54 @@ def with_casts(p: Precision, casts: str) -> Precision:
     return replace(p, casts=casts)
 
 
+def _check_arithmetic(p: Precision) -> None:
+    """PrecisionError unless the float path computes ``p``'s format, rounding and
+    accumulation / activation formats (see docs/formats.md)."""
+    if p.is_mp:
+        if p.rounding != "rne" or p.accumulate is not None or p.activations is not None:
+            raise PrecisionError(f"cannot compute in {p.name!r}: mpN rounds to nearest in "
+                                 "its own precision (no :ROUNDING, +acc= or +act=)")
+        return
+    if p.activations is not None and p.kind not in ("mx", "int"):
+        raise PrecisionError(f"{p.name!r}: '+act=' names the activation format of an MX or "
+                             "integer-weight format only")
+    for side, what in ((p.accumulate, "acc"), (p.activations, "act")):
+        if side is not None and (side.kind != "float" or side.is_mp):
+            raise PrecisionError(f"{p.name!r}: '+{what}=' must be a binary float format "
+                                 f"(float32, bfloat16, float8_e4m3, eXmY, ...), not "
+                                 f"{side.name!r}")
+    if p.format == "float64" and p.is_simulated:
+        raise PrecisionError(f"cannot compute in {p.name!r}: float64 has no wider carrier, so "
+                             "only round-to-nearest float64 (no :ROUNDING or +acc=) is computed")
+
+
 def check_computable(p: Precision) -> Precision:
     """``p`` if this version computes in it; PrecisionError naming the option otherwise.
 
+    A simulated format (docs/formats.md) is computed when :func:`_check_arithmetic` accepts it.
     A per-module assignment (``+mod[GLOB]=FORMAT``) is computed
     (:mod:`precision.formats.module_assignment`) when its base and every assigned format are
-    computed; the mpN formats it names must all be the same mpN (one working precision)."""
-    if not with_casts(replace(p, modules=()), "keep").is_plain:
-        raise PrecisionError(f"cannot compute in {p.name!r} yet: this version computes the "
-                             "plain formats (float16, bfloat16, float32, float64, mpN, "
-                             "rounding to nearest even) with either cast policy "
-                             "(+casts=keep|promote) and per-module assignments of them "
-                             "(+mod[GLOB]=FORMAT); rounding modes and accumulation formats "
-                             "are spelled but not yet computed")
+    computed and are torch formats, mpN or binary formats that fit a float32 carrier (MX,
+    integer weights, ``+acc=``/``+act=`` and float32 or float64 under another rounding are not
+    assigned per module yet); the mpN formats it names must all be the same mpN (one working
+    precision)."""
+    _check_arithmetic(replace(p, modules=()))
+    if not p.modules:
+        return p
+    formats = (replace(p, modules=(), casts="keep"), *(q for _, q in p.modules))
+    names_mp = any(q.is_mp for q in formats)
+    for q in formats:
+        plain = not q.is_simulated and with_casts(q, "keep").is_plain   # a torch format, mpN
+        fits = (not names_mp and q.kind == "float" and q.accumulate is None
+                and q.element_format is not None and fits_float32(q.element_format))
+        if not (plain or fits):
+            raise PrecisionError(f"cannot compute in {p.name!r} yet: per-module assignments "
+                                 "(+mod[GLOB]=FORMAT) compute the torch formats, mpN, and "
+                                 "(without mpN) binary formats narrower than float32 "
+                                 f"(float8_e4m3, tf32, bfloat16:sr, ...), not {q.name!r}")
     for _, assigned in p.modules:
         check_computable(assigned)
-    digits = {q.digits for q in (p, *(q for _, q in p.modules)) if q.is_mp}
+    digits = {q.digits for q in formats if q.is_mp}
     if len(digits) > 1:
         raise PrecisionError(f"{p.name!r} names {len(digits)} different mpN formats "
                              f"(mp{', mp'.join(str(d) for d in sorted(digits))}): a per-module "

@@ -598,16 +598,15 @@ def _cmd_list(args: argparse.Namespace) -> int:
             print(f"  {name:<34} {sspec.doc}")
     if what in ("precisions", "all"):
         print("precisions:")
-        for name in ("bfloat16", "float16", "float32", "float64", "mp30", "mp50", "mp100"):
-            p = parse_precision(name)
-            print(f"  {name:<9} {p.bits:>4} bits  u = {p.unit_roundoff:.2e}  "
-                  f"backend {p.backend_name}")
+        from precision.formats.catalog import listing
+
+        print("\n".join(listing()))
         print(f"  forms: {VALID_FORMS}")
-        print("  spelling: FORMAT[:rne|rz|ru|rd|sr][+acc=FORMAT][+casts=keep|promote][+seed=N]"
-              "[+mod[GLOB]=FORMAT]...; this version computes the plain formats (round to "
-              "nearest even) with either cast policy (+casts=keep, the default, or "
-              "+casts=promote) and per-module assignments of them (+mod[GLOB]=FORMAT, "
-              "docs/precision_assignment.md); the other options are not computed yet")
+        print("  spelling: FORMAT[:rne|rz|ru|rd|sr][+acc=FORMAT][+act=FORMAT]"
+              "[+casts=keep|promote][+seed=N][+mod[GLOB]=FORMAT]...; roundings other than "
+              "rne, +acc= and +act= simulate the format per op (docs/formats.md); sr needs "
+              "+seed=N; +mod[GLOB]=FORMAT assigns a format to modules "
+              "(docs/precision_assignment.md)")
     return 0
 
 

@@ -113,9 +113,13 @@ def test_bad_spellings_are_one_line(text, message):
 
 def test_options_not_computed_yet_are_refused_not_ignored():
     assert parse_precision("fp64") == Precision("float64")
-    for text in ("float32:rz", "float16+acc=float32", "float64+casts=promote+acc=float64"):
-        with pytest.raises(PrecisionError, match="not yet computed"):
+    for text in ("float32+mod[mlp]=mxfp8_e4m3", "mp50+mod[mlp]=float8_e4m3"):
+        with pytest.raises(PrecisionError, match="yet: per-module assignments"):
             parse_precision(text)
+    with pytest.raises(PrecisionError, match="no wider carrier"):
+        parse_precision("float64+casts=promote+acc=float64")
+    for text in ("float32:rz", "float16+acc=float32"):  # simulated formats (docs/formats.md)
+        assert parse_precision(text).is_simulated
 
 
 def test_cast_policies_are_computed_and_keep_is_the_default():

@@ -38,6 +38,7 @@ from precision.backends.interpreter import UnsupportedOpError
 from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import round_to_dtype
 from precision.evaluate import evaluate, reference_digits
+from precision.formats.simulate import round_tensor
 from precision.metrics import Floor, decompose, detect_floor, error_summary
 from precision.precisions import Precision
 from precision.tasks import Task, gradient_query_row
@@ -86,6 +87,8 @@ def _rounded_inputs(x: torch.Tensor, p: Precision) -> torch.Tensor:
     """x (float64) rounded into precision p, as exact float64 values: the inputs the model
     sees in p, from which its truth is computed. An mpN of fewer than 53 bits rounds too
     (its values still fit a float64 exactly); mpN of 53 bits or more holds x as it is."""
+    if p.is_simulated:
+        return round_tensor(x, p).to(torch.float64)
     if not p.is_mp:
         return round_to_dtype(x, p.torch_dtype).to(torch.float64)
     if p.bits >= 53:

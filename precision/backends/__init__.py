@@ -1,4 +1,5 @@
-"""Array backends: PyTorch for the float formats, python-flint arb for ``mpN``."""
+"""Array backends: PyTorch for the float formats (simulated formats over a carrier dtype),
+python-flint arb for ``mpN``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ def backend_for(p: Precision) -> Backend:
         from precision.backends.mp_backend import MPBackend
 
         return MPBackend(p)
+    if p.is_simulated:
+        from precision.formats.format_backend import FormatBackend
+
+        return FormatBackend(p)
     from precision.backends.torch_backend import TorchBackend
 
     return TorchBackend(p)

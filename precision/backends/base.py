@@ -29,6 +29,11 @@ class Backend(ABC):
         """Name of the engine, e.g. ``"torch"`` or ``"mp"``."""
         return self.precision.backend_name
 
+    def restart(self) -> None:
+        """Start a run afresh: a backend with state (the stochastic-rounding count of a
+        simulated format) resets it, so a run is reproducible whatever ran before it."""
+        return None
+
     # --- construction -------------------------------------------------------------
     @abstractmethod
     def asarray(self, data: Any) -> Any:

@@ -21,6 +21,7 @@ from precision.backends import backend_for
 from precision.backends.torch_backend import cast_module, round_to_dtype
 from precision.constructions import baseconv_gd
 from precision.evaluate import mp_program
+from precision.formats.simulate import prepare_module, round_tensor, simulation
 from precision.models.linear_attention import LSA, LinearTransformer, RestrictedLSA
 
 
@@ -119,10 +120,13 @@ def layerwise(model: nn.Module, x: torch.Tensor, p: Any,
 
     The model runs one layer at a time through a :class:`_Window` loaded with that layer's
     weights: the arithmetic of evaluating the whole model (floats: the model cast to the
-    dtype, on x rounded to it; mpN: the graph interpreter), but in mpN one export of a
+    dtype, on x rounded to it; a simulated format: its parameters and x rounded into it, every
+    op under its per-op rounding; mpN: the graph interpreter), but in mpN one export of a
     one-layer graph instead of one of the whole model, whose torch.export time (~0.4 s a
     layer) would dominate."""
     model.eval()
+    if p.is_simulated:  # parameters rounded into the format once, held in the carrier
+        model = prepare_module(copy.deepcopy(model), p)
     window = _Window(model, tail, read).eval()
     h: Any = x
     if p.is_mp:
@@ -130,6 +134,13 @@ def layerwise(model: nn.Module, x: torch.Tensor, p: Any,
 
         def run(h: Any) -> Any:
             return prog(h, precision=p)
+    elif p.is_simulated:
+        mode = simulation(p)  # one stochastic count for the whole trace
+
+        def run(h: Any) -> Any:
+            with torch.no_grad(), mode:
+                return window(h)
+        h = round_tensor(x, p)
     else:
         window = cast_module(window, p.torch_dtype)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from precision.backends import backend_for
 from precision.constructions import traces
 from precision.metrics import error_summary
 from precision.params import Param, count, positive
@@ -123,6 +124,7 @@ def run_construction(name: str, precision: Precision | str, problem: dict[str, A
     spec = get_construction(name)
     prm = spec.resolve(params)
     p = as_precision(precision)  # the Python API's edge
+    backend_for(p).restart()  # stochastic rounding: reproducible whatever ran before
     prob = make_problem(spec.task, problem)
     t0 = time.perf_counter()
     result = SolverResult(solver=name, precision=p.name, status="ok", params=prm)

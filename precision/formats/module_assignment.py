@@ -49,6 +49,7 @@ import torch
 from precision.backends.promote_casts import PromoteCasts
 from precision.backends.torch_backend import cast_module
 from precision.formats.op_rounding import RoundResults, round_values
+from precision.formats.simulate import stored
 from precision.precisions import Precision, PrecisionError
 
 #: Module paths an error message names at most.
@@ -144,7 +145,7 @@ def round_parameters(model: torch.nn.Module, p: Precision) -> None:
             q = precision_at(parents(path), p)
             for t in [*module.parameters(recurse=False), *module.buffers(recurse=False)]:
                 if t.is_floating_point():
-                    t.data = round_values(t.data, q)
+                    t.data = round_values(t.data, stored(q))
 
 
 class ModuleStack:
@@ -197,7 +198,7 @@ def run_float(model: torch.nn.Module, x: torch.Tensor, p: Precision, device: str
         clone = cast_module(copy.deepcopy(model), carrier).to(device)
     round_parameters(clone, p)
     if x.is_floating_point():
-        x = round_values(x.to(torch.float64), base_of(p)).to(carrier)
+        x = round_values(x.to(torch.float64), stored(base_of(p))).to(carrier)
 
     with ModuleStack(clone) as stack:
         def choose() -> Precision | None:

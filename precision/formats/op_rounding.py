@@ -12,6 +12,17 @@ rounded in place.
 Which precision is in force is a callable (``choose``), so that a per-module assignment can
 change it as the forward enters and leaves modules; ``choose()`` returning ``None`` leaves a
 result as the carrier computed it.
+
+Formats (docs/formats.md states the semantics): a result is rounded to the precision's value
+format (:attr:`Precision.value_format`) with its rounding mode; stochastic bits come from a
+:class:`~precision.formats.rounding.RandomStream` per seed, owned by the mode (a fresh count
+per evaluation). The products and sums of :data:`MATMULS` and :data:`SUMS` accumulate in
+:attr:`Precision.accumulation_format`: the carrier's own kernel when that is the carrier
+dtype, the op computed in float64 when it is float64 over a float32 carrier, and otherwise a
+recursive sum in index order whose every partial sum is rounded to the accumulation format
+(each product formed in the carrier: exact for two operands of p <= 12 bits in float32). An
+MX precision first quantises the operands of :data:`MATMULS` per block of 32 along the
+reduction dimension (:func:`precision.formats.mx.quantize_mx`).
 """
 
 from __future__ import annotations
@@ -24,32 +35,143 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from precision.backends.torch_backend import round_to_dtype
+from precision.formats.binary_format import BinaryFormat
+from precision.formats.mx import quantize_mx
+from precision.formats.rounding import RandomStream, round_to_format
 from precision.precisions import Precision
 
+aten = torch.ops.aten
+#: Products: op -> ((argument index, reduction dim) of each operand).
+MATMULS: dict[Any, tuple[tuple[int, int], ...]] = {
+    aten.mm.default: ((0, -1), (1, -2)),
+    aten.addmm.default: ((1, -1), (2, -2)),
+    aten.bmm.default: ((0, -1), (1, -2)),
+    aten.baddbmm.default: ((1, -1), (2, -2)),
+    aten.dot.default: ((0, 0), (1, 0)),
+    aten.mv.default: ((0, -1), (1, 0)),
+}
+#: Reductions that accumulate: sum and mean, whole-tensor or over dims.
+SUMS = {aten.sum.default, aten.sum.dim_IntList, aten.mean.default, aten.mean.dim}
 
-def round_values(t: torch.Tensor, p: Precision) -> torch.Tensor:
-    """The values of floating tensor ``t`` rounded to ``p``, kept in ``t``'s dtype.
+
+def round_values(t: torch.Tensor, p: Precision, *, stream: RandomStream | None = None
+                 ) -> torch.Tensor:
+    """The values of floating tensor ``t`` rounded to ``p`` (its value format, by its rounding
+    mode; ``stream``: the bits of stochastic rounding), kept in ``t``'s dtype.
 
     Shapes: any; the result has ``t``'s shape, dtype and device.
     """
-    if p.is_mp or not p.is_plain:
+    if p.is_mp:
         raise ValueError(f"round_values: no rounding to {p.name} on the float path")
-    if t.dtype == p.torch_dtype:
-        return t
-    return round_to_dtype(t, p.torch_dtype).to(t.dtype)
+    if not p.is_simulated:
+        if t.dtype == p.torch_dtype:
+            return t
+        return round_to_dtype(t, p.torch_dtype).to(t.dtype)
+    fmt = p.value_format
+    if fmt.name == "float32" and t.dtype == torch.float32:
+        return t  # on float32's grid already, in every mode
+    if p.rounding == "sr" and stream is None:
+        stream = RandomStream(p.seed or 0)
+    return round_to_format(t, fmt, p.rounding, stream)
 
 
-def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precision) -> Any:
+def _sequential_sum(terms: torch.Tensor, acc: BinaryFormat, mode: str,
+                    stream: RandomStream | None) -> torch.Tensor:
+    """sum over the last axis of ``terms``, in index order, each partial sum rounded to
+    ``acc`` (shape: ``terms.shape[:-1]``)."""
+    total = torch.zeros(terms.shape[:-1], dtype=terms.dtype, device=terms.device)
+    for k in range(terms.shape[-1]):
+        total = round_to_format(total + terms[..., k], acc, mode, stream)
+    return total
+
+
+def _accumulated(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precision,
+                 stream: RandomStream | None) -> torch.Tensor:
+    """A product or sum whose partial sums are rounded to a format narrower than the
+    carrier (see the module docstring)."""
+    acc, mode = p.accumulation_format, p.rounding
+    if func in SUMS:
+        x = args[0]
+        dims = args[1] if len(args) > 1 and args[1] is not None else kwargs.get("dim")
+        keepdim = bool(args[2] if len(args) > 2 else kwargs.get("keepdim", False))
+        dims = list(range(x.dim())) if not dims else [d % x.dim() for d in dims]
+        rest = [d for d in range(x.dim()) if d not in dims]
+        moved = x.permute(*rest, *dims)
+        flat = moved.reshape(*moved.shape[:len(rest)], -1)
+        out = _sequential_sum(flat, acc, mode, stream)
+        if func in (aten.mean.default, aten.mean.dim):
+            out = out / flat.shape[-1]
+        if keepdim:
+            out = out.reshape([1 if d in dims else x.shape[d] for d in range(x.dim())])
+        return out
+    if func is aten.dot.default:
+        return _sequential_sum(args[0] * args[1], acc, mode, stream)
+    if func is aten.mv.default:
+        return _sequential_sum(args[0] * args[1], acc, mode, stream)
+    a, b = (args[0], args[1]) if func in (aten.mm.default, aten.bmm.default) else \
+        (args[1], args[2])
+    terms = a.unsqueeze(-1) * b.unsqueeze(-3)            # (..., M, K, N)
+    product = _sequential_sum(terms.transpose(-1, -2), acc, mode, stream)
+    if func in (aten.addmm.default, aten.baddbmm.default):
+        beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+        product = beta * args[0] + alpha * product
+    return product
+
+
+def _mx_operand(t: torch.Tensor, p: Precision, dim: int, stream: RandomStream | None,
+                cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] | None) -> torch.Tensor:
+    """``t`` quantised to ``p``'s MX format along ``dim``; under a deterministic rounding the
+    same operand (same storage, layout and version: a weight, a solver's matrix) is
+    quantised once per ``cache`` (the entry holds ``t``, so its memory is not reused while
+    cached)."""
+    if cache is None or p.needs_stream:
+        return quantize_mx(t, p.element_format, dim, p.rounding, stream)  # type: ignore[arg-type]
+    key = (t.data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype,
+           t._version, dim, p.format, p.rounding)
+    if key not in cache:
+        if len(cache) >= MX_CACHE_SIZE:
+            cache.clear()
+        cache[key] = (t, quantize_mx(t, p.element_format, dim, p.rounding))  # type: ignore[arg-type]
+    return cache[key][1]
+
+
+#: Quantised MX operands a :class:`RoundResults` keeps (then it starts afresh).
+MX_CACHE_SIZE = 256
+
+
+def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precision, *,
+           stream: RandomStream | None = None,
+           cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
     """``func(*args, **kwargs)`` computed in the carrier dtype, its floating results rounded
-    to ``p`` (see the module docstring for views and written arguments)."""
-    out = func(*args, **kwargs)
+    to ``p`` (see the module docstring for views, written arguments, accumulation and MX
+    operands; ``stream``: stochastic-rounding bits; ``cache``: quantised MX operands)."""
+    out = None
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if (p.is_simulated and (func in MATMULS or func in SUMS) and tensors
+            and all(t.dtype in (torch.float32, torch.float64) for t in tensors)):
+        if p.kind == "mx" and func in MATMULS:
+            args = list(args)  # type: ignore[assignment]
+            for index, dim in MATMULS[func]:
+                args[index] = _mx_operand(args[index], p, dim, stream, cache)  # type: ignore[index]
+            args = tuple(args)
+        carrier = tensors[0].dtype
+        acc = p.accumulation_format.name
+        if acc == "float64" and carrier == torch.float32:
+            wide = tree_map(lambda a: a.to(torch.float64) if isinstance(a, torch.Tensor)
+                            and a.is_floating_point() else a, (args, kwargs))
+            out = round_values(func(*wide[0], **wide[1]), p, stream=stream).to(carrier)
+            return out
+        if acc != {torch.float32: "float32", torch.float64: "float64"}[carrier]:
+            out = _accumulated(func, args, kwargs, p, stream)
+    if out is None:
+        out = func(*args, **kwargs)
     schema = func._schema
     if any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
         return out  # a view of an input: its values are rounded already
 
     def _round(t: Any) -> Any:
         if isinstance(t, torch.Tensor) and t.is_floating_point():
-            rounded = round_values(t, p)
+            rounded = round_values(t, p, stream=stream)
             if any(r.alias_info is not None and r.alias_info.is_write for r in schema.returns):
                 with torch.no_grad():
                     t.copy_(rounded)  # an in-place op: round the tensor it wrote
@@ -65,11 +187,25 @@ class RoundResults(TorchDispatchMode):
 
     Args:
         choose: the precision in force for the next op, or ``None`` for no rounding.
+        domain: keys this mode's stochastic-rounding streams apart from other users of the
+            same seed (one stream per seed, counted from 0 by each new mode).
     """
 
-    def __init__(self, choose: Callable[[], Precision | None]) -> None:
+    def __init__(self, choose: Callable[[], Precision | None], domain: int = 1) -> None:
         super().__init__()
         self.choose = choose
+        self.domain = domain
+        self.streams: dict[int, RandomStream] = {}
+        self.mx_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def stream(self, p: Precision) -> RandomStream | None:
+        """The stochastic-rounding stream of ``p``'s seed (None unless ``p`` rounds ``sr``)."""
+        if not p.needs_stream:
+            return None
+        seed = p.seed or 0
+        if seed not in self.streams:
+            self.streams[seed] = RandomStream(seed, self.domain)
+        return self.streams[seed]
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
@@ -77,4 +213,4 @@ class RoundResults(TorchDispatchMode):
         p = self.choose()
         if p is None:
             return func(*args, **kwargs)
-        return run_op(func, args, kwargs, p)
+        return run_op(func, args, kwargs, p, stream=self.stream(p), cache=self.mx_cache)

@@ -301,6 +301,7 @@ def run_solver(
     prm = spec.resolve(params)
     prob = make_problem(spec.task, problem)
     xp = backend_for(p)
+    xp.restart()  # stochastic rounding: reproducible whatever ran before
     bits = truth_bits(p)
     result = SolverResult(solver=name, precision=p.name, status="ok", params=prm)
     t0 = time.perf_counter()

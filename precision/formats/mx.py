@@ -1,0 +1,56 @@
+"""OCP Microscaling (MX v1.0) block quantisation: 32 elements share one E8M0 scale.
+
+For each block V of 32 consecutive values along the reduction dimension (OCP MX spec v1.0,
+Sec. 6.3, "conversion from a vector of scalar floats"): the shared exponent is
+X = floor(log2(max |V_i|)) - emax_elem (emax_elem: the element format's largest normal
+exponent, e.g. 8 for E4M3), clamped below to E8M0's smallest scale 2^-127; a block whose
+max is zero takes 2^-127, one whose X exceeds 127 or that holds an inf or NaN gets the NaN
+scale (every element NaN). Each element is then P_i = quantize(V_i / 2^X) to the element
+format, saturating (|V_i| / 2^X can reach 2^(emax_elem + 1) > max; OCP and the reference
+implementation clamp it to +-max), with the precision's rounding mode. The block's values are
+P_i 2^X. A last block shorter than 32 (a reduction length not a multiple of 32) is its own
+block.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from precision.formats.binary_format import BinaryFormat
+from precision.formats.rounding import RandomStream, pow2, round_to_format
+
+BLOCK = 32
+#: E8M0's exponent range (bias 127; the all-ones code is NaN).
+SCALE_EMIN, SCALE_EMAX = -127, 127
+
+
+def quantize_mx(t: torch.Tensor, element: BinaryFormat, dim: int, mode: str = "rne",
+                stream: RandomStream | None = None, block: int = BLOCK) -> torch.Tensor:
+    """``t`` quantised to the MX format with element format ``element`` (saturating), blocks
+    of ``block`` along ``dim``; returned dequantised, in ``t``'s dtype and shape.
+
+    A float32 ``t`` is scaled in float32 under rne / rz / sr: a value that underflows there
+    (below 2^-126 after division by the scale, far below every element format's smallest
+    subnormal) rounds to the same element as its exact value would (to 0; under sr with
+    probability below 2^-24 otherwise, which 24 random bits cannot resolve); ru and rd, for
+    which it would not, scale in float64."""
+    element = element.with_overflow("saturate")
+    exact = t.dtype == torch.float32 and mode in ("rne", "rz", "sr")
+    work = torch.float32 if exact else torch.float64
+    moved = t.movedim(dim, -1).to(work)
+    length = moved.shape[-1]
+    pad = (-length) % block
+    if pad:
+        moved = torch.nn.functional.pad(moved, (0, pad))
+    blocks = moved.reshape(*moved.shape[:-1], -1, block)
+    amax = blocks.abs().amax(dim=-1, keepdim=True)
+    _, exponent = torch.frexp(amax)
+    shared = exponent.to(torch.int64) - 1 - element.emax
+    bad = ~torch.isfinite(amax) | (shared > SCALE_EMAX)
+    shared = torch.where(amax == 0, SCALE_EMIN, shared).clamp(SCALE_EMIN, SCALE_EMAX)
+    scaled = blocks * pow2(-shared).to(work)
+    q = round_to_format(scaled, element, mode, stream) * pow2(shared).to(work)
+    if bool(bad.any()):
+        q = torch.where(bad, float("nan"), q)
+    q = q.reshape(*moved.shape[:-1], -1)[..., :length]
+    return q.movedim(-1, dim).to(t.dtype)
