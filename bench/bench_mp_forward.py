@@ -10,13 +10,16 @@ Model: Transformer, 2 layers, width 64, 1 head, MLP x4 ReLU, LayerNorm, causal; 
       arb-based evaluator.
 Checks (a) against (b) to 1e-45 and prints the ratios b/a and a/c.
 
-Then the zoo (examples/zoo, batch 4 x N 32 x D 20, width 32, depth 2): each module's mp50
-time against its float64 (PyTorch) time and against the arb_mat limit of its own matrix
-products; and the per-node cost of an unrolled recurrence (Mamba-style scan, one layer) at
-N and 2N tokens, which must stay constant (twice the tokens, twice the nodes, twice the time).
+Then the zoo (examples/zoo, and the real architectures of the tests: Hugging Face
+``transformers`` models built from tiny configs, ``hf:`` specs; batch 4 x N 32 x D 20, width
+32, depth 2): each module's mp50 time (casts as the model is written, ``keep``) against its
+float64 (PyTorch) time and against the arb_mat limit of its own matrix products; and the
+per-node cost of an unrolled recurrence (Mamba-style scan, one layer) at N and 2N tokens, which
+must stay constant (twice the tokens, twice the nodes, twice the time).
 
 Run: ``python bench/bench_mp_forward.py`` (the mpmath baseline takes a minute or two);
-``--zoo`` runs only the zoo part.
+``--zoo`` runs only the zoo part; ``--only llama,hf:MambaModel`` only those zoo entries
+(``--only`` implies ``--zoo``). The hf models need the ``[hf]`` extra.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ import torch
 from precision.backends import mp_backend
 from precision.evaluate import mp_program
 from precision.models import build_model
+from precision.precisions import parse_precision
 
 DIGITS = 50
+MP = parse_precision(f"mp{DIGITS}")
 BATCH, N, D, WIDTH, DEPTH = 16, 40, 20, 64, 2
 
 
@@ -127,31 +132,63 @@ def best_time(run: Callable[[], object], repeats: int = 3) -> float:
 
 
 ZOO = ["llama", "mamba", "hyena", "retnet", "linear_attention", "deltanet", "moe"]
+#: The real architectures of tests/test_real_models.py: (spec, options).
+HF = [("hf:LlamaModel", {}), ("hf:LlamaModel", {"attn_implementation": "sdpa"}),
+      ("hf:MistralModel", {}), ("hf:Qwen2Model", {}), ("hf:GemmaModel", {}),
+      ("hf:Phi3Model", {}), ("hf:GPT2Model", {}), ("hf:GPT2Model", {"inputs": "ids"}),
+      ("hf:GPTNeoXModel", {}), ("hf:OPTModel", {}), ("hf:BloomModel", {}),
+      ("hf:FalconModel", {"alibi": True}), ("hf:T5EncoderModel", {}), ("hf:MambaModel", {})]
 
 
-def zoo() -> None:
+def zoo_entries(only: set[str] | None) -> list[tuple[str, Callable[..., torch.nn.Module],
+                                                       dict]]:
+    """(label, factory(d_in, d_out, depth, width, max_len), options) of every zoo entry."""
+    import warnings
+
+    from experiments.factory import load_factory
+    from experiments.hf_models import build_hf
+
+    def hf(spec: str, options: dict) -> Callable[..., torch.nn.Module]:
+        def build(*args: int, max_len: int) -> torch.nn.Module:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return build_hf(spec, *args, max_len=max_len, **options)
+        return build
+
+    entries = [(s, load_factory(f"examples/zoo/{s}.py:{s}"), {}) for s in ZOO]
+    entries += [(spec[3:] + "".join(f"-{v}" for v in o.values()), hf(spec, o), o)
+                for spec, o in HF]
+    return [e for e in entries if only is None or e[0] in only
+            or f"hf:{e[0]}" in only]
+
+
+def zoo(only: set[str] | None = None) -> None:
     """mp50 vs float64 vs the arb_mat limit for each zoo module; recurrence scaling."""
     from experiments.factory import load_factory
 
     zb, zn, zd, zw, zdepth = 4, 32, 20, 32, 2
     print(f"\nzoo: batch {zb} x N {zn} x D {zd}, width {zw}, depth {zdepth}, {DIGITS} digits")
-    print(f"{'module':<18}{'mp50 s':>9}{'float64 s':>11}{'mp50/f64':>10}{'limit s':>9}"
+    print(f"{'module':<24}{'mp50 s':>9}{'float64 s':>11}{'mp50/f64':>10}{'limit s':>9}"
           f"{'mp50/limit':>11}{'nodes':>7}")
-    for style in ZOO:
+    for style, factory, options in zoo_entries(only):
         torch.manual_seed(0)
-        model = load_factory(f"examples/zoo/{style}.py:{style}")(
-            zd, zd, zdepth, zw, max_len=zn).double().eval()
-        x = torch.randn(zb, zn, zd, dtype=torch.float64)
+        model = factory(zd, zd, zdepth, zw, max_len=zn).double().eval()
+        if options.get("inputs") == "ids":
+            x = torch.randint(0, 64, (zb, zn))
+        else:
+            x = torch.randn(zb, zn, zd, dtype=torch.float64)
         program = mp_program(model, x)
-        shapes = record_products(lambda p=program, x=x: p(x, precision=f"mp{DIGITS}"))
-        t_mp = best_time(lambda p=program, x=x: p(x, precision=f"mp{DIGITS}"), 2)
+        shapes = record_products(lambda p=program, x=x: p(x, precision=MP))
+        t_mp = best_time(lambda p=program, x=x: p(x, precision=MP), 2)
         with torch.no_grad():
             t_64 = best_time(lambda m=model, x=x: m(x), 20)
         t_lim = arb_limit(shapes, DIGITS)
         nodes = sum(1 for n in program.graph.nodes if n.op == "call_function")
-        print(f"{style:<18}{t_mp:9.3f}{t_64:11.5f}{t_mp / t_64:10.0f}{t_lim:9.3f}"
+        print(f"{style:<24}{t_mp:9.3f}{t_64:11.5f}{t_mp / t_64:10.0f}{t_lim:9.3f}"
               f"{t_mp / t_lim:11.2f}{nodes:7d}")
 
+    if only is not None:
+        return
     print("\nunrolled recurrence (mamba, 1 layer, width 16, batch 2): per-node cost")
     per_node = []
     for n_tok in (zn, 2 * zn):
@@ -159,7 +196,7 @@ def zoo() -> None:
         model = load_factory("examples/zoo/mamba.py:mamba")(zd, zd, 1, 16).double().eval()
         x = torch.randn(2, n_tok, zd, dtype=torch.float64)
         program = mp_program(model, x)
-        t = best_time(lambda p=program, x=x: p(x, precision=f"mp{DIGITS}"), 3)
+        t = best_time(lambda p=program, x=x: p(x, precision=MP), 3)
         nodes = sum(1 for n in program.graph.nodes if n.op == "call_function")
         per_node.append(t / nodes)
         print(f"  N = {n_tok:3d}: {nodes:5d} nodes, {t:.3f} s, {1e6 * t / nodes:.0f} us/node")
@@ -175,12 +212,12 @@ def main() -> None:
     program = mp_program(model, x)
 
     # Record the matrix products our evaluation performs (batched ones slice by slice).
-    shapes = record_products(lambda: program(x, precision=f"mp{DIGITS}"))
+    shapes = record_products(lambda: program(x, precision=MP))
 
     t_ours = math.inf
     for _ in range(3):
         t0 = time.perf_counter()
-        out = program(x, precision=f"mp{DIGITS}")
+        out = program(x, precision=MP)
         t_ours = min(t_ours, time.perf_counter() - t0)
 
     flint.ctx.dps = DIGITS
@@ -229,6 +266,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if "--zoo" not in sys.argv[1:]:
+    args = sys.argv[1:]
+    picked = set(args[args.index("--only") + 1].split(",")) if "--only" in args else None
+    if "--zoo" not in args and picked is None:
         main()
-    zoo()
+    zoo(picked)
