@@ -83,8 +83,7 @@ def exact_array(values: Any) -> np.ndarray:
     """Numbers that fit a float64 (any float format's values do) as an object array of exact
     ``flint.arb`` values, same shape. No rounding: arb holds every float64 exactly."""
     arr = np.asarray(values, dtype=np.float64)
-    out = np.fromiter((flint.arb(v) for v in arr.reshape(-1).tolist()), dtype=object,
-                      count=arr.size)
+    out = np.fromiter(map(flint.arb, arr.reshape(-1).tolist()), dtype=object, count=arr.size)
     return out.reshape(arr.shape)
 
 
@@ -182,9 +181,8 @@ class MPArray:
     def to_float64(self) -> np.ndarray:
         """Entries rounded to float64 (numpy)."""
         self.stripped()
-        return np.array(
-            [float(v) for v in self.a.reshape(-1)], dtype=np.float64
-        ).reshape(self.a.shape)
+        return np.fromiter(map(float, self.a.reshape(-1).tolist()), dtype=np.float64,
+                           count=self.a.size).reshape(self.a.shape)
 
     def to_exact_numpy(self) -> np.ndarray:
         """The exact arb entries (a copy of the object array)."""

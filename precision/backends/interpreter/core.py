@@ -15,6 +15,7 @@ working precision.
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +25,9 @@ import numpy as np
 from precision.backends.mp_backend import MPArray, MPBackend, workprec
 
 OpTable = dict[Any, Callable[..., Any]]
+
+_IS_FINITE = flint.arb.is_finite
+_MID = np.frompyfunc(flint.arb.mid, 1, 1)
 
 ZERO = flint.arb(0)
 ONE = flint.arb(1)
@@ -130,6 +134,15 @@ def as_float64(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
+def _ieee(v: Any, fallback: Callable[[float], float]) -> flint.arb:
+    """``fallback`` (a float64 function) at the float value of ``v``, as an arb."""
+    with np.errstate(all="ignore"):
+        f = float(fallback(float(v)))
+    if math.isnan(f):
+        return NAN
+    return POS_INF if f == math.inf else NEG_INF if f == -math.inf else flint.arb(f)
+
+
 def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None = None
          ) -> Callable[[Any, Any], MPArray]:
     """An elementwise op from a one-argument arb method, rounded at prec.
@@ -137,17 +150,35 @@ def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None
     arb returns an indeterminate ball where IEEE arithmetic returns +-inf (log(0),
     exp(inf)); entries whose arb result is not finite are recomputed with ``fallback``
     (the float64 function) on the input's float value, which gives PyTorch's answer there.
+
+    A C method of ``flint.arb`` (``flint.arb.exp``) runs as two numpy object passes (the
+    method, then the midpoint) and a finiteness scan, with no Python frame per entry; a
+    Python function runs as one pass of ``method(v).mid()``. Same midpoints either way.
     """
+    if not isinstance(method, types.FunctionType | types.LambdaType):
+        raw = np.frompyfunc(method, 1, 1)
+
+        def apply_c(ctx: Any, x: Any) -> MPArray:
+            xa = ctx.arr(x).stripped()
+            with workprec(xa.prec):
+                res = np.asarray(_MID(raw(xa.a)), dtype=object)
+            if fallback is not None:
+                flat = res.reshape(-1)
+                finite = np.fromiter(map(_IS_FINITE, flat.tolist()), dtype=bool,
+                                     count=flat.size)
+                if not finite.all():
+                    src = xa.a.reshape(-1)
+                    for i in np.flatnonzero(~finite).tolist():
+                        flat[i] = _ieee(src[i], fallback)
+            return MPArray(res, xa.prec, clean=True)
+
+        return apply_c
 
     def one(v: Any) -> Any:
         r = method(v).mid()
         if r.is_finite() or fallback is None:
             return r
-        with np.errstate(all="ignore"):
-            f = float(fallback(float(v)))
-        if math.isnan(f):
-            return NAN
-        return POS_INF if f == math.inf else NEG_INF if f == -math.inf else flint.arb(f)
+        return _ieee(v, fallback)
 
     ufunc = np.frompyfunc(one, 1, 1)
 
@@ -160,7 +191,6 @@ def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None
     return apply
 
 
-_IS_FINITE = flint.arb.is_finite
 
 
 def fix_nonfinite(res: MPArray, a: Any, b: Any, op: Callable[[Any, Any], Any]) -> MPArray:
