@@ -94,13 +94,18 @@ class MPArray:
     entry returns a 0-d :class:`MPArray` that behaves like a number (``float()``, ``<``).
     """
 
-    __slots__ = ("a", "prec", "clean")
+    __slots__ = ("a", "prec", "clean", "finite")
     __array_priority__ = 1000  # numpy defers to our operators
 
-    def __init__(self, a: np.ndarray, prec: int, clean: bool = False) -> None:
+    def __init__(self, a: np.ndarray, prec: int, clean: bool = False,
+                 finite: bool = False) -> None:
         self.a = a
         self.prec = prec
         self.clean = clean  # True: every entry is known to have radius 0
+        # True: every entry is known to be finite (False: not known). Sums, differences and
+        # products of finite arb values are finite (arb's exponents do not overflow), so
+        # they skip the scan for IEEE infinities their results would otherwise need.
+        self.finite = finite
 
     def stripped(self) -> MPArray:
         """This array with the ball radii dropped (in place; the midpoints are unchanged).
@@ -134,20 +139,21 @@ class MPArray:
 
     @property
     def T(self) -> MPArray:  # noqa: N802 - numpy spelling
-        return MPArray(self.a.T, self.prec, self.clean)
+        return MPArray(self.a.T, self.prec, self.clean, self.finite)
 
     def reshape(self, *shape: int) -> MPArray:
-        return MPArray(self.a.reshape(*shape), self.prec, self.clean)
+        return MPArray(self.a.reshape(*shape), self.prec, self.clean, self.finite)
 
     def __getitem__(self, idx: Any) -> MPArray:
         item = self.a[idx]
         if not isinstance(item, np.ndarray):
             item = np.array(item, dtype=object)
-        return MPArray(item, self.prec, self.clean)
+        return MPArray(item, self.prec, self.clean, self.finite)
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         if isinstance(value, MPArray) and not value.clean:
             value.stripped()
+        self.finite = self.finite and known_finite(value)
         self.a[idx] = self._coerce(value)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
@@ -211,7 +217,8 @@ class MPArray:
             res = np.array(res, dtype=object)
         elif res.dtype != object:
             res = res.astype(object)
-        return MPArray(res, self.prec, clean=not exact_mid)
+        return MPArray(res, self.prec, clean=not exact_mid,
+                       finite=exact_mid and self.finite and known_finite(other))
 
     def __add__(self, o: Any) -> MPArray:
         return self._binary(o, lambda x, y: x + y)
@@ -245,14 +252,16 @@ class MPArray:
     def __neg__(self) -> MPArray:
         # python-flint rounds even unary minus to ctx.prec, so it needs our precision too.
         with workprec(self.prec):
-            return MPArray(np.asarray(-self.a, dtype=object), self.prec, self.clean)
+            return MPArray(np.asarray(-self.a, dtype=object), self.prec, self.clean,
+                           self.finite)
 
     def __pos__(self) -> MPArray:
         return self
 
     def __abs__(self) -> MPArray:
         with workprec(self.prec):
-            return MPArray(np.asarray(np.abs(self.a), dtype=object), self.prec, self.clean)
+            return MPArray(np.asarray(np.abs(self.a), dtype=object), self.prec, self.clean,
+                           self.finite)
 
     def _cmp(self, o: Any, op: Callable[[Any, Any], Any]) -> Any:
         self.stripped()
@@ -350,7 +359,23 @@ def matmul(x: MPArray, y: MPArray) -> MPArray:
         out = out[..., 0]
     if not isinstance(out, np.ndarray):
         out = np.array(out, dtype=object)
-    return MPArray(out, prec, clean=True)
+    return MPArray(out, prec, clean=True, finite=x.finite and y.finite)
+
+
+def known_finite(v: Any) -> bool:
+    """Whether ``v`` (an MPArray, a number, an arb or a numpy array) is known to hold only
+    finite values (an MPArray by its ``finite`` flag; False: not known)."""
+    if isinstance(v, MPArray):
+        return v.finite
+    if isinstance(v, bool | int | np.integer | np.bool_):
+        return True
+    if isinstance(v, float | np.floating):
+        return math.isfinite(v)
+    if isinstance(v, flint.arb):
+        return v.is_finite()
+    if isinstance(v, np.ndarray) and v.dtype != object:
+        return v.dtype.kind in "iub" or (v.dtype.kind == "f" and bool(np.isfinite(v).all()))
+    return False
 
 
 def elementwise(method: Callable[[Any], Any]) -> Callable[[MPArray], MPArray]:
@@ -412,7 +437,7 @@ class MPBackend(Backend):
         return out
 
     def copy(self, a: MPArray) -> MPArray:
-        return MPArray(a.a.copy(), a.prec, a.clean)
+        return MPArray(a.a.copy(), a.prec, a.clean, a.finite)
 
     def sqrt(self, a: MPArray) -> MPArray:
         return _sqrt(a)

@@ -22,7 +22,7 @@ from typing import Any
 import flint
 import numpy as np
 
-from precision.backends.mp_backend import MPArray, MPBackend, workprec
+from precision.backends.mp_backend import MPArray, MPBackend, known_finite, workprec
 
 OpTable = dict[Any, Callable[..., Any]]
 
@@ -54,8 +54,11 @@ class Ctx:
         if isinstance(v, np.ndarray):
             if v.dtype == object:
                 return self.xp.asarray(v)
-            return self.xp.asarray(v.astype(np.float64))
-        return self.wrap(np.array(self.const(v), dtype=object))
+            out = self.xp.asarray(v.astype(np.float64))
+            out.finite = known_finite(v)
+            return out
+        c = self.const(v)
+        return MPArray(np.array(c, dtype=object), self.prec, finite=c.is_finite())
 
     def wrap(self, a: Any) -> MPArray:
         """An object array of arb (already at this precision) as an MPArray."""
@@ -81,7 +84,7 @@ class Ctx:
     def filled(self, shape: Sequence[int], value: flint.arb) -> MPArray:
         out = np.empty(tuple(shape), dtype=object)
         out.fill(value)
-        return MPArray(out, self.prec, clean=True)
+        return MPArray(out, self.prec, clean=True, finite=value.is_finite())
 
 
 def is_float(v: Any) -> bool:
@@ -106,7 +109,7 @@ def ndim_of(x: Any) -> int:
 def map_array(x: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
     """Apply a pure shape operation (reshape, slice, transpose...) to any tensor value."""
     if isinstance(x, MPArray):
-        return MPArray(np.asarray(fn(x.a), dtype=object), x.prec, x.clean)
+        return MPArray(np.asarray(fn(x.a), dtype=object), x.prec, x.clean, x.finite)
     if hasattr(x, "map_parts"):  # MPComplex
         return x.map_parts(lambda p: map_array(p, fn))
     return np.asarray(fn(np.asarray(x)))
@@ -170,6 +173,7 @@ def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None
                     src = xa.a.reshape(-1)
                     for i in np.flatnonzero(~finite).tolist():
                         flat[i] = _ieee(src[i], fallback)
+                return MPArray(res, xa.prec, clean=True, finite=bool(finite.all()))
             return MPArray(res, xa.prec, clean=True)
 
         return apply_c
@@ -195,9 +199,14 @@ def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None
 
 def fix_nonfinite(res: MPArray, a: Any, b: Any, op: Callable[[Any, Any], Any]) -> MPArray:
     """Redo the non-finite entries of a binary result with float64 (IEEE) semantics:
-    arb turns -inf + 2 or 1 / 0 into indeterminate balls where IEEE gives +-inf."""
+    arb turns -inf + 2 or 1 / 0 into indeterminate balls where IEEE gives +-inf. A result
+    known finite (:attr:`MPArray.finite`: a sum or product of finite operands) is not
+    scanned; one found finite is marked so."""
+    if res.finite:
+        return res
     flat = res.a.reshape(-1)
-    if all(map(_IS_FINITE, flat)):
+    if all(map(_IS_FINITE, flat.tolist())):
+        res.finite = True
         return res
     fa = np.broadcast_to(as_float64(a), res.shape).reshape(-1)
     fb = np.broadcast_to(as_float64(b), res.shape).reshape(-1)

@@ -124,8 +124,11 @@ def to_exact(t: torch.Tensor, ctx: Ctx) -> Any:
         z = t.detach().to(torch.complex128).cpu()
         return MPComplex(to_exact(z.real.contiguous(), ctx), to_exact(z.imag.contiguous(), ctx))
     if t.dtype.is_floating_point:
-        out = exact_array(t.detach().to(torch.float64).cpu().numpy())
-        return ctx.xp.asarray(out) if ctx.prec < 53 else MPArray(out, ctx.prec, clean=True)
+        f = t.detach().to(torch.float64).cpu().numpy()
+        out = exact_array(f)
+        if ctx.prec < 53:
+            return ctx.xp.asarray(out)
+        return MPArray(out, ctx.prec, clean=True, finite=bool(np.isfinite(f).all()))
     return t.detach().cpu().numpy()
 
 

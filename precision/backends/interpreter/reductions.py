@@ -65,7 +65,7 @@ def total(ctx: Ctx, x: Any, dims: Any = None, keepdim: bool = False, dtype: Any 
             else:
                 a = np.add.reduce(a, axis=ax)
     return MPArray(np.asarray(_keep(np.asarray(a, dtype=object), axes, keepdim),
-                              dtype=object), ctx.prec)
+                              dtype=object), ctx.prec, finite=x.finite)
 
 
 def count(shape: tuple[int, ...], dims: Any) -> int:
