@@ -332,6 +332,12 @@ def matmul(x: MPArray, y: MPArray) -> MPArray:
     b = y if not yv else MPArray(y.a.reshape(-1, 1), y.prec)
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matmul: shapes {x.shape} and {y.shape} do not align")
+    if a.shape[-1] == 1 and not (xv or yv) and x.finite and y.finite:
+        # An outer product: each entry is one product, the midpoint arb_mat gives it (a
+        # one-term dot product is the product rounded once), in one numpy object pass.
+        with workprec(prec):
+            out = np.asarray(a.a * b.a, dtype=object)
+        return MPArray(out, prec, clean=False, finite=True)
     if a.ndim == 2 and b.ndim == 2:
         with workprec(prec):
             prod = a.as_arb_mat() * b.as_arb_mat()
