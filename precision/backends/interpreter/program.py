@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+import weakref
 from collections.abc import Collection
 from typing import Any
 
@@ -146,12 +147,49 @@ def as_float64(x: Any) -> Any:
     return x
 
 
+#: An argument of a node, read by :func:`call_op`: (0, constant), (1, name of the node whose
+#: value it is) or (2, [such pairs]) for a list or tuple (``cat``'s tensors).
+ArgSpec = tuple[int, Any]
+#: Node -> (its positional and keyword argument specs), built once per node.
+_ARG_SPECS: weakref.WeakKeyDictionary[torch.fx.Node, tuple[list[ArgSpec], dict[str, ArgSpec]]
+                                      ] = weakref.WeakKeyDictionary()
+
+
+def _has_node(arg: Any) -> bool:
+    return isinstance(arg, torch.fx.Node) or (
+        isinstance(arg, list | tuple) and any(map(_has_node, arg)))
+
+
+def _arg_spec(arg: Any) -> ArgSpec:
+    if isinstance(arg, torch.fx.Node):
+        return 1, arg.name
+    if isinstance(arg, list | tuple) and _has_node(arg):
+        return 2, (type(arg) if isinstance(arg, tuple) else list, [_arg_spec(a) for a in arg])
+    return 0, arg
+
+
+def _read(spec: ArgSpec, values: dict[str, Any]) -> Any:
+    kind, v = spec
+    if kind == 0:
+        return v
+    if kind == 1:
+        return values[v]
+    container, parts = v
+    return container(_read(p, values) for p in parts)
+
+
 def call_op(node: torch.fx.Node, values: dict[str, Any], ctx: Ctx) -> Any:
     """Evaluate one ``call_function`` node on the values it reads; an exception keeps its
-    type, its message prefixed with the op, the node and its module."""
-    args = torch.fx.node.map_arg(node.args, lambda n: values[n.name])
-    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n.name])
-    kwargs = {k: v for k, v in kwargs.items() if k not in _DROPPED_KWARGS}
+    type, its message prefixed with the op, the node and its module. Where each argument
+    comes from is worked out once per node (:data:`_ARG_SPECS`), not at every call."""
+    specs = _ARG_SPECS.get(node)
+    if specs is None:
+        specs = _ARG_SPECS[node] = (
+            [_arg_spec(a) for a in node.args],
+            {k: _arg_spec(v) for k, v in node.kwargs.items() if k not in _DROPPED_KWARGS})
+    args = [values[v] if kind == 1 else v if kind == 0 else _read((kind, v), values)
+            for kind, v in specs[0]]
+    kwargs = {k: _read(spec, values) for k, spec in specs[1].items()}
     try:
         return OPS[node.target](ctx, *args, **kwargs)
     except Exception as exc:
