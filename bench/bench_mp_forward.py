@@ -13,7 +13,9 @@ Checks (a) against (b) to 1e-45 and prints the ratios b/a and a/c.
 Then the zoo (examples/zoo, and the real architectures of the tests: Hugging Face
 ``transformers`` models built from tiny configs, ``hf:`` specs; batch 4 x N 32 x D 20, width
 32, depth 2): each module's mp50 time (casts as the model is written, ``keep``) against its
-float64 (PyTorch) time and against the arb_mat limit of its own matrix products; and the
+float64 (PyTorch, one thread) time and against the arb_mat limit of its own matrix products,
+all in CPU time of the process (``time.process_time``: other work on a shared machine
+distorts it far less than wall time; ours and the limit interleaved, best of 3); and the
 per-node cost of an unrolled recurrence (Mamba-style scan, one layer) at N and 2N tokens, which
 must stay constant (twice the tokens, twice the nodes, twice the time).
 
@@ -41,8 +43,11 @@ from precision.precisions import parse_precision
 
 DIGITS = 50
 MP = parse_precision(f"mp{DIGITS}")
-#: Timings of the zoo part: the best of this many runs, ours and the limit interleaved.
+#: Timings of the zoo part: the best of this many runs, ours and the limit interleaved, in
+#: CPU time of this process (one torch thread), which other work on a shared machine
+#: distorts far less than wall time.
 REPEATS = 3
+CLOCK = time.process_time
 BATCH, N, D, WIDTH, DEPTH = 16, 40, 20, 64, 2
 
 
@@ -134,12 +139,13 @@ def arb_limit(shapes: list[tuple[int, int, int]], digits: int, repeats: int = 3)
     return best_time(arb_products(shapes, digits), repeats)
 
 
-def best_time(run: Callable[[], object], repeats: int = 3) -> float:
+def best_time(run: Callable[[], object], repeats: int = 3,
+              clock: Callable[[], float] = time.perf_counter) -> float:
     t = math.inf
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         run()
-        t = min(t, time.perf_counter() - t0)
+        t = min(t, clock() - t0)
     return t
 
 
@@ -178,8 +184,10 @@ def zoo(only: set[str] | None = None) -> None:
     """mp50 vs float64 vs the arb_mat limit for each zoo module; recurrence scaling."""
     from experiments.factory import load_factory
 
+    torch.set_num_threads(1)
     zb, zn, zd, zw, zdepth = 4, 32, 20, 32, 2
-    print(f"\nzoo: batch {zb} x N {zn} x D {zd}, width {zw}, depth {zdepth}, {DIGITS} digits")
+    print(f"\nzoo (CPU seconds, one thread): batch {zb} x N {zn} x D {zd}, width {zw}, "
+          f"depth {zdepth}, {DIGITS} digits")
     print(f"{'module':<24}{'mp50 s':>9}{'float64 s':>11}{'mp50/f64':>10}{'limit s':>9}"
           f"{'mp50/limit':>11}{'nodes':>7}")
     for style, factory, options in zoo_entries(only):
@@ -194,10 +202,10 @@ def zoo(only: set[str] | None = None) -> None:
         limit = arb_products(shapes, DIGITS)
         t_mp = t_lim = math.inf
         for _ in range(REPEATS):  # interleaved: both timed under the same machine load
-            t_mp = min(t_mp, best_time(lambda p=program, x=x: p(x, precision=MP), 1))
-            t_lim = min(t_lim, best_time(limit, 1))
+            t_mp = min(t_mp, best_time(lambda p=program, x=x: p(x, precision=MP), 1, CLOCK))
+            t_lim = min(t_lim, best_time(limit, 1, CLOCK))
         with torch.no_grad():
-            t_64 = best_time(lambda m=model, x=x: m(x), 20)
+            t_64 = best_time(lambda m=model, x=x: m(x), 20, CLOCK)
         nodes = sum(1 for n in program.graph.nodes if n.op == "call_function")
         print(f"{style:<24}{t_mp:9.3f}{t_64:11.5f}{t_mp / t_64:10.0f}{t_lim:9.3f}"
               f"{t_mp / t_lim:11.2f}{nodes:7d}")
