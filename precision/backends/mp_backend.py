@@ -239,7 +239,10 @@ class MPArray:
         return self._binary(o, lambda x, y: x * y, reflected=True)
 
     def __truediv__(self, o: Any) -> MPArray:
-        return self._binary(o, lambda x, y: x / y, exact_mid=False)
+        res = self._binary(o, lambda x, y: x / y, exact_mid=False)
+        # finite / a finite nonzero number (a mean's count) is finite
+        res.finite = self.finite and isinstance(o, int | float) and o != 0 and math.isfinite(o)
+        return res
 
     def __rtruediv__(self, o: Any) -> MPArray:
         return self._binary(o, lambda x, y: x / y, reflected=True, exact_mid=False)

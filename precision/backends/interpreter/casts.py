@@ -138,4 +138,5 @@ def round_into(value: Any, dtype: torch.dtype) -> Any:
     idx = np.nonzero(unsure)[0]
     if idx.size:
         out[idx] = ufunc(_MID(flat[idx]))
-    return MPArray(out.reshape(value.shape), value.prec, clean=True)
+    return MPArray(out.reshape(value.shape), value.prec, clean=True,
+                   finite=value.finite and bool(np.isfinite(rounded).all()))

@@ -49,7 +49,7 @@ from precision.backends.interpreter import (
 )
 from precision.backends.interpreter.complex import MPComplex
 from precision.backends.interpreter.core import Ctx, OpTable, UnsupportedOpError
-from precision.backends.mp_backend import MPArray, exact_array
+from precision.backends.mp_backend import MPArray, exact_array, known_finite
 from precision.precisions import Precision
 
 #: Every supported ATen overload (and ``operator.getitem``) -> ``op(ctx, *args, **kwargs)``.
@@ -178,6 +178,20 @@ def _read(spec: ArgSpec, values: dict[str, Any]) -> Any:
     return container(_read(p, values) for p in parts)
 
 
+def _mark_finite(out: Any, args: list[Any]) -> None:
+    """An op that only moves, selects or copies values (:data:`casts.DATA_MOVEMENT`) of
+    operands known finite gives values known finite (:attr:`MPArray.finite`)."""
+    parts = out if isinstance(out, list | tuple) else (out,)
+    if not any(isinstance(p, MPArray) and not p.finite for p in parts):
+        return
+    flat = [a for arg in args for a in (arg if isinstance(arg, list | tuple) else (arg,))]
+    if all(known_finite(a) or (isinstance(a, np.ndarray) and a.dtype.kind in "iub")
+           or a is None for a in flat if not isinstance(a, str | torch.dtype)):
+        for p in parts:
+            if isinstance(p, MPArray):
+                p.finite = True
+
+
 def call_op(node: torch.fx.Node, values: dict[str, Any], ctx: Ctx) -> Any:
     """Evaluate one ``call_function`` node on the values it reads; an exception keeps its
     type, its message prefixed with the op, the node and its module. Where each argument
@@ -191,7 +205,10 @@ def call_op(node: torch.fx.Node, values: dict[str, Any], ctx: Ctx) -> Any:
             for kind, v in specs[0]]
     kwargs = {k: _read(spec, values) for k, spec in specs[1].items()}
     try:
-        return OPS[node.target](ctx, *args, **kwargs)
+        out = OPS[node.target](ctx, *args, **kwargs)
+        if node.target in casts.DATA_MOVEMENT:
+            _mark_finite(out, args)
+        return out
     except Exception as exc:
         where = f"op {op_name(node.target)} ({node_origin(node)})"
         if exc.args and isinstance(exc.args[0], str):

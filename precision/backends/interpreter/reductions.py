@@ -307,7 +307,8 @@ def softmax(ctx: Ctx, x: MPArray, dim: int, half_to_float: bool = False, log: bo
         else:
             out = _MID(ex / tot[:, None])
     out[~any_live] = NAN
-    return MPArray(np.moveaxis(out.reshape(shape), -1, dim), x.prec, clean=True)
+    return MPArray(np.moveaxis(out.reshape(shape), -1, dim), x.prec, clean=True,
+                   finite=bool(live.all()) or (not log and bool(any_live.all())))
 
 
 def logsumexp(ctx: Ctx, x: Any, dims: Any, keepdim: bool = False) -> MPArray:
