@@ -114,10 +114,11 @@ def test_sigmoid_of_infinities_is_ieee():
 
 
 @pytest.mark.parametrize("name,fallback", [("exp", np.exp), ("log", np.log),
-                                           ("tanh", np.tanh), ("erf", math.erf)])
+                                           ("tanh", np.tanh), ("erf", math.erf),
+                                           ("rsqrt", lambda v: 1.0 / np.sqrt(v))])
 def test_c_methods_lift_like_a_python_frame_per_entry(name, fallback):
     rng = np.random.default_rng(4)
-    a = np.abs(_values(rng, (6, 5))) if name == "log" else _values(rng, (6, 5))
+    a = np.abs(_values(rng, (6, 5))) if name in ("log", "rsqrt") else _values(rng, (6, 5))
     a[0, 0] = ZERO
     x = MPArray(a, P.bits, clean=True)
     method = getattr(flint.arb, name)
@@ -130,6 +131,7 @@ def test_lifted_non_finite_results_follow_ieee():
     x = MPArray(np.array([ZERO, flint.arb(2), flint.arb("inf")], dtype=object), P.bits)
     assert OPS[aten.log.default](_ctx(), x).to_float64().tolist()[0] == -math.inf
     assert OPS[aten.exp.default](_ctx(), x).to_float64().tolist()[2] == math.inf
+    assert OPS[aten.rsqrt.default](_ctx(), x).to_float64().tolist()[0::2] == [math.inf, 0.0]
 
 
 def test_the_finite_flag_never_hides_an_infinity():
@@ -146,3 +148,27 @@ def test_the_finite_flag_never_hides_an_infinity():
     written[0] = math.inf
     assert not written.finite
     assert OPS[aten.add.Tensor](ctx, written, finite).to_float64().tolist()[0] == math.inf
+
+
+def test_finite_flags_reach_every_value_of_a_finite_model():
+    """Inputs and weights are finite, and every op of this block keeps them so: each value
+    carries the flag, so no + - * of the forward pass scans its result."""
+    from precision.backends.interpreter import MPProgram
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(6)
+            self.lin = torch.nn.Linear(6, 12)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k = self.lin(self.norm(x)).chunk(2, dim=-1)
+            att = torch.softmax(q @ k.transpose(1, 2), dim=-1)
+            return torch.sigmoid(att @ q).permute(0, 2, 1)
+
+    torch.manual_seed(0)
+    program = MPProgram(Block().double(), (torch.randn(2, 3, 6, dtype=torch.float64),),
+                        keep_intermediates=True)
+    program(torch.randn(2, 3, 6, dtype=torch.float64), precision=P)
+    floats = {k: v for k, v in program.values.items() if isinstance(v, MPArray)}
+    assert floats and [k for k, v in floats.items() if not v.finite] == []
