@@ -10,13 +10,18 @@ Model: Transformer, 2 layers, width 64, 1 head, MLP x4 ReLU, LayerNorm, causal; 
       arb-based evaluator.
 Checks (a) against (b) to 1e-45 and prints the ratios b/a and a/c.
 
-Then the zoo (examples/zoo, batch 4 x N 32 x D 20, width 32, depth 2): each module's mp50
-time against its float64 (PyTorch) time and against the arb_mat limit of its own matrix
-products; and the per-node cost of an unrolled recurrence (Mamba-style scan, one layer) at
-N and 2N tokens, which must stay constant (twice the tokens, twice the nodes, twice the time).
+Then the zoo (examples/zoo, and the real architectures of the tests: Hugging Face
+``transformers`` models built from tiny configs, ``hf:`` specs; batch 4 x N 32 x D 20, width
+32, depth 2): each module's mp50 time (casts as the model is written, ``keep``) against its
+float64 (PyTorch, one thread) time and against the arb_mat limit of its own matrix products,
+all in CPU time of the process (``time.process_time``: other work on a shared machine
+distorts it far less than wall time; ours and the limit interleaved, best of 3); and the
+per-node cost of an unrolled recurrence (Mamba-style scan, one layer) at N and 2N tokens, which
+must stay constant (twice the tokens, twice the nodes, twice the time).
 
 Run: ``python bench/bench_mp_forward.py`` (the mpmath baseline takes a minute or two);
-``--zoo`` runs only the zoo part.
+``--zoo`` runs only the zoo part; ``--only llama,hf:MambaModel`` only those zoo entries
+(``--only`` implies ``--zoo``). The hf models need the ``[hf]`` extra.
 """
 
 from __future__ import annotations
@@ -34,8 +39,15 @@ import torch
 from precision.backends import mp_backend
 from precision.evaluate import mp_program
 from precision.models import build_model
+from precision.precisions import parse_precision
 
 DIGITS = 50
+MP = parse_precision(f"mp{DIGITS}")
+#: Timings of the zoo part: the best of this many runs, ours and the limit interleaved, in
+#: CPU time of this process (one torch thread), which other work on a shared machine
+#: distorts far less than wall time.
+REPEATS = 3
+CLOCK = time.process_time
 BATCH, N, D, WIDTH, DEPTH = 16, 40, 20, 64, 2
 
 
@@ -97,61 +109,109 @@ def record_products(run: Callable[[], object]) -> list[tuple[int, int, int]]:
     return shapes
 
 
-def arb_limit(shapes: list[tuple[int, int, int]], digits: int, repeats: int = 3) -> float:
-    """Best time of the bare arb_mat products of ``shapes`` with full-precision entries."""
+def arb_products(shapes: list[tuple[int, int, int]], digits: int) -> Callable[[], None]:
+    """A run of the bare arb_mat products of ``shapes`` with full-precision entries."""
     old = flint.ctx.prec
     flint.ctx.dps = digits
+    bits = flint.ctx.prec
     rng = np.random.default_rng(0)
     try:
         mats = [((flint.arb_mat(m, k, rng.standard_normal(m * k).tolist()) / 7).mid(),
                  (flint.arb_mat(k, n, rng.standard_normal(k * n).tolist()) / 7).mid())
                 for m, k, n in shapes]
-        t = math.inf
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            for a, b in mats:
-                a * b
-            t = min(t, time.perf_counter() - t0)
-        return t
     finally:
         flint.ctx.prec = old
 
+    def run() -> None:
+        saved = flint.ctx.prec
+        flint.ctx.prec = bits
+        try:
+            for a, b in mats:
+                a * b
+        finally:
+            flint.ctx.prec = saved
 
-def best_time(run: Callable[[], object], repeats: int = 3) -> float:
+    return run
+
+
+def arb_limit(shapes: list[tuple[int, int, int]], digits: int, repeats: int = 3) -> float:
+    """Best time of the bare arb_mat products of ``shapes`` with full-precision entries."""
+    return best_time(arb_products(shapes, digits), repeats)
+
+
+def best_time(run: Callable[[], object], repeats: int = 3,
+              clock: Callable[[], float] = time.perf_counter) -> float:
     t = math.inf
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         run()
-        t = min(t, time.perf_counter() - t0)
+        t = min(t, clock() - t0)
     return t
 
 
 ZOO = ["llama", "mamba", "hyena", "retnet", "linear_attention", "deltanet", "moe"]
+#: The real architectures of tests/test_real_models.py: (spec, options).
+HF = [("hf:LlamaModel", {}), ("hf:LlamaModel", {"attn_implementation": "sdpa"}),
+      ("hf:MistralModel", {}), ("hf:Qwen2Model", {}), ("hf:GemmaModel", {}),
+      ("hf:Phi3Model", {}), ("hf:GPT2Model", {}), ("hf:GPT2Model", {"inputs": "ids"}),
+      ("hf:GPTNeoXModel", {}), ("hf:OPTModel", {}), ("hf:BloomModel", {}),
+      ("hf:FalconModel", {"alibi": True}), ("hf:T5EncoderModel", {}), ("hf:MambaModel", {})]
 
 
-def zoo() -> None:
+def zoo_entries(only: set[str] | None) -> list[tuple[str, Callable[..., torch.nn.Module],
+                                                       dict]]:
+    """(label, factory(d_in, d_out, depth, width, max_len), options) of every zoo entry."""
+    import warnings
+
+    from experiments.factory import load_factory
+    from experiments.hf_models import build_hf
+
+    def hf(spec: str, options: dict) -> Callable[..., torch.nn.Module]:
+        def build(*args: int, max_len: int) -> torch.nn.Module:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return build_hf(spec, *args, max_len=max_len, **options)
+        return build
+
+    entries = [(s, load_factory(f"examples/zoo/{s}.py:{s}"), {}) for s in ZOO]
+    entries += [(spec[3:] + "".join(f"-{v}" for v in o.values()), hf(spec, o), o)
+                for spec, o in HF]
+    return [e for e in entries if only is None or e[0] in only
+            or f"hf:{e[0]}" in only]
+
+
+def zoo(only: set[str] | None = None) -> None:
     """mp50 vs float64 vs the arb_mat limit for each zoo module; recurrence scaling."""
     from experiments.factory import load_factory
 
+    torch.set_num_threads(1)
     zb, zn, zd, zw, zdepth = 4, 32, 20, 32, 2
-    print(f"\nzoo: batch {zb} x N {zn} x D {zd}, width {zw}, depth {zdepth}, {DIGITS} digits")
-    print(f"{'module':<18}{'mp50 s':>9}{'float64 s':>11}{'mp50/f64':>10}{'limit s':>9}"
+    print(f"\nzoo (CPU seconds, one thread): batch {zb} x N {zn} x D {zd}, width {zw}, "
+          f"depth {zdepth}, {DIGITS} digits")
+    print(f"{'module':<24}{'mp50 s':>9}{'float64 s':>11}{'mp50/f64':>10}{'limit s':>9}"
           f"{'mp50/limit':>11}{'nodes':>7}")
-    for style in ZOO:
+    for style, factory, options in zoo_entries(only):
         torch.manual_seed(0)
-        model = load_factory(f"examples/zoo/{style}.py:{style}")(
-            zd, zd, zdepth, zw, max_len=zn).double().eval()
-        x = torch.randn(zb, zn, zd, dtype=torch.float64)
+        model = factory(zd, zd, zdepth, zw, max_len=zn).double().eval()
+        if options.get("inputs") == "ids":
+            x = torch.randint(0, 64, (zb, zn))
+        else:
+            x = torch.randn(zb, zn, zd, dtype=torch.float64)
         program = mp_program(model, x)
-        shapes = record_products(lambda p=program, x=x: p(x, precision=f"mp{DIGITS}"))
-        t_mp = best_time(lambda p=program, x=x: p(x, precision=f"mp{DIGITS}"), 2)
+        shapes = record_products(lambda p=program, x=x: p(x, precision=MP))
+        limit = arb_products(shapes, DIGITS)
+        t_mp = t_lim = math.inf
+        for _ in range(REPEATS):  # interleaved: both timed under the same machine load
+            t_mp = min(t_mp, best_time(lambda p=program, x=x: p(x, precision=MP), 1, CLOCK))
+            t_lim = min(t_lim, best_time(limit, 1, CLOCK))
         with torch.no_grad():
-            t_64 = best_time(lambda m=model, x=x: m(x), 20)
-        t_lim = arb_limit(shapes, DIGITS)
+            t_64 = best_time(lambda m=model, x=x: m(x), 20, CLOCK)
         nodes = sum(1 for n in program.graph.nodes if n.op == "call_function")
-        print(f"{style:<18}{t_mp:9.3f}{t_64:11.5f}{t_mp / t_64:10.0f}{t_lim:9.3f}"
+        print(f"{style:<24}{t_mp:9.3f}{t_64:11.5f}{t_mp / t_64:10.0f}{t_lim:9.3f}"
               f"{t_mp / t_lim:11.2f}{nodes:7d}")
 
+    if only is not None:
+        return
     print("\nunrolled recurrence (mamba, 1 layer, width 16, batch 2): per-node cost")
     per_node = []
     for n_tok in (zn, 2 * zn):
@@ -159,7 +219,7 @@ def zoo() -> None:
         model = load_factory("examples/zoo/mamba.py:mamba")(zd, zd, 1, 16).double().eval()
         x = torch.randn(2, n_tok, zd, dtype=torch.float64)
         program = mp_program(model, x)
-        t = best_time(lambda p=program, x=x: p(x, precision=f"mp{DIGITS}"), 3)
+        t = best_time(lambda p=program, x=x: p(x, precision=MP), 3)
         nodes = sum(1 for n in program.graph.nodes if n.op == "call_function")
         per_node.append(t / nodes)
         print(f"  N = {n_tok:3d}: {nodes:5d} nodes, {t:.3f} s, {1e6 * t / nodes:.0f} us/node")
@@ -175,12 +235,12 @@ def main() -> None:
     program = mp_program(model, x)
 
     # Record the matrix products our evaluation performs (batched ones slice by slice).
-    shapes = record_products(lambda: program(x, precision=f"mp{DIGITS}"))
+    shapes = record_products(lambda: program(x, precision=MP))
 
     t_ours = math.inf
     for _ in range(3):
         t0 = time.perf_counter()
-        out = program(x, precision=f"mp{DIGITS}")
+        out = program(x, precision=MP)
         t_ours = min(t_ours, time.perf_counter() - t0)
 
     flint.ctx.dps = DIGITS
@@ -229,6 +289,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if "--zoo" not in sys.argv[1:]:
+    args = sys.argv[1:]
+    picked = set(args[args.index("--only") + 1].split(",")) if "--only" in args else None
+    if "--zoo" not in args and picked is None:
         main()
-    zoo()
+    zoo(picked)

@@ -165,7 +165,9 @@ def length_figure(runs: pd.DataFrame, path: Path) -> Path | None:
     fig.suptitle("Error against sequence length (dotted: the precision's unit roundoff u)",
                  fontsize=10)
     fig.tight_layout()
-    handles = [shown[p] for p in sorted(shown, key=precision_order, reverse=True)]
+    # The legend lists the precisions as the lines stand, top (least precise) first, in the
+    # order of the table's columns.
+    handles = [shown[p] for p in sorted(shown, key=precision_order)]
     handles.append(Line2D([], [], color="black", ls=":", lw=1, label="unit roundoff u"))
     fig.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 0.93))
     return _save(fig, path)

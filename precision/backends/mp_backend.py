@@ -83,8 +83,7 @@ def exact_array(values: Any) -> np.ndarray:
     """Numbers that fit a float64 (any float format's values do) as an object array of exact
     ``flint.arb`` values, same shape. No rounding: arb holds every float64 exactly."""
     arr = np.asarray(values, dtype=np.float64)
-    out = np.fromiter((flint.arb(v) for v in arr.reshape(-1).tolist()), dtype=object,
-                      count=arr.size)
+    out = np.fromiter(map(flint.arb, arr.reshape(-1).tolist()), dtype=object, count=arr.size)
     return out.reshape(arr.shape)
 
 
@@ -95,13 +94,18 @@ class MPArray:
     entry returns a 0-d :class:`MPArray` that behaves like a number (``float()``, ``<``).
     """
 
-    __slots__ = ("a", "prec", "clean")
+    __slots__ = ("a", "prec", "clean", "finite")
     __array_priority__ = 1000  # numpy defers to our operators
 
-    def __init__(self, a: np.ndarray, prec: int, clean: bool = False) -> None:
+    def __init__(self, a: np.ndarray, prec: int, clean: bool = False,
+                 finite: bool = False) -> None:
         self.a = a
         self.prec = prec
         self.clean = clean  # True: every entry is known to have radius 0
+        # True: every entry is known to be finite (False: not known). Sums, differences and
+        # products of finite arb values are finite (arb's exponents do not overflow), so
+        # they skip the scan for IEEE infinities their results would otherwise need.
+        self.finite = finite
 
     def stripped(self) -> MPArray:
         """This array with the ball radii dropped (in place; the midpoints are unchanged).
@@ -135,20 +139,21 @@ class MPArray:
 
     @property
     def T(self) -> MPArray:  # noqa: N802 - numpy spelling
-        return MPArray(self.a.T, self.prec, self.clean)
+        return MPArray(self.a.T, self.prec, self.clean, self.finite)
 
     def reshape(self, *shape: int) -> MPArray:
-        return MPArray(self.a.reshape(*shape), self.prec, self.clean)
+        return MPArray(self.a.reshape(*shape), self.prec, self.clean, self.finite)
 
     def __getitem__(self, idx: Any) -> MPArray:
         item = self.a[idx]
         if not isinstance(item, np.ndarray):
             item = np.array(item, dtype=object)
-        return MPArray(item, self.prec, self.clean)
+        return MPArray(item, self.prec, self.clean, self.finite)
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         if isinstance(value, MPArray) and not value.clean:
             value.stripped()
+        self.finite = self.finite and known_finite(value)
         self.a[idx] = self._coerce(value)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
@@ -182,9 +187,8 @@ class MPArray:
     def to_float64(self) -> np.ndarray:
         """Entries rounded to float64 (numpy)."""
         self.stripped()
-        return np.array(
-            [float(v) for v in self.a.reshape(-1)], dtype=np.float64
-        ).reshape(self.a.shape)
+        return np.fromiter(map(float, self.a.reshape(-1).tolist()), dtype=np.float64,
+                           count=self.a.size).reshape(self.a.shape)
 
     def to_exact_numpy(self) -> np.ndarray:
         """The exact arb entries (a copy of the object array)."""
@@ -213,7 +217,8 @@ class MPArray:
             res = np.array(res, dtype=object)
         elif res.dtype != object:
             res = res.astype(object)
-        return MPArray(res, self.prec, clean=not exact_mid)
+        return MPArray(res, self.prec, clean=not exact_mid,
+                       finite=exact_mid and self.finite and known_finite(other))
 
     def __add__(self, o: Any) -> MPArray:
         return self._binary(o, lambda x, y: x + y)
@@ -234,7 +239,10 @@ class MPArray:
         return self._binary(o, lambda x, y: x * y, reflected=True)
 
     def __truediv__(self, o: Any) -> MPArray:
-        return self._binary(o, lambda x, y: x / y, exact_mid=False)
+        res = self._binary(o, lambda x, y: x / y, exact_mid=False)
+        # finite / a finite nonzero number (a mean's count) is finite
+        res.finite = self.finite and isinstance(o, int | float) and o != 0 and math.isfinite(o)
+        return res
 
     def __rtruediv__(self, o: Any) -> MPArray:
         return self._binary(o, lambda x, y: x / y, reflected=True, exact_mid=False)
@@ -247,14 +255,16 @@ class MPArray:
     def __neg__(self) -> MPArray:
         # python-flint rounds even unary minus to ctx.prec, so it needs our precision too.
         with workprec(self.prec):
-            return MPArray(np.asarray(-self.a, dtype=object), self.prec, self.clean)
+            return MPArray(np.asarray(-self.a, dtype=object), self.prec, self.clean,
+                           self.finite)
 
     def __pos__(self) -> MPArray:
         return self
 
     def __abs__(self) -> MPArray:
         with workprec(self.prec):
-            return MPArray(np.asarray(np.abs(self.a), dtype=object), self.prec, self.clean)
+            return MPArray(np.asarray(np.abs(self.a), dtype=object), self.prec, self.clean,
+                           self.finite)
 
     def _cmp(self, o: Any, op: Callable[[Any, Any], Any]) -> Any:
         self.stripped()
@@ -325,6 +335,12 @@ def matmul(x: MPArray, y: MPArray) -> MPArray:
     b = y if not yv else MPArray(y.a.reshape(-1, 1), y.prec)
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matmul: shapes {x.shape} and {y.shape} do not align")
+    if a.shape[-1] == 1 and not (xv or yv) and x.finite and y.finite:
+        # An outer product: each entry is one product, the midpoint arb_mat gives it (a
+        # one-term dot product is the product rounded once), in one numpy object pass.
+        with workprec(prec):
+            out = np.asarray(a.a * b.a, dtype=object)
+        return MPArray(out, prec, clean=False, finite=True)
     if a.ndim == 2 and b.ndim == 2:
         with workprec(prec):
             prod = a.as_arb_mat() * b.as_arb_mat()
@@ -352,7 +368,23 @@ def matmul(x: MPArray, y: MPArray) -> MPArray:
         out = out[..., 0]
     if not isinstance(out, np.ndarray):
         out = np.array(out, dtype=object)
-    return MPArray(out, prec, clean=True)
+    return MPArray(out, prec, clean=True, finite=x.finite and y.finite)
+
+
+def known_finite(v: Any) -> bool:
+    """Whether ``v`` (an MPArray, a number, an arb or a numpy array) is known to hold only
+    finite values (an MPArray by its ``finite`` flag; False: not known)."""
+    if isinstance(v, MPArray):
+        return v.finite
+    if isinstance(v, bool | int | np.integer | np.bool_):
+        return True
+    if isinstance(v, float | np.floating):
+        return math.isfinite(v)
+    if isinstance(v, flint.arb):
+        return v.is_finite()
+    if isinstance(v, np.ndarray) and v.dtype != object:
+        return v.dtype.kind in "iub" or (v.dtype.kind == "f" and bool(np.isfinite(v).all()))
+    return False
 
 
 def elementwise(method: Callable[[Any], Any]) -> Callable[[MPArray], MPArray]:
@@ -414,7 +446,7 @@ class MPBackend(Backend):
         return out
 
     def copy(self, a: MPArray) -> MPArray:
-        return MPArray(a.a.copy(), a.prec, a.clean)
+        return MPArray(a.a.copy(), a.prec, a.clean, a.finite)
 
     def sqrt(self, a: MPArray) -> MPArray:
         return _sqrt(a)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from precision.backends.interpreter.comparisons import clamp, compare, where
-from precision.backends.interpreter.core import ONE, Ctx, OpTable, is_float, lift
+from precision.backends.interpreter.core import ONE, ZERO, Ctx, OpTable, is_float, lift
 from precision.backends.interpreter.elementwise import _ERF, _EXP, _EXPM1, _LOG1P, _TANH
 from precision.backends.mp_backend import MPArray, workprec
 
@@ -28,10 +28,26 @@ def _sigmoid_one(v: Any) -> Any:
 
 
 _SIGMOID = lift(_sigmoid_one, lambda v: 1.0 / (1.0 + np.exp(-v)))
+_EXP_C = np.frompyfunc(flint.arb.exp, 1, 1)
+_MID = np.frompyfunc(flint.arb.mid, 1, 1)
 
 
 def sigmoid(ctx: Ctx, x: Any) -> MPArray:
-    return _SIGMOID(ctx, x)
+    """1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below (no overflow either way):
+    with t = exp(-|x|), 1 / (1 + t) or t / (1 + t), the same arb operations on the same
+    values as :func:`_sigmoid_one` entry by entry, run as numpy object passes. An input
+    that is not finite everywhere takes the entry-by-entry path (its IEEE fall-back)."""
+    xa = ctx.arr(x).stripped()
+    if not xa.finite or xa.ndim == 0:
+        return _SIGMOID(ctx, xa)
+    with workprec(xa.prec):
+        flat = xa.a.reshape(-1)
+        neg = np.fromiter(map(ZERO.__gt__, flat.tolist()), dtype=bool, count=flat.size)
+        t = _EXP_C(np.where(neg, flat, -flat))        # exp(-|x|), radius kept as in one()
+        den = ONE + t
+        out = _MID(np.where(neg, t, ONE) / den)
+    return MPArray(np.asarray(out, dtype=object).reshape(xa.shape), xa.prec, clean=True,
+                   finite=True)
 
 
 def elu(ctx: Ctx, x: Any, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0

@@ -89,6 +89,7 @@ def _rounder(dtype: torch.dtype) -> Any:
 
 
 _ROUNDERS: dict[torch.dtype, Any] = {}
+_MID = np.frompyfunc(flint.arb.mid, 1, 1)
 
 
 def _through_float64(f: np.ndarray, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -128,11 +129,14 @@ def round_into(value: Any, dtype: torch.dtype) -> Any:
     ufunc, bits = _ROUNDERS[dtype]
     if bits >= value.prec:
         return value
-    exact = value.stripped().a
-    rounded, unsure = _through_float64(np.atleast_1d(value.to_float64()), dtype)
-    out = exact_array(rounded).reshape(-1)
-    flat = exact.reshape(-1)
-    idx = np.nonzero(unsure.reshape(-1))[0]
+    # float() of an arb is its midpoint's float64 image, so the radii sums and products
+    # keep need not be stripped first; only the unsure entries need their exact midpoints.
+    flat = value.a.reshape(-1)
+    f = np.fromiter(map(float, flat.tolist()), dtype=np.float64, count=flat.size)
+    rounded, unsure = _through_float64(f, dtype)
+    out = exact_array(rounded)
+    idx = np.nonzero(unsure)[0]
     if idx.size:
-        out[idx] = ufunc(flat[idx])
-    return MPArray(out.reshape(exact.shape), value.prec, clean=True)
+        out[idx] = ufunc(_MID(flat[idx]))
+    return MPArray(out.reshape(value.shape), value.prec, clean=True,
+                   finite=value.finite and bool(np.isfinite(rounded).all()))

@@ -15,15 +15,19 @@ working precision.
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import flint
 import numpy as np
 
-from precision.backends.mp_backend import MPArray, MPBackend, workprec
+from precision.backends.mp_backend import MPArray, MPBackend, known_finite, workprec
 
 OpTable = dict[Any, Callable[..., Any]]
+
+_IS_FINITE = flint.arb.is_finite
+_MID = np.frompyfunc(flint.arb.mid, 1, 1)
 
 ZERO = flint.arb(0)
 ONE = flint.arb(1)
@@ -50,8 +54,11 @@ class Ctx:
         if isinstance(v, np.ndarray):
             if v.dtype == object:
                 return self.xp.asarray(v)
-            return self.xp.asarray(v.astype(np.float64))
-        return self.wrap(np.array(self.const(v), dtype=object))
+            out = self.xp.asarray(v.astype(np.float64))
+            out.finite = known_finite(v)
+            return out
+        c = self.const(v)
+        return MPArray(np.array(c, dtype=object), self.prec, finite=c.is_finite())
 
     def wrap(self, a: Any) -> MPArray:
         """An object array of arb (already at this precision) as an MPArray."""
@@ -77,7 +84,7 @@ class Ctx:
     def filled(self, shape: Sequence[int], value: flint.arb) -> MPArray:
         out = np.empty(tuple(shape), dtype=object)
         out.fill(value)
-        return MPArray(out, self.prec, clean=True)
+        return MPArray(out, self.prec, clean=True, finite=value.is_finite())
 
 
 def is_float(v: Any) -> bool:
@@ -102,7 +109,7 @@ def ndim_of(x: Any) -> int:
 def map_array(x: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
     """Apply a pure shape operation (reshape, slice, transpose...) to any tensor value."""
     if isinstance(x, MPArray):
-        return MPArray(np.asarray(fn(x.a), dtype=object), x.prec, x.clean)
+        return MPArray(np.asarray(fn(x.a), dtype=object), x.prec, x.clean, x.finite)
     if hasattr(x, "map_parts"):  # MPComplex
         return x.map_parts(lambda p: map_array(p, fn))
     return np.asarray(fn(np.asarray(x)))
@@ -130,6 +137,15 @@ def as_float64(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
+def _ieee(v: Any, fallback: Callable[[float], float]) -> flint.arb:
+    """``fallback`` (a float64 function) at the float value of ``v``, as an arb."""
+    with np.errstate(all="ignore"):
+        f = float(fallback(float(v)))
+    if math.isnan(f):
+        return NAN
+    return POS_INF if f == math.inf else NEG_INF if f == -math.inf else flint.arb(f)
+
+
 def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None = None
          ) -> Callable[[Any, Any], MPArray]:
     """An elementwise op from a one-argument arb method, rounded at prec.
@@ -137,17 +153,36 @@ def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None
     arb returns an indeterminate ball where IEEE arithmetic returns +-inf (log(0),
     exp(inf)); entries whose arb result is not finite are recomputed with ``fallback``
     (the float64 function) on the input's float value, which gives PyTorch's answer there.
+
+    A C method of ``flint.arb`` (``flint.arb.exp``) runs as two numpy object passes (the
+    method, then the midpoint) and a finiteness scan, with no Python frame per entry; a
+    Python function runs as one pass of ``method(v).mid()``. Same midpoints either way.
     """
+    if not isinstance(method, types.FunctionType | types.LambdaType):
+        raw = np.frompyfunc(method, 1, 1)
+
+        def apply_c(ctx: Any, x: Any) -> MPArray:
+            xa = ctx.arr(x).stripped()
+            with workprec(xa.prec):
+                res = np.asarray(_MID(raw(xa.a)), dtype=object)
+            if fallback is not None:
+                flat = res.reshape(-1)
+                finite = np.fromiter(map(_IS_FINITE, flat.tolist()), dtype=bool,
+                                     count=flat.size)
+                if not finite.all():
+                    src = xa.a.reshape(-1)
+                    for i in np.flatnonzero(~finite).tolist():
+                        flat[i] = _ieee(src[i], fallback)
+                return MPArray(res, xa.prec, clean=True, finite=bool(finite.all()))
+            return MPArray(res, xa.prec, clean=True)
+
+        return apply_c
 
     def one(v: Any) -> Any:
         r = method(v).mid()
         if r.is_finite() or fallback is None:
             return r
-        with np.errstate(all="ignore"):
-            f = float(fallback(float(v)))
-        if math.isnan(f):
-            return NAN
-        return POS_INF if f == math.inf else NEG_INF if f == -math.inf else flint.arb(f)
+        return _ieee(v, fallback)
 
     ufunc = np.frompyfunc(one, 1, 1)
 
@@ -160,14 +195,18 @@ def lift(method: Callable[[Any], Any], fallback: Callable[[float], float] | None
     return apply
 
 
-_IS_FINITE = flint.arb.is_finite
 
 
 def fix_nonfinite(res: MPArray, a: Any, b: Any, op: Callable[[Any, Any], Any]) -> MPArray:
     """Redo the non-finite entries of a binary result with float64 (IEEE) semantics:
-    arb turns -inf + 2 or 1 / 0 into indeterminate balls where IEEE gives +-inf."""
+    arb turns -inf + 2 or 1 / 0 into indeterminate balls where IEEE gives +-inf. A result
+    known finite (:attr:`MPArray.finite`: a sum or product of finite operands) is not
+    scanned; one found finite is marked so."""
+    if res.finite:
+        return res
     flat = res.a.reshape(-1)
-    if all(map(_IS_FINITE, flat)):
+    if all(map(_IS_FINITE, flat.tolist())):
+        res.finite = True
         return res
     fa = np.broadcast_to(as_float64(a), res.shape).reshape(-1)
     fb = np.broadcast_to(as_float64(b), res.shape).reshape(-1)

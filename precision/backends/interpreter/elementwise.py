@@ -297,14 +297,10 @@ _TANH = _fn("tanh", np.tanh)
 _ERF = _fn("erf", math.erf)
 
 
-def _rsqrt_one(v: Any) -> Any:
-    return v.rsqrt()
-
-
 UNARY: dict[str, Callable[..., MPArray]] = {
     "log": _fn("log", np.log), "log1p": _LOG1P, "log2": _log_base(2.0),
     "log10": _log_base(10.0), "expm1": _EXPM1, "sqrt": _SQRT,
-    "rsqrt": lift(_rsqrt_one, lambda v: 1.0 / np.sqrt(v)),
+    "rsqrt": lift(flint.arb.rsqrt, lambda v: 1.0 / np.sqrt(v)),
     "sin": _fn("sin", np.sin), "cos": _fn("cos", np.cos), "tan": _fn("tan", np.tan),
     "asin": _fn("asin", np.arcsin), "acos": _fn("acos", np.arccos),
     "atan": _fn("atan", np.arctan), "sinh": _fn("sinh", np.sinh), "cosh": _fn("cosh", np.cosh),

@@ -39,9 +39,9 @@ def addmm(ctx: Ctx, bias: Any, a: Any, b: Any, beta: float = 1, alpha: float = 1
     if beta == 1 and alpha == 1 and bias.ndim == 1 and a.ndim == 2 and b.ndim == 2:
         ones = np.empty((a.shape[0], 1), dtype=object)
         ones.fill(ONE)
-        left = MPArray(np.concatenate([a.a, ones], axis=1), ctx.prec, a.clean)
+        left = MPArray(np.concatenate([a.a, ones], axis=1), ctx.prec, a.clean, a.finite)
         right = MPArray(np.concatenate([b.a, bias.a.reshape(1, -1)], axis=0), ctx.prec,
-                        b.clean and bias.clean)
+                        b.clean and bias.clean, b.finite and bias.finite)
         return left @ right
     prod = a @ b
     prod = prod * alpha if alpha != 1 else prod

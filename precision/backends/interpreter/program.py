@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+import weakref
 from collections.abc import Collection
 from typing import Any
 
@@ -49,7 +50,7 @@ from precision.backends.interpreter import (
 )
 from precision.backends.interpreter.complex import MPComplex
 from precision.backends.interpreter.core import Ctx, OpTable, UnsupportedOpError
-from precision.backends.mp_backend import MPArray, exact_array
+from precision.backends.mp_backend import MPArray, exact_array, known_finite
 from precision.precisions import Precision
 
 #: Every supported ATen overload (and ``operator.getitem``) -> ``op(ctx, *args, **kwargs)``.
@@ -125,8 +126,11 @@ def to_exact(t: torch.Tensor, ctx: Ctx) -> Any:
         z = t.detach().to(torch.complex128).cpu()
         return MPComplex(to_exact(z.real.contiguous(), ctx), to_exact(z.imag.contiguous(), ctx))
     if t.dtype.is_floating_point:
-        out = exact_array(t.detach().to(torch.float64).cpu().numpy())
-        return ctx.xp.asarray(out) if ctx.prec < 53 else MPArray(out, ctx.prec, clean=True)
+        f = t.detach().to(torch.float64).cpu().numpy()
+        out = exact_array(f)
+        if ctx.prec < 53:
+            return ctx.xp.asarray(out)
+        return MPArray(out, ctx.prec, clean=True, finite=bool(np.isfinite(f).all()))
     return t.detach().cpu().numpy()
 
 
@@ -144,14 +148,68 @@ def as_float64(x: Any) -> Any:
     return x
 
 
+#: An argument of a node, read by :func:`call_op`: (0, constant), (1, name of the node whose
+#: value it is) or (2, [such pairs]) for a list or tuple (``cat``'s tensors).
+ArgSpec = tuple[int, Any]
+#: Node -> (its positional and keyword argument specs), built once per node.
+_ARG_SPECS: weakref.WeakKeyDictionary[torch.fx.Node, tuple[list[ArgSpec], dict[str, ArgSpec]]
+                                      ] = weakref.WeakKeyDictionary()
+
+
+def _has_node(arg: Any) -> bool:
+    return isinstance(arg, torch.fx.Node) or (
+        isinstance(arg, list | tuple) and any(map(_has_node, arg)))
+
+
+def _arg_spec(arg: Any) -> ArgSpec:
+    if isinstance(arg, torch.fx.Node):
+        return 1, arg.name
+    if isinstance(arg, list | tuple) and _has_node(arg):
+        return 2, (type(arg) if isinstance(arg, tuple) else list, [_arg_spec(a) for a in arg])
+    return 0, arg
+
+
+def _read(spec: ArgSpec, values: dict[str, Any]) -> Any:
+    kind, v = spec
+    if kind == 0:
+        return v
+    if kind == 1:
+        return values[v]
+    container, parts = v
+    return container(_read(p, values) for p in parts)
+
+
+def _mark_finite(out: Any, args: list[Any]) -> None:
+    """An op that only moves, selects or copies values (:data:`casts.DATA_MOVEMENT`) of
+    operands known finite gives values known finite (:attr:`MPArray.finite`)."""
+    parts = out if isinstance(out, list | tuple) else (out,)
+    if not any(isinstance(p, MPArray) and not p.finite for p in parts):
+        return
+    flat = [a for arg in args for a in (arg if isinstance(arg, list | tuple) else (arg,))]
+    if all(known_finite(a) or (isinstance(a, np.ndarray) and a.dtype.kind in "iub")
+           or a is None for a in flat if not isinstance(a, str | torch.dtype)):
+        for p in parts:
+            if isinstance(p, MPArray):
+                p.finite = True
+
+
 def call_op(node: torch.fx.Node, values: dict[str, Any], ctx: Ctx) -> Any:
     """Evaluate one ``call_function`` node on the values it reads; an exception keeps its
-    type, its message prefixed with the op, the node and its module."""
-    args = torch.fx.node.map_arg(node.args, lambda n: values[n.name])
-    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n.name])
-    kwargs = {k: v for k, v in kwargs.items() if k not in _DROPPED_KWARGS}
+    type, its message prefixed with the op, the node and its module. Where each argument
+    comes from is worked out once per node (:data:`_ARG_SPECS`), not at every call."""
+    specs = _ARG_SPECS.get(node)
+    if specs is None:
+        specs = _ARG_SPECS[node] = (
+            [_arg_spec(a) for a in node.args],
+            {k: _arg_spec(v) for k, v in node.kwargs.items() if k not in _DROPPED_KWARGS})
+    args = [values[v] if kind == 1 else v if kind == 0 else _read((kind, v), values)
+            for kind, v in specs[0]]
+    kwargs = {k: _read(spec, values) for k, spec in specs[1].items()}
     try:
-        return OPS[node.target](ctx, *args, **kwargs)
+        out = OPS[node.target](ctx, *args, **kwargs)
+        if node.target in casts.DATA_MOVEMENT:
+            _mark_finite(out, args)
+        return out
     except Exception as exc:
         where = f"op {op_name(node.target)} ({node_origin(node)})"
         if exc.args and isinstance(exc.args[0], str):

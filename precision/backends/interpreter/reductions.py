@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import compress
 from typing import Any
 
 import flint
@@ -64,7 +65,7 @@ def total(ctx: Ctx, x: Any, dims: Any = None, keepdim: bool = False, dtype: Any 
             else:
                 a = np.add.reduce(a, axis=ax)
     return MPArray(np.asarray(_keep(np.asarray(a, dtype=object), axes, keepdim),
-                              dtype=object), ctx.prec)
+                              dtype=object), ctx.prec, finite=x.finite)
 
 
 def count(shape: tuple[int, ...], dims: Any) -> int:
@@ -262,9 +263,20 @@ def cumulative(ufunc: np.ufunc) -> Callable[..., Any]:
     return apply
 
 
+_IS_FINITE = flint.arb.is_finite
+_MID = np.frompyfunc(flint.arb.mid, 1, 1)
+_EXP_C = np.frompyfunc(flint.arb.exp, 1, 1)
+_LOG_C = np.frompyfunc(flint.arb.log, 1, 1)
+
+
 def softmax(ctx: Ctx, x: MPArray, dim: int, half_to_float: bool = False, log: bool = False
             ) -> MPArray:
-    """softmax along ``dim``; entries equal to -inf (masked) get probability exactly 0."""
+    """softmax along ``dim``; entries that are not finite (a -inf mask) get probability
+    exactly 0 (log-probability -inf), a row without a finite entry is NaN.
+
+    Per row r: m = max of the finite entries, s_i = x_i - m, e_i = exp(s_i), t = sum_i e_i
+    added left to right, out_i = e_i / t (log: s_i - log t); each op rounded at prec. The
+    rows run together as numpy object passes (no Python loop per entry)."""
     x = ctx.arr(x)
     if x.ndim == 0:
         return ctx.filled((), ZERO if log else flint.arb(1))
@@ -273,26 +285,30 @@ def softmax(ctx: Ctx, x: MPArray, dim: int, half_to_float: bool = False, log: bo
     a = np.moveaxis(x.stripped().a, dim, -1)
     shape = a.shape
     rows = a.reshape(-1, shape[-1])
-    out = np.empty(rows.shape, dtype=object)
+    listed = rows.tolist()
+    live = np.fromiter(map(_IS_FINITE, rows.reshape(-1).tolist()), dtype=bool,
+                       count=rows.size).reshape(rows.shape)
+    any_live = live.any(axis=1)
+    if live.all():
+        m = list(map(max, listed))
+        work = rows
+    else:
+        m = [max(compress(r, ok)) if any(ok) else ZERO
+             for r, ok in zip(listed, live.tolist(), strict=True)]
+        work = np.where(live, rows, np.fromiter(m, dtype=object, count=len(m))[:, None])
     with workprec(x.prec):
-        for r in range(rows.shape[0]):
-            row = rows[r]
-            live = [v.is_finite() for v in row]
-            if not any(live):
-                out[r] = [NAN] * len(row)
-                continue
-            m = max(v for v, ok in zip(row, live, strict=True) if ok)
-            shifted = [(v - m).mid() if ok else None for v, ok in zip(row, live, strict=True)]
-            ex = [s.exp().mid() if s is not None else ZERO for s in shifted]
-            tot = ZERO
-            for e in ex:
-                tot = (tot + e).mid()
-            if log:
-                lt = tot.log().mid()
-                out[r] = [(s - lt).mid() if s is not None else NEG_INF for s in shifted]
-            else:
-                out[r] = [(e / tot).mid() for e in ex]
-    return MPArray(np.moveaxis(out.reshape(shape), -1, dim), x.prec, clean=True)
+        shifted = _MID(work - np.fromiter(m, dtype=object, count=len(m))[:, None])
+        ex = _MID(_EXP_C(shifted))
+        ex[~live] = ZERO
+        tot = _MID(np.add.reduce(ex, axis=1))  # sequential, each addition rounded
+        if log:
+            out = _MID(shifted - _MID(_LOG_C(tot))[:, None])
+            out[~live] = NEG_INF
+        else:
+            out = _MID(ex / tot[:, None])
+    out[~any_live] = NAN
+    return MPArray(np.moveaxis(out.reshape(shape), -1, dim), x.prec, clean=True,
+                   finite=bool(live.all()) or (not log and bool(any_live.all())))
 
 
 def logsumexp(ctx: Ctx, x: Any, dims: Any, keepdim: bool = False) -> MPArray:
