@@ -104,9 +104,7 @@ def _accumulated(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Pr
         if keepdim:
             out = out.reshape([1 if d in dims else x.shape[d] for d in range(x.dim())])
         return out
-    if func is aten.dot.default:
-        return _sequential_sum(args[0] * args[1], acc, mode, stream)
-    if func is aten.mv.default:
+    if func in (aten.dot.default, aten.mv.default):   # (K) . (K), (M, K) . (K): sum over K
         return _sequential_sum(args[0] * args[1], acc, mode, stream)
     a, b = (args[0], args[1]) if func in (aten.mm.default, aten.bmm.default) else \
         (args[1], args[2])
@@ -139,6 +137,18 @@ def _mx_operand(t: torch.Tensor, p: Precision, dim: int, stream: RandomStream | 
 MX_CACHE_SIZE = 256
 
 
+_RETURNS: dict[Any, tuple[bool, bool]] = {}
+
+
+def _returns(func: Any) -> tuple[bool, bool]:
+    """Whether ``func`` returns a view of an input, and whether it returns an argument it
+    wrote (from its schema, read once per op)."""
+    if func not in _RETURNS:
+        aliases = [r.alias_info for r in func._schema.returns if r.alias_info is not None]
+        _RETURNS[func] = (any(not a.is_write for a in aliases), any(a.is_write for a in aliases))
+    return _RETURNS[func]
+
+
 def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precision, *,
            stream: RandomStream | None = None,
            cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
@@ -159,20 +169,19 @@ def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precisio
         if acc == "float64" and carrier == torch.float32:
             wide = tree_map(lambda a: a.to(torch.float64) if isinstance(a, torch.Tensor)
                             and a.is_floating_point() else a, (args, kwargs))
-            out = round_values(func(*wide[0], **wide[1]), p, stream=stream).to(carrier)
-            return out
+            return round_values(func(*wide[0], **wide[1]), p, stream=stream).to(carrier)
         if acc != {torch.float32: "float32", torch.float64: "float64"}[carrier]:
             out = _accumulated(func, args, kwargs, p, stream)
     if out is None:
         out = func(*args, **kwargs)
-    schema = func._schema
-    if any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
+    view, writes = _returns(func)
+    if view:
         return out  # a view of an input: its values are rounded already
 
     def _round(t: Any) -> Any:
         if isinstance(t, torch.Tensor) and t.is_floating_point():
             rounded = round_values(t, p, stream=stream)
-            if any(r.alias_info is not None and r.alias_info.is_write for r in schema.returns):
+            if writes:
                 with torch.no_grad():
                     t.copy_(rounded)  # an in-place op: round the tensor it wrote
                 return t

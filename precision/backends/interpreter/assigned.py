@@ -25,7 +25,6 @@ import numpy as np
 import torch
 
 from precision.backends.interpreter import casts
-from precision.backends.interpreter.complex import MPComplex
 from precision.backends.mp_backend import MPArray, exact_array
 from precision.formats.module_assignment import base_of, parents, precision_at
 from precision.formats.op_rounding import round_values
@@ -74,14 +73,13 @@ def node_formats(graph: torch.fx.Graph, input_specs: dict[str, Any],
 def round_into_format(value: Any, q: Precision) -> Any:
     """``value`` (an MPArray, an MPComplex, or a tuple / list of values) with every float
     array rounded into the float format ``q`` (module docstring); other values unchanged."""
-    if isinstance(value, tuple | list):
-        return type(value)(round_into_format(v, q) for v in value)
-    if isinstance(value, MPComplex):
-        return MPComplex(round_into_format(value.re, q), round_into_format(value.im, q))
-    if not isinstance(value, MPArray):
-        return value
     if q.is_plain and q.format in _EXACT_DTYPES:
         return casts.round_into(value, _EXACT_DTYPES[q.format])
+    return casts.map_arrays(value, lambda a: _round_array(a, q))
+
+
+def _round_array(value: MPArray, q: Precision) -> MPArray:
+    """One array rounded into ``q`` through its float64 image (module docstring)."""
     if q.bits >= value.prec:
         return value
     image = np.asarray(value.to_float64(), dtype=np.float64)

@@ -17,6 +17,7 @@ exact integer arithmetic where it may not be).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import flint
@@ -112,18 +113,27 @@ def _through_float64(f: np.ndarray, dtype: torch.dtype) -> tuple[np.ndarray, np.
     return rounded, unsure
 
 
+def map_arrays(value: Any, fn: Callable[[MPArray], MPArray]) -> Any:
+    """``value`` (an MPArray, an MPComplex, or a tuple / list of values) with ``fn`` applied
+    to every float array in it (the real and imaginary parts of a complex one); other values
+    unchanged."""
+    if isinstance(value, tuple | list):
+        return type(value)(map_arrays(v, fn) for v in value)
+    if isinstance(value, MPComplex):
+        return MPComplex(fn(value.re), fn(value.im))
+    return fn(value) if isinstance(value, MPArray) else value
+
+
 def round_into(value: Any, dtype: torch.dtype) -> Any:
     """``value`` (an MPArray, an MPComplex, or a tuple / list of values) with every float
-    array rounded into ``dtype`` (one of :data:`NARROW_DTYPES`); other values unchanged.
+    array rounded into ``dtype`` (one of :data:`NARROW_DTYPES`); other values unchanged."""
+    return map_arrays(value, lambda a: _round_array(a, dtype))
 
-    Fast path: through the float64 image (numpy's single rounding from float64), exact but
-    for the entries :func:`_through_float64` flags, which take the exact integer rounding."""
-    if isinstance(value, tuple | list):
-        return type(value)(round_into(v, dtype) for v in value)
-    if isinstance(value, MPComplex):
-        return MPComplex(round_into(value.re, dtype), round_into(value.im, dtype))
-    if not isinstance(value, MPArray):
-        return value
+
+def _round_array(value: MPArray, dtype: torch.dtype) -> MPArray:
+    """One array rounded into ``dtype``. Fast path: through the float64 image (numpy's single
+    rounding from float64), exact but for the entries :func:`_through_float64` flags, which
+    take the exact integer rounding."""
     if dtype not in _ROUNDERS:
         _ROUNDERS[dtype] = _rounder(dtype)
     ufunc, bits = _ROUNDERS[dtype]
