@@ -248,9 +248,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if isinstance(result, str):
         raise UsageError(result)
     rows, problem, notes = result
-    print(f"{'precision':<24}  {'relative error':>14}  {'digits':>6}  casts (keep vs promote)")
+    wide = max([24, *(len(name) for name, *_ in rows)])
+    print(f"{'precision':<{wide}}  {'relative error':>14}  {'digits':>6}  casts (keep vs promote)")
     for name, relative, digits, casts in rows:
-        print(f"{name:<24}  {relative:>14.2e}  {digits:>6.1f}  "
+        print(f"{name:<{wide}}  {relative:>14.2e}  {digits:>6.1f}  "
               + (f"{casts:.2e}" if casts is not None else "-"))
     print(f"(against the model in {reference.name}: every cast promoted)")
     if notes:

@@ -30,6 +30,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from precision.precisions import PrecisionError, parse_precision  # noqa: E402
 from reports.files import write_bytes  # noqa: E402
+from reports.model_table import train_dtype
 from reports.tables import Pivot  # noqa: E402
 from reports.text_table import precision_order, text_table  # noqa: E402
 from results.records import LengthConfig, LengthResult, stored_float  # noqa: E402
@@ -45,7 +46,7 @@ DPI = 150
 
 def _model(subject: str, cfg: LengthConfig) -> str:
     """A model configuration's label: subject, depth x width, training dtype."""
-    return f"{subject} (depth {cfg.depth}, width {cfg.width}, trained in {cfg.train_dtype})"
+    return f"{subject} (depth {cfg.depth}, width {cfg.width}, trained in {train_dtype(cfg)})"
 
 
 def length_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from experiments.trained.recipe_book import RECIPES
 from reports.floor_cells import format_log10, format_mse
 from reports.text_table import precision_order, text_table
 from results.records import TrainedConfig, TrainedResult, stored_float
@@ -35,7 +36,14 @@ def _label(row: dict[str, Any]) -> tuple[str, ...]:
     ln = cfg.layernorm
     return (row["subject"], str(cfg.depth), str(cfg.width),
             "" if ln is None else ("yes" if ln else "no"), str(cfg.train.get("recipe", "")),
-            cfg.train_dtype, str(cfg.train.get("steps", "")), str(cfg.seed))
+            train_dtype(cfg), str(cfg.train.get("steps", "")), str(cfg.seed))
+
+
+def train_dtype(cfg: TrainedConfig) -> str:
+    """The dtype the run trained in: float64 for a second-order recipe (which trains in
+    float64 whatever its ``dtype`` says), else the stored ``dtype``."""
+    recipe = RECIPES.get(cfg.recipe)
+    return "float64" if recipe is not None and recipe.second_order else cfg.train_dtype
 
 
 def _cell(row: dict[str, Any]) -> str:

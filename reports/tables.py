@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from reports.floor_cells import floor_cell, floor_reached, format_log10, format_mse
-from reports.model_table import format_gain, limit_label
+from reports.model_table import format_gain, limit_label, train_dtype
 from reports.text_table import precision_order
 from results.frames import runs_frame
 from results.records import SubjectConfig, TrainedConfig, TrainedResult, stored_float
@@ -90,8 +90,8 @@ def _model_label(subject: str, cfg: TrainedConfig) -> str:
         parts.append("LN" if cfg.layernorm else "no LN")
     if cfg.recipe != "paper":
         parts.append(cfg.recipe)
-    if cfg.train_dtype != "float32":
-        parts.append(f"trained in {cfg.train_dtype}")
+    if train_dtype(cfg) != "float32":
+        parts.append(f"trained in {train_dtype(cfg)}")
     return ", ".join(parts)
 
 

@@ -130,3 +130,14 @@ def test_the_floor_profile_trains_every_cell_with_one_setting() -> None:
     first = runs[0].config
     for r in runs:
         assert {k for k in r.config if r.config[k] != first[k]} <= axes
+
+
+def test_report_shows_float64_training_for_the_engine() -> None:
+    """The engine trains in float64 whatever the stored ``dtype`` says; the report's "train"
+    column says what the run did."""
+    from reports.model_table import train_dtype
+    from results.records import TrainedConfig
+
+    engine = TrainedConfig(train={"recipe": "engine", "dtype": "float32"})
+    paper = TrainedConfig(train={"recipe": "paper", "dtype": "float32"})
+    assert (train_dtype(engine), train_dtype(paper)) == ("float64", "float32")

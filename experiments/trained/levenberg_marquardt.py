@@ -280,30 +280,40 @@ def _kfac_blocks(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tenso
 
 def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor, k: int,
                   probes: int, memory: list[torch.Tensor], deadline: float | None,
-                  linears: list[tuple[nn.Linear, slice, slice | None]] | None = None
+                  linears: list[tuple[nn.Linear, slice, slice | None]] | None = None,
+                  curvature: tuple[Callable[[torch.Tensor], torch.Tensor], float] | None = None
                   ) -> _Model2:
     """Lanczos on S J^T J S started from S J^T r, k matrix-free products.
+
+    ``curvature`` = (res_c, c): the products, the K-FAC factors and the probes use the
+    residuals ``res_c`` of a subset of the batch, J^T J ~ c J_c^T J_c with c = batch / subset
+    (Hessian-free's curvature minibatch, Martens 2010); the gradient J^T r uses the whole
+    batch. None: the whole batch for both.
 
     J v is the double-backward trick: u -> J^T u is linear in u, so d/du <J^T u, v> = J v.
     S (:class:`_Scaling`): K-FAC on the ``linears`` (None: none), elsewhere
     diag(J^T J)^(-1/2) with diag(J^T J) = E[(J^T z)^2] estimated from ``probes`` Rademacher
     vectors z (Hutchinson); S only has to be a preconditioner.
     """
-    blocks = _kfac_blocks(res, theta, linears) if linears else []
+    res_c, c = curvature if curvature is not None else (res, 1.0)
+    blocks = _kfac_blocks(res_c, theta, linears) if linears else []
     th = theta.detach().clone().requires_grad_(True)
     r = res(th)
+    g = torch.autograd.grad(r, th, r.detach(), retain_graph=curvature is None)[0]
+    if curvature is not None:
+        th = theta.detach().clone().requires_grad_(True)
+        r = res_c(th)
     u = torch.zeros_like(r, requires_grad=True)
     jtu = torch.autograd.grad(r, th, u, create_graph=True)[0]
-    g = torch.autograd.grad(r, th, r.detach(), retain_graph=True)[0]
 
     def jtj(v: torch.Tensor) -> torch.Tensor:
         jv = torch.autograd.grad(jtu, u, v, retain_graph=True)[0]
-        return torch.autograd.grad(r, th, jv, retain_graph=True)[0]
+        return torch.autograd.grad(r, th, jv, retain_graph=True)[0] * c
 
     diag = torch.zeros_like(theta)
     for _ in range(probes):
         z = torch.randint(0, 2, r.shape, dtype=r.dtype).to(r.device).mul_(2).sub_(1)
-        diag += torch.autograd.grad(r, th, z, retain_graph=True)[0].pow(2)
+        diag += torch.autograd.grad(r, th, z, retain_graph=True)[0].pow(2) * c
     sc = _Scaling(_scaling(diag / max(probes, 1)) if probes > 0 else torch.ones_like(theta),
                   blocks)
     gs = sc(g)
@@ -418,8 +428,15 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
         if jac is not None:
             q = (_CholeskyModel if cfg.lm_solve == "cholesky" else _dense_model)(jac, r)
         else:
+            sub = max(1, round(cfg.lm_curvature * x.shape[0]))
+            curvature = None
+            if sub < x.shape[0]:
+                def res_c(th: torch.Tensor, x: torch.Tensor = x[:sub], y: torch.Tensor = y[:sub]
+                          ) -> torch.Tensor:
+                    return (functional_call(wrapper, flat.as_dict(th), (x,)) - y).flatten()
+                curvature = (res_c, x.shape[0] / sub)
             q = _krylov_model(res, theta, cfg.krylov_dim, cfg.diag_probes, memory, deadline,
-                              linears)
+                              linears, curvature)
         if mu is None:
             mu = cfg.lm_damping * max(q.top(), 1e-300)
         held_now = held_loss(theta) if held is not None else None
