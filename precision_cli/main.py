@@ -608,6 +608,16 @@ def _cmd_list(args: argparse.Namespace) -> int:
               "rne, +acc= and +act= simulate the format per op (docs/formats.md); sr needs "
               "+seed=N; +mod[GLOB]=FORMAT assigns a format to modules "
               "(docs/precision_assignment.md)")
+    if what in ("claims", "all"):
+        from reports.claims import load_claims
+
+        print("published claims (a report shows those about its suites):")
+        for c in load_claims():
+            check = c.get("check")
+            suite = check.get("suite") if check else None
+            where = (", ".join(suite) if isinstance(suite, list) else str(suite)) if check \
+                else "no suite yet"
+            print(f"  {c['id']:<24} [{where}] {c['claim']}: {c['published']}")
     return 0
 
 
@@ -764,10 +774,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print how many runs match, delete nothing")
     dele.set_defaults(func=_cmd_delete)
 
-    lst = sub.add_parser("list", help="list suites, solvers and precisions",
-                         description="List shipped suites, reference solvers and precisions.")
+    lst = sub.add_parser("list", help="list suites, solvers, precisions and claims",
+                         description="List shipped suites, reference solvers, precisions "
+                         "and the published claims the reports check.")
     lst.add_argument("what", nargs="?", default="all",
-                     choices=["all", "suites", "solvers", "precisions"])
+                     choices=["all", "suites", "solvers", "precisions", "claims"])
     lst.set_defaults(func=_cmd_list)
     return parser
 

@@ -59,21 +59,27 @@ class Report:
     csv: list[Path]  # tables/*.csv, one per table, and data/*.csv, one row per run
 
 
-def _claims_pivots(rows: list[dict]) -> tuple[Pivot, Pivot]:
-    """The claims the store measures (holds / does not hold) and those it does not, with the
-    command that would measure them: two tables, so a reader sees the verdicts first."""
-    claims = check_claims(rows)
+def _claims_pivots(rows: list[dict], suites: list[str]) -> tuple[Pivot, Pivot]:
+    """The claims about ``suites`` that the store measures (holds / does not hold, in either
+    verdict) and those it does not, with the command that would measure them. Claims about
+    trained runs carry two verdicts side by side: the paper's recipe and the engine."""
+    claims = check_claims(rows, suites)
     frame = pd.DataFrame(
-        [[c.claim, c.published, c.measured, c.verdict, c.command] for c in claims],
+        [[c.claim, c.published, c.measured, c.verdict, c.engine_measured, c.engine_verdict,
+          c.command] for c in claims],
         index=pd.Index([c.id for c in claims], name="claim"),
-        columns=["what", "published", "measured", "verdict", "to measure"],
+        columns=["what", "published", "measured (paper recipe)", "verdict (paper recipe)",
+                 "measured (engine)", "verdict (engine)", "to measure"],
     )
-    missing = frame["verdict"] == "not measured"
-    return (Pivot("claims", "Published claims this store measures",
+    missing = ((frame["verdict (paper recipe)"] == "not measured")
+               & frame["verdict (engine)"].isin(["not measured", "-"]))
+    return (Pivot("claims", "Published claims this store measures (trained claims: the "
+                  "paper's recipe at its budget and the second-order engine, side by side; "
+                  "a verdict only from runs whose convergence check passed)",
                   frame[~missing].drop(columns="to measure")),
-            Pivot("claims-not-measured", "Published claims this store does not measure yet, "
-                  "and the command that measures each", frame[missing].drop(
-                      columns=["measured", "verdict"])))
+            Pivot("claims-not-measured", "Published claims about these suites that the store "
+                  "does not measure yet, and the command that measures each", frame[missing][
+                      ["what", "published", "to measure"]]))
 
 
 def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Report:
@@ -119,9 +125,11 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
     statuses = Counter(r["status"] for r in rows)
     summary = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
     claims, unmeasured = _claims_pivots(
-        newest_data_rows([r for s in known for r in store.runs(suite=s)])[0])
-    verdicts = Counter(claims.frame["verdict"])
-    verdicts["not measured"] = len(unmeasured.frame)
+        newest_data_rows([r for s in known for r in store.runs(suite=s)])[0], chosen)
+    verdicts = Counter([*claims.frame["verdict (paper recipe)"],
+                        *claims.frame["verdict (engine)"]])
+    verdicts.pop("-", None)
+    n_claims = len(claims.frame) + len(unmeasured.frame)
     sections = [Section(
         "Summary",
         paragraphs=[
@@ -130,12 +138,12 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
             "MSE floors are plateaus detected on per-step error traces against a certified "
             "high-precision truth computed from the inputs each subject received after "
             "rounding into its precision.",
-            "Claims of the five papers: " + ", ".join(
-                f"{v} {k}" for k, v in sorted(verdicts.items()) if v) +
-            " (the claims not measured are listed at the end, each with its command).",
+            (f"Published claims about these suites: {n_claims}, {len(claims.frame)} "
+             "measured (" + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
+                             or "-") + " verdicts); tables at the end"
+             if n_claims else "No published claim concerns these suites."),
             _provenance_paragraph(rows),
         ],
-        tables=[claims] if not claims.frame.empty else [],
     )]
 
     names = FileNames()
@@ -232,6 +240,8 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
                                 "per trace, a line per grid point and precision", fig))
         sections.append(sec)
 
+    if not claims.frame.empty:
+        sections.append(Section("Published claims", tables=[claims]))
     if not unmeasured.frame.empty:
         sections.append(Section("Claims not measured yet", tables=[unmeasured]))
     title = "Precision report: " + ", ".join(chosen)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from experiments.trained.recipe_book import RECIPES
 from reports.floor_cells import floor_reached, format_log10, median
 from results.records import (
     SCHEMA,
@@ -61,6 +62,8 @@ class ClaimRow:
     measured: str
     verdict: str  # "holds" | "does not hold" | "not measured"
     command: str
+    engine_measured: str = "-"   # trained claims: the same check over the engine's runs
+    engine_verdict: str = "-"
 
 
 def load_claims(text: str | None = None) -> list[dict[str, Any]]:
@@ -180,75 +183,107 @@ def _count(runs: list[dict[str, Any]], what: str) -> str:
     return f"{len(runs)} run{'s' if len(runs) > 1 else ''} {what}"
 
 
-def check_claims(rows: list[dict[str, Any]]) -> list[ClaimRow]:
-    """Verdicts for every shipped claim against store ``rows`` (dicts from ``Store.runs``).
+def _second_order(row: dict[str, Any]) -> bool:
+    """The run was trained by a second-order recipe (the engine)."""
+    recipe = RECIPES.get(TrainedConfig.from_json(row.get("config")).recipe)
+    return recipe is not None and recipe.second_order
+
+
+def check_claims(rows: list[dict[str, Any]], suites: list[str] | None = None) -> list[ClaimRow]:
+    """Verdicts for every shipped claim against store ``rows`` (dicts from ``Store.runs``);
+    with ``suites``, only the claims whose check selects one of those suites.
 
     Every selected run counts, whatever its status: a **diverged** run makes the claim *not
     hold* (the error grew instead of reaching a floor); a **failed** run, a floor that was
     **not reached** (the trace was still falling when the iterations ran out), a trained run
-    whose validation curve was still falling when its budget ran out (training-limited), or a
-    ``relative_to`` run **without a partner** leave the verdict *not measured* unless another
-    run already refutes the claim, and the measured column says which and how many.
+    whose convergence check did not pass (training-limited), or a ``relative_to`` run
+    **without a partner** leave the verdict *not measured* unless another run already
+    refutes the claim, and the measured column says which and how many.
+
+    A claim about trained runs gets two verdicts: ``verdict`` from first-order recipes (the
+    paper's Adam, held to ``min_train_steps``: what the paper's budget reaches) and
+    ``engine_verdict`` from the second-order engine (any budget: whether the architecture
+    reaches the published level at all). Other claims have one verdict (engine columns "-").
     """
     out = []
     for c in load_claims():
         check = c.get("check")
+        if suites is not None and not (check and set(_as_list(check.get("suite")))
+                                       & set(suites)):
+            continue
         base = dict(id=c["id"], paper=c["paper"], where=c["where"], claim=c["claim"],
                     published=c["published"])
         if not check:
             out.append(ClaimRow(**base, measured="-", verdict="not measured",
                                 command="needs a suite not built yet"))
             continue
-        metric = check["metric"]
         selected = [r for r in rows if _selected(r, check)]
-        short = {id(r): steps for r in selected if r.get("kind") == "trained"   # id: budget
-                 and (steps := TrainedConfig.from_json(r.get("config")).train_steps) is not None
-                 and steps < check.get("min_train_steps", 0)}
-        selected = [r for r in selected if id(r) not in short]
-        diverged = [r for r in selected if r.get("status") == "diverged"]
-        failed = [r for r in selected if r.get("status") not in ("ok", "diverged")]
-        ok_runs = [r for r in selected if r.get("status") == "ok"
-                   and metric_value(r, metric) is not None]
-        unreached = [r for r in ok_runs if metric == "floor_log10" and not floor_reached(r)]
-        budget_cut = [r for r in ok_runs if r not in unreached and r.get("kind") == "trained"
-                      and TrainedResult.from_json(r.get("result")).train_converged is False]
-        chosen = [r for r in ok_runs if r not in unreached and r not in budget_cut]
-        notes = []
-        if diverged:
-            notes.append(_count(diverged, "diverged"))
-        if failed:
-            reason = str(failed[0].get("error") or "").splitlines()[0:1]
-            notes.append(_count(failed, "failed") + (f" ({reason[0]})" if reason else ""))
-        if unreached:
-            notes.append(_count(unreached, "still falling (no floor reached)"))
-        if budget_cut:
-            notes.append(_count(budget_cut, "training-limited (validation still falling)"))
-        ratios = None
-        if "relative_to" in check:
-            ratios, missing = _ratios(rows, chosen, check)
-            chosen = [r for r, _ in ratios]
-            notes += missing
-        if not chosen and not diverged:
-            command = check["command"]
-            if short:
-                most = max(short.values())
-                command += (f" (stored runs trained {most} steps; the claim needs "
-                            f">= {check['min_train_steps']})")
-            measured = "-" if not notes else "; ".join(notes)
-            out.append(ClaimRow(**base, measured=measured, verdict="not measured",
-                                command=command))
+        if check["kind"] != "trained":
+            out.append(ClaimRow(**base, **_verdict(check, selected, rows, 0)))
             continue
-        ok, measured = _judge(check, chosen, ratios)
-        if diverged:
-            ok = False
-        inconclusive = bool(failed or unreached or budget_cut or
-                            (ratios is not None and missing))
-        verdict = "does not hold" if not ok else ("not measured" if inconclusive else "holds")
-        if notes:
-            measured = "; ".join(m for m in (measured, *notes) if m)
-        out.append(ClaimRow(**base, measured=measured, verdict=verdict,
-                            command=check["command"]))
+        steps = check.get("min_train_steps", 0)
+        paper = _verdict(check, [r for r in selected if not _second_order(r)], rows, steps)
+        if paper["verdict"] == "not measured" and paper["measured"] == "-" and steps:
+            paper["command"] += f" (needs the paper budget: >= {steps} Adam steps)"
+        engine = _verdict(check, [r for r in selected if _second_order(r)], rows, 0)
+        out.append(ClaimRow(**base, **paper, engine_measured=engine["measured"],
+                            engine_verdict=engine["verdict"]))
     return out
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _verdict(check: dict[str, Any], selected: list[dict[str, Any]], rows: list[dict[str, Any]],
+             min_train_steps: int) -> dict[str, str]:
+    """measured / verdict / command of ``check`` over its ``selected`` runs (``rows``: the
+    whole store, for ``relative_to`` partners; trained runs below ``min_train_steps`` steps do
+    not count)."""
+    metric = check["metric"]
+    short = {id(r): steps for r in selected if r.get("kind") == "trained"   # id: budget
+             and (steps := TrainedConfig.from_json(r.get("config")).train_steps) is not None
+             and steps < min_train_steps}
+    selected = [r for r in selected if id(r) not in short]
+    diverged = [r for r in selected if r.get("status") == "diverged"]
+    failed = [r for r in selected if r.get("status") not in ("ok", "diverged")]
+    ok_runs = [r for r in selected if r.get("status") == "ok"
+               and metric_value(r, metric) is not None]
+    unreached = [r for r in ok_runs if metric == "floor_log10" and not floor_reached(r)]
+    budget_cut = [r for r in ok_runs if r not in unreached and r.get("kind") == "trained"
+                  and TrainedResult.from_json(r.get("result")).train_converged is False]
+    chosen = [r for r in ok_runs if r not in unreached and r not in budget_cut]
+    notes = []
+    if diverged:
+        notes.append(_count(diverged, "diverged"))
+    if failed:
+        reason = str(failed[0].get("error") or "").splitlines()[0:1]
+        notes.append(_count(failed, "failed") + (f" ({reason[0]})" if reason else ""))
+    if unreached:
+        notes.append(_count(unreached, "still falling (no floor reached)"))
+    if budget_cut:
+        notes.append(_count(budget_cut, "training-limited (convergence check not passed)"))
+    ratios, missing = None, []
+    if "relative_to" in check:
+        ratios, missing = _ratios(rows, chosen, check)
+        chosen = [r for r, _ in ratios]
+        notes += missing
+    if not chosen and not diverged:
+        command = check["command"]
+        if short:
+            most = max(short.values())
+            command += (f" (stored runs trained {most} steps; the claim needs "
+                        f">= {min_train_steps})")
+        return dict(measured="-" if not notes else "; ".join(notes), verdict="not measured",
+                    command=command)
+    ok, measured = _judge(check, chosen, ratios)
+    if diverged:
+        ok = False
+    inconclusive = bool(failed or unreached or budget_cut or (ratios is not None and missing))
+    verdict = "does not hold" if not ok else ("not measured" if inconclusive else "holds")
+    if notes:
+        measured = "; ".join(m for m in (measured, *notes) if m)
+    return dict(measured=measured, verdict=verdict, command=check["command"])
 
 
 def _judge(check: dict[str, Any], chosen: list[dict[str, Any]],

@@ -77,16 +77,50 @@ def test_report_numbers_equal_the_store(store_path, tmp_path):
 def test_every_claim_is_listed_and_checked(store_path, tmp_path):
     with Store(store_path) as store:
         rep = build_report(store, None, tmp_path)
+        suites = set(store.suites())
     text = (rep.folder / "tables" / "claims.csv").read_text()
     text += (rep.folder / "tables" / "claims-not-measured.csv").read_text()
-    for claim in load_claims():
-        assert claim["id"] in text
+    ours = [c for c in load_claims() if "check" in c
+            and set(c["check"]["suite"] if isinstance(c["check"]["suite"], list)
+                    else [c["check"]["suite"]]) & suites]
+    assert ours and len(ours) < len(load_claims())
+    for claim in load_claims():   # the claims about the store's suites, and no others
+        assert (claim["id"] in text) == (claim in ours), claim["id"]
+    md = rep.markdown.read_text()   # the claims come after the results, counted up front
+    assert f"Published claims about these suites: {len(ours)}" in md
+    assert md.index("## Published claims") > md.index("ols_qr")
     with Store(store_path) as store:
         verdicts = {c.id: c.verdict for c in check_claims(store.runs())}
     assert verdicts["001-ols-floor"] == "holds"
     assert verdicts["001-gd-floor"] == "holds"
     assert verdicts["000-ns-rate"] == "not measured"  # newton_schulz was not run here
     assert verdicts["001-read-affine"] == "not measured"
+
+
+def test_trained_claims_have_a_paper_recipe_and_an_engine_verdict():
+    """Side by side: the paper's Adam held to its budget, and the engine at any budget; a
+    run whose convergence check failed gives no verdict."""
+
+    def run(recipe, steps, log10, converged=True):
+        return {"suite": "primitives", "kind": "trained", "subject": "transformer",
+                "task": "read", "precision": "float32", "status": "ok", "log10_mse": log10,
+                "config": {"depth": 2, "train": {"recipe": recipe, "steps": steps}},
+                "result": {"train_converged": converged}}
+
+    def claim(rows):
+        return next(c for c in check_claims(rows, ["primitives"])
+                    if c.id == "001-read-affine")
+
+    c = claim([run("engine", 200, -9.0)])
+    assert (c.verdict, c.engine_verdict) == ("not measured", "holds")
+    assert "paper budget" in c.command and "MSE" in c.engine_measured
+    c = claim([run("engine", 200, -6.0), run("paper", 200_000, -9.5)])
+    assert (c.verdict, c.engine_verdict) == ("holds", "does not hold")
+    c = claim([run("engine", 200, -9.0, converged=False)])
+    assert c.engine_verdict == "not measured" and "convergence check" in c.engine_measured
+    assert all(c.engine_verdict == "-" for c in check_claims([], ["solvers"]))
+    assert {c.id for c in check_claims([], ["solvers"])} == {
+        c["id"] for c in load_claims() if c.get("check", {}).get("suite") == "solvers"}
 
 
 def test_claim_that_does_not_hold():
