@@ -141,3 +141,32 @@ def test_report_shows_float64_training_for_the_engine() -> None:
     engine = TrainedConfig(train={"recipe": "engine", "dtype": "float32"})
     paper = TrainedConfig(train={"recipe": "paper", "dtype": "float32"})
     assert (train_dtype(engine), train_dtype(paper)) == ("float64", "float32")
+
+
+def test_curvature_minibatch_scales_the_subset_to_the_batch() -> None:
+    """lm_curvature: J^T J from a subset, times batch / subset. On a batch that is its first
+    half twice, the half's curvature x 2 is the whole batch's, so the Krylov model (its
+    curvature eigenvalues and its steps) is the same; an unscaled subset would halve them."""
+    from experiments.trained import levenberg_marquardt as lm
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(6, 3).double()
+    wrapper = lm._Predictor(lin, lambda m, xb: m(xb))
+    flat = lm._Flat(lin)
+    theta = flat.get()
+    half = torch.randn(20, 6, dtype=torch.float64), torch.randn(20, 3, dtype=torch.float64)
+    x, y = torch.cat([half[0]] * 2), torch.cat([half[1]] * 2)
+
+    def residuals(xb: torch.Tensor, yb: torch.Tensor):
+        return lambda th: (torch.func.functional_call(wrapper, flat.as_dict(th), (xb,))
+                           - yb).flatten()
+
+    whole = lm._krylov_model(residuals(x, y), theta, 21, 0, [], None)
+    sub = lm._krylov_model(residuals(x, y), theta, 21, 0, [], None,
+                           curvature=(residuals(*half), 2.0))
+    top = float(whole.evals.max())
+    assert torch.allclose(sub.evals, whole.evals, rtol=1e-9, atol=1e-9 * top)
+    assert torch.allclose(sub.step(1e-3 * top)[0], whole.step(1e-3 * top)[0], rtol=1e-7)
+    unscaled = lm._krylov_model(residuals(x, y), theta, 21, 0, [], None,
+                                curvature=(residuals(*half), 1.0))
+    assert float(unscaled.evals.max()) < 0.6 * top

@@ -21,7 +21,8 @@ settings it fixes). :func:`experiments.trained.recipes.train` reads the recipe, 
     (explicit Jacobian, one Cholesky factorisation per damping try) where they are cheaper
     (``ENGINE_DENSE_PARAMS``, ``ENGINE_DENSE_SAMPLE_RESIDUALS``) and Krylov (Lanczos) steps
     with a K-FAC scaling of every linear layer elsewhere, a damping chosen among three
-    (10x apart) at every iteration; training ends on the weights of the best validation
+    (10x apart) at every iteration, the curvature products on a quarter of the batch
+    (``ENGINE_CURVATURE``); training ends on the weights of the best validation
     measurement. It reads no task, family or size: only the model, the sampler and the
     config.
 ``high-precision``
@@ -44,6 +45,12 @@ from typing import Any
 #: 3492 parameters) a dense iteration took 7 s and a Krylov one 0.5 s).
 ENGINE_DENSE_PARAMS = 6000
 ENGINE_DENSE_SAMPLE_RESIDUALS = 8
+#: engine, Krylov path: the curvature products on this fraction of each batch (the gradient
+#: on all of it). Measured here (Transformer with LayerNorm, depth 1, width 32, AFFINE, 14,753
+#: parameters, the same 480 s on a shared machine): log10 test MSE -1.66 after 3 iterations
+#: with the whole batch, -2.84 after 10 at 0.25, -2.78 after 16 at 0.1; an iteration
+#: took 130 s, 45 s and 24 s.
+ENGINE_CURVATURE = 0.25
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,6 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
         ("lm_solve", "cholesky"), ("dense_max_params", ENGINE_DENSE_PARAMS),
         ("dense_max_sample_residuals", ENGINE_DENSE_SAMPLE_RESIDUALS),
         ("lm_precondition", "kfac"), ("krylov_dim", 30), ("lm_memory", 10), ("lm_scan", 2),
-        ("keep_best", True))),
+        ("lm_curvature", ENGINE_CURVATURE), ("keep_best", True))),
     Recipe("high-precision", "adaptive", second_order=True),
 )}
