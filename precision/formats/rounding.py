@@ -95,49 +95,60 @@ def round_integers(y: torch.Tensor, mode: str, stream: RandomStream | None = Non
         if stream is None:
             raise ValueError("stochastic rounding needs a RandomStream")
         low = torch.floor(y)
+        # up iff u < frac, for u uniform on a grid of 2^-24 (float32) or 2^-53 (float64):
+        # ceil(frac - u) is 1 or (-)0 (the difference's sign is exact: under gradual
+        # underflow a float difference is 0 only when its operands are equal)
         if y.dtype == torch.float32:
-            # up iff u < frac, u = k 2^-24 with k uniform in [0, 2^24): ceil(frac - u) is 1
-            # or (-)0 (the difference's sign is exact: under gradual underflow a float
-            # difference is 0 only when its operands are equal)
             u = stream.bits(y.shape, 24).to(y.device).to(torch.float32).mul_(2.0 ** -24)
             up = y.sub_(low).sub_(u).ceil_()
         else:
-            up = (stream.uniform(y.shape).to(y.device) < y.sub_(low)).to(y.dtype)
+            up = y.sub_(low).sub_(stream.uniform(y.shape).to(y.device)).ceil_()  # 53 bits
         return low.add_(up)
     raise ValueError(f"unknown rounding mode {mode!r} (modes: {', '.join(MODES)})")
 
 
-def _unbounded_float64(x: torch.Tensor, fmt: BinaryFormat, mode: str,
-                       stream: RandomStream | None) -> torch.Tensor:
-    """float64 ``x`` rounded on ``fmt``'s grid with an unbounded exponent (scaling by exact
-    powers of two; any format inside float64)."""
-    _, exponent = torch.frexp(x)
-    e = (exponent.to(torch.int64) - 1).clamp(min=fmt.emin)
-    shift = fmt.mantissa_bits - e
-    return round_integers(x * pow2(shift), mode, stream) * pow2(-shift)
+#: Per carrier dtype: (its integer view, its exponent field, its largest exponent).
+_LAYOUT = {torch.float32: (torch.int32, _EXPONENT_BITS, 127),
+           torch.float64: (torch.int64, torch.tensor(0x7FF0000000000000, dtype=torch.int64),
+                           1023)}
 
 
-def scales_in_float32(fmt: BinaryFormat) -> bool:
-    """True when every spacing q of ``fmt`` up to its overflow binade 2^(emax + 1), and that
-    binade, are float32 numbers (then :func:`_unbounded_float32_scaled` is exact)."""
-    return fits_float32(fmt) and fmt.emax <= 126
+def scales_in(fmt: BinaryFormat, dtype: torch.dtype) -> bool:
+    """True when ``dtype`` (float32 or float64) holds every value and rounding boundary of
+    ``fmt`` and every spacing q up to its overflow binade 2^(emax + 1), and that binade (then
+    :func:`_unbounded_scaled` is exact)."""
+    if dtype == torch.float32:
+        return fits_float32(fmt) and fmt.emax <= 126
+    return fmt.emax <= 1022 and fmt.mantissa_bits <= 51
 
 
-def _unbounded_float32_scaled(x: torch.Tensor, fmt: BinaryFormat, mode: str,
-                              stream: RandomStream | None) -> torch.Tensor:
-    """float32 ``x`` rounded on ``fmt``'s grid with an unbounded exponent: q = 2^(E' - m) with
-    E' = x's exponent clamped to [emin, emax + 1] (from its exponent bits: 0 for zero and
-    float32 subnormals, which the clamp lifts to 2^emin), n = round(x / q), result n q. x / q
-    is exact (a power-of-two scaling of a float32 by q <= 1/2 below 2^emin never loses bits;
-    above, a normal result), and so is n q (a value of the grid, or beyond max_finite, which
-    the caller's overflow rule replaces). Signs of zero follow round/trunc/floor/ceil."""
-    binade = torch.bitwise_and(x.view(torch.int32), _EXPONENT_BITS).view(torch.float32)
+def _unbounded_scaled(x: torch.Tensor, fmt: BinaryFormat, mode: str,
+                      stream: RandomStream | None) -> torch.Tensor:
+    """``x`` (float32 or float64, :func:`scales_in` its dtype) rounded on ``fmt``'s grid with
+    an unbounded exponent: q = 2^(E' - m) with E' = x's exponent clamped to [emin, emax + 1]
+    (from its exponent bits: 0 for zero and subnormals, which the clamp lifts to 2^emin),
+    n = round(x / q), result n q. x / q is exact (a power-of-two scaling: by q <= 1/2 below
+    2^emin it never loses bits; above, the result is normal), and so is n q (a value of the
+    grid, or beyond max_finite, which the caller's overflow rule replaces). Signs of zero
+    follow round/trunc/floor/ceil."""
+    int_dtype, exponent_bits, _ = _LAYOUT[x.dtype]
+    binade = torch.bitwise_and(x.view(int_dtype), exponent_bits).view(x.dtype)
     q = binade.clamp_(2.0 ** fmt.emin, 2.0 ** (fmt.emax + 1)).mul_(2.0 ** -fmt.mantissa_bits)
     n = round_integers(x / q, mode, stream)
     out = n.mul_(q)
     if mode == "sr":
         out = out.copysign_(x)  # a negative x rounded up to 0 is -0, as the other modes give
     return out
+
+
+def _unbounded_float64(x: torch.Tensor, fmt: BinaryFormat, mode: str,
+                       stream: RandomStream | None) -> torch.Tensor:
+    """float64 ``x`` rounded on ``fmt``'s grid with an unbounded exponent (scaling by exact
+    powers of two; any format inside float64, float64's own grid included)."""
+    _, exponent = torch.frexp(x)
+    e = (exponent.to(torch.int64) - 1).clamp(min=fmt.emin)
+    shift = fmt.mantissa_bits - e
+    return round_integers(x * pow2(shift), mode, stream) * pow2(-shift)
 
 
 def _unbounded_float32_bits(x: torch.Tensor, fmt: BinaryFormat, mode: str,
@@ -210,20 +221,7 @@ def round_to_format(x: torch.Tensor, fmt: BinaryFormat, mode: str = "rne",
         return x
     low, high = (float(v) for v in torch.aminmax(x))  # NaN if x holds one
     in_range = -fmt.max_finite <= low and high <= fmt.max_finite
-    if x.dtype == torch.float32 and scales_in_float32(fmt):
-        rounded = _unbounded_float32_scaled(x, fmt, mode, stream)
-        if in_range:
-            return rounded  # no overflow: |n q| <= max_finite when |x| is
-        if fmt.overflow == "saturate" and (mode != "sr" or math.isfinite(low + high)):
-            # every mode saturates; NaN stays NaN and +-inf is n q = +-inf (not so under sr,
-            # whose frac = inf - inf is NaN: that case takes the general rule)
-            return rounded.clamp_(-fmt.max_finite, fmt.max_finite)
-        if fmt.overflow == "inf" and mode == "rne":
-            # n q >= 2^(emax + 1) (the next binade: overflow) becomes inf when scaled by
-            # 2^(127 - emax), max_finite stays finite; the scalings are exact otherwise
-            return rounded.mul_(2.0 ** (127 - fmt.emax)).mul_(2.0 ** (fmt.emax - 127))
-        return _overflowed(x, rounded, fmt, mode)
-    if x.dtype == torch.float32 and fits_float32(fmt):
+    if x.dtype == torch.float32 and not scales_in(fmt, x.dtype) and fits_float32(fmt):
         rounded = _unbounded_float32_bits(x, fmt, mode, stream)
         if in_range or (fmt.overflow == "inf" and low == low and high == high):
             # the carry of the integer rounding is IEEE's overflow (to inf when rounding
@@ -231,7 +229,20 @@ def round_to_format(x: torch.Tensor, fmt: BinaryFormat, mode: str = "rne",
             # lies in the dropped bits would not stay NaN
             return rounded
         return _overflowed(x, rounded, fmt, mode)
-    rounded = _unbounded_float64(x.to(torch.float64), fmt, mode, stream)
+    work = x if x.dtype == torch.float32 and fits_float32(fmt) else x.to(torch.float64)
+    if not scales_in(fmt, work.dtype):
+        rounded = _unbounded_float64(work, fmt, mode, stream)
+        return (rounded if in_range else _overflowed(work, rounded, fmt, mode)).to(x.dtype)
+    rounded = _unbounded_scaled(work, fmt, mode, stream)
     if in_range:
-        return rounded.to(x.dtype)
-    return _overflowed(x.to(torch.float64), rounded, fmt, mode).to(x.dtype)
+        return rounded.to(x.dtype)  # no overflow: |n q| <= max_finite when |x| is
+    if fmt.overflow == "saturate" and (mode != "sr" or math.isfinite(low + high)):
+        # every mode saturates; NaN stays NaN and +-inf is n q = +-inf (not so under sr,
+        # whose frac = inf - inf is NaN: that case takes the general rule)
+        return rounded.clamp_(-fmt.max_finite, fmt.max_finite).to(x.dtype)
+    if fmt.overflow == "inf" and mode == "rne":
+        # n q >= 2^(emax + 1) (the next binade: overflow) becomes inf when scaled up to the
+        # carrier's top binade, max_finite stays finite; the scalings are exact otherwise
+        top = _LAYOUT[work.dtype][2]
+        return rounded.mul_(2.0 ** (top - fmt.emax)).mul_(2.0 ** (fmt.emax - top)).to(x.dtype)
+    return _overflowed(work, rounded, fmt, mode).to(x.dtype)
