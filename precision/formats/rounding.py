@@ -53,23 +53,31 @@ class RandomStream:
         self.seed, self.domain = seed, domain
         self._bits = np.random.PCG64(np.random.SeedSequence([seed, domain]))
 
-    def words(self, count: int) -> torch.Tensor:
-        """``count`` independent uniform 32-bit words (int32, any bit pattern)."""
-        raw = self._bits.random_raw((count + 1) // 2)
-        return torch.from_numpy(raw.view(np.int32)[:count])
+    def _words(self, count: int) -> np.ndarray:
+        """``count`` fresh uniform 32-bit words (uint32), two per 64-bit draw."""
+        return self._bits.random_raw((count + 1) // 2).view(np.uint32)[:count]
 
     def uniform(self, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
-        """float64 uniforms in [0, 1) (53 random bits each), shaped ``shape``."""
-        count = int(np.prod(tuple(shape), dtype=np.int64))
-        raw = self._bits.random_raw(count)
-        return torch.from_numpy((raw >> np.uint64(11)).astype(np.float64)
-                                * 2.0 ** -53).reshape(tuple(shape))
+        """float64 uniforms in [0, 1) on the grid of 2^-53 (53 random bits each)."""
+        raw = self._bits.random_raw(math.prod(shape))
+        np.right_shift(raw, np.uint64(11), out=raw)
+        out = raw.astype(np.float64)
+        np.multiply(out, 2.0 ** -53, out=out)
+        return torch.from_numpy(out).reshape(tuple(shape))
+
+    def uniform32(self, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+        """float32 uniforms in [0, 1) on the grid of 2^-24 (24 random bits each)."""
+        words = self._words(math.prod(shape))
+        np.right_shift(words, np.uint32(8), out=words)
+        out = words.astype(np.float32)
+        np.multiply(out, np.float32(2.0 ** -24), out=out)
+        return torch.from_numpy(out).reshape(tuple(shape))
 
     def bits(self, shape: torch.Size | tuple[int, ...], width: int) -> torch.Tensor:
         """int32 uniforms in [0, 2^width) (``width`` <= 24), shaped ``shape``."""
-        mask = torch.tensor((1 << width) - 1, dtype=torch.int32)
-        count = int(np.prod(tuple(shape), dtype=np.int64))
-        return torch.bitwise_and(self.words(count), mask).reshape(tuple(shape))
+        words = self._words(math.prod(shape))
+        np.right_shift(words, np.uint32(32 - width), out=words)
+        return torch.from_numpy(words.view(np.int32)).reshape(tuple(shape))
 
 
 def pow2(k: torch.Tensor) -> torch.Tensor:
@@ -99,8 +107,7 @@ def round_integers(y: torch.Tensor, mode: str, stream: RandomStream | None = Non
         # ceil(frac - u) is 1 or (-)0 (the difference's sign is exact: under gradual
         # underflow a float difference is 0 only when its operands are equal)
         if y.dtype == torch.float32:
-            u = stream.bits(y.shape, 24).to(y.device).to(torch.float32).mul_(2.0 ** -24)
-            up = y.sub_(low).sub_(u).ceil_()
+            up = y.sub_(low).sub_(stream.uniform32(y.shape).to(y.device)).ceil_()
         else:
             up = y.sub_(low).sub_(stream.uniform(y.shape).to(y.device)).ceil_()  # 53 bits
         return low.add_(up)
