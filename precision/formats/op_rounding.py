@@ -238,9 +238,9 @@ def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precisio
             carrier = tensors[0].dtype
             acc = p.accumulation_format.name
             if acc == "float64" and carrier == torch.float32:
-                wide = tree_map(lambda a: a.to(torch.float64) if isinstance(a, torch.Tensor)
-                                and a.is_floating_point() else a, (args, kwargs))
-                out = round_values(func(*wide[0], **wide[1]), p, stream=stream).to(carrier)
+                wide = [a.to(torch.float64) if isinstance(a, torch.Tensor)
+                        and a.is_floating_point() else a for a in args]  # flat: tensors, scalars
+                out = round_values(func(*wide, **kwargs), p, stream=stream).to(carrier)
                 if marks is not None:
                     marks.mark(out, p)
                 return out
