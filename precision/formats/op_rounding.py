@@ -27,6 +27,7 @@ reduction dimension (:func:`precision.formats.mx.quantize_mx`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -202,9 +203,10 @@ class GridMarks:
         return bool(tensors)
 
 
-def _fill_on_grid(value: Any, p: Precision, like: torch.Tensor) -> bool:
+@functools.lru_cache(maxsize=256)
+def _fill_on_grid(value: Any, p: Precision, dtype: torch.dtype) -> bool:
     """True when the scalar ``value`` is on ``p``'s value-format grid."""
-    t = torch.tensor([value], dtype=like.dtype)
+    t = torch.tensor([value], dtype=dtype)
     rounded = round_values(t, p, stream=RandomStream(0) if p.needs_stream else None)
     return bool(torch.equal(rounded, t) or (torch.isnan(t).all() and torch.isnan(rounded).all()))
 
@@ -222,7 +224,7 @@ def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precisio
     if kind == "select" and marks is not None and p.is_simulated and not writes:
         inputs = _floating_inputs((*args, *kwargs.values()))
         if marks.on_grid(inputs, p) and (func is not aten.masked_fill.Scalar
-                                         or _fill_on_grid(args[2], p, inputs[0])):
+                                         or _fill_on_grid(args[2], p, inputs[0].dtype)):
             out = func(*args, **kwargs)   # exact: its values are its inputs' (module docstring)
             marks.mark(out, p)
             return out

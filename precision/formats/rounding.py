@@ -29,6 +29,7 @@ are independent across elements, ops and steps, and a run reproduces from its se
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -120,6 +121,7 @@ _LAYOUT = {torch.float32: (torch.int32, _EXPONENT_BITS, 127),
                            1023)}
 
 
+@functools.cache
 def scales_in(fmt: BinaryFormat, dtype: torch.dtype) -> bool:
     """True when ``dtype`` (float32 or float64) holds every value and rounding boundary of
     ``fmt`` and every spacing q up to its overflow binade 2^(emax + 1), and that binade (then
