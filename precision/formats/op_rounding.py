@@ -7,7 +7,10 @@ rounded to the precision in force for that op (:func:`round_values`), the semant
 CPFloat: the result is formed in a wider format, then rounded once. Ops that return views of
 their inputs (``view``, ``transpose``, ...) are not rounded again (their values already are);
 an op that writes into an argument (``add_``, ``copy_``, ``out=``) has the written tensor
-rounded in place.
+rounded in place. Ops that only select among their inputs' values (:data:`SELECTING`:
+``relu``, ``clone``, ``cat``, indexing, ``max``...) skip the rounding when every floating
+input is known to be on the precision's grid (:class:`GridMarks`: a result this mode rounded,
+a view of one, or such an op's result, unchanged since): the rounding would be the identity.
 
 Which precision is in force is a callable (``choose``), so that a per-module assignment can
 change it as the forward enters and leaves modules; ``choose()`` returning ``None`` leaves a
@@ -15,7 +18,7 @@ result as the carrier computed it.
 
 Formats (docs/formats.md states the semantics): a result is rounded to the precision's value
 format (:attr:`Precision.value_format`) with its rounding mode; stochastic bits come from a
-:class:`~precision.formats.rounding.RandomStream` per seed, owned by the mode (a fresh count
+:class:`~precision.formats.rounding.RandomStream` per seed, owned by the mode (a fresh stream
 per evaluation). The products and sums of :data:`MATMULS` and :data:`SUMS` accumulate in
 :attr:`Precision.accumulation_format`: the carrier's own kernel when that is the carrier
 dtype, the op computed in float64 when it is float64 over a float32 carrier, and otherwise a
@@ -279,7 +282,7 @@ class RoundResults(TorchDispatchMode):
     Args:
         choose: the precision in force for the next op, or ``None`` for no rounding.
         domain: keys this mode's stochastic-rounding streams apart from other users of the
-            same seed (one stream per seed, counted from 0 by each new mode).
+            same seed (one stream per seed, started afresh by each new mode).
     """
 
     def __init__(self, choose: Callable[[], Precision | None], domain: int = 1) -> None:
