@@ -242,13 +242,13 @@ def round_to_format(x: torch.Tensor, fmt: BinaryFormat, mode: str = "rne",
     if not scales_in(fmt, work.dtype):
         rounded = _unbounded_float64(work, fmt, mode, stream)
         return (rounded if in_range else _overflowed(work, rounded, fmt, mode)).to(x.dtype)
+    if not in_range and fmt.overflow == "saturate":
+        # every mode saturates: beyond +-max_finite (a grid value) the clamped value rounds
+        # to it, as the rule says; NaN stays NaN
+        work, in_range = work.clamp(-fmt.max_finite, fmt.max_finite), True
     rounded = _unbounded_scaled(work, fmt, mode, stream)
     if in_range:
         return rounded.to(x.dtype)  # no overflow: |n q| <= max_finite when |x| is
-    if fmt.overflow == "saturate" and (mode != "sr" or math.isfinite(low + high)):
-        # every mode saturates; NaN stays NaN and +-inf is n q = +-inf (not so under sr,
-        # whose frac = inf - inf is NaN: that case takes the general rule)
-        return rounded.clamp_(-fmt.max_finite, fmt.max_finite).to(x.dtype)
     if fmt.overflow == "inf" and mode == "rne":
         # n q >= 2^(emax + 1) (the next binade: overflow) becomes inf when scaled up to the
         # carrier's top binade, max_finite stays finite; the scalings are exact otherwise
