@@ -21,7 +21,7 @@ carrier and format (all of them bit for bit the same function):
 - float64 (or a format float32 cannot carry): the same scaling by exact powers of two in
   float64.
 
-Stochastic bits: :class:`RandomStream` draws from one PCG64 generator per (seed, domain)
+Stochastic bits: :class:`RandomStream` draws from one SFC64 generator per (seed, domain)
 (numpy's bit generator, 64 random bits per call of ``random_raw``), consumed in the order of
 the rounding calls (ops, steps); every element of every call gets its own fresh bits, so they
 are independent across elements, ops and steps, and a run reproduces from its seed.
@@ -46,13 +46,13 @@ _FAST_CASTS = ("float16", "bfloat16", "float32", "float64", "float8_e5m2")
 
 
 class RandomStream:
-    """Seeded source of stochastic-rounding bits: stream (seed, domain) is a PCG64 generator
+    """Seeded source of stochastic-rounding bits: stream (seed, domain) is an SFC64 generator
     seeded by numpy's ``SeedSequence([seed, domain])`` (seed, domain >= 0), read in call
     order."""
 
     def __init__(self, seed: int, domain: int = 0) -> None:
         self.seed, self.domain = seed, domain
-        self._bits = np.random.PCG64(np.random.SeedSequence([seed, domain]))
+        self._bits = np.random.SFC64(np.random.SeedSequence([seed, domain]))
 
     def _words(self, count: int) -> np.ndarray:
         """``count`` fresh uniform 32-bit words (uint32), two per 64-bit draw."""
