@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from precision.formats.binary_format import BinaryFormat
-from precision.formats.rounding import _LAYOUT, RandomStream, round_integers
+from precision.formats.rounding import CARRIER_BITS, RandomStream, round_integers
 
 BLOCK = 32
 #: E8M0's exponent range (bias 127; the all-ones code is NaN).
@@ -39,7 +39,7 @@ def quantize_mx(t: torch.Tensor, element: BinaryFormat, dim: int, mode: str = "r
     element = element.with_overflow("saturate")
     exact = t.dtype == torch.float32 and mode in ("rne", "rz", "sr")
     work = torch.float32 if exact else torch.float64
-    int_dtype, exponent_bits, _ = _LAYOUT[work]
+    int_dtype, exponent_bits, _ = CARRIER_BITS[work]
     moved = t.movedim(dim, -1).to(work)
     length = moved.shape[-1]
     pad = (-length) % block

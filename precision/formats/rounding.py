@@ -9,7 +9,8 @@ n q is the result; beyond ``max_finite`` the format's overflow rule applies (IEE
 directed modes: toward zero gives +-max, the far side gives the overflow value). Paths, by
 carrier and format (all of them bit for bit the same function):
 
-- float32, rne, torch has the dtype (float16, bfloat16): the cast itself.
+- float32, rne, torch has the dtype and its cast is fast on a CPU (float16, bfloat16,
+  float8_e5m2): the cast itself.
 - float32, a format whose largest binade and spacing fit float32's normal range (FP8, FP6,
   FP4, float16, custom ``eXmY`` with X <= 7): q is read off x's exponent bits and clamped to
   the format's binades; x / q and n q are exact (scalings by powers of two), so the rounding
@@ -70,7 +71,7 @@ class RandomStream:
         """float32 uniforms in [0, 1) on the grid of 2^-24 (24 random bits each)."""
         words = self._words(math.prod(shape))
         np.right_shift(words, np.uint32(8), out=words)
-        out = words.astype(np.float32)
+        out = words.view(np.int32).astype(np.float32)  # < 2^24: exact, a signed conversion
         np.multiply(out, np.float32(2.0 ** -24), out=out)
         return torch.from_numpy(out).reshape(tuple(shape))
 
@@ -115,8 +116,9 @@ def round_integers(y: torch.Tensor, mode: str, stream: RandomStream | None = Non
     raise ValueError(f"unknown rounding mode {mode!r} (modes: {', '.join(MODES)})")
 
 
-#: Per carrier dtype: (its integer view, its exponent field, its largest exponent).
-_LAYOUT = {torch.float32: (torch.int32, _EXPONENT_BITS, 127),
+#: Per carrier dtype: (its integer view, its exponent field as a 0-d tensor, its largest
+#: exponent).
+CARRIER_BITS = {torch.float32: (torch.int32, _EXPONENT_BITS, 127),
            torch.float64: (torch.int64, torch.tensor(0x7FF0000000000000, dtype=torch.int64),
                            1023)}
 
@@ -140,7 +142,7 @@ def _unbounded_scaled(x: torch.Tensor, fmt: BinaryFormat, mode: str,
     2^emin it never loses bits; above, the result is normal), and so is n q (a value of the
     grid, or beyond max_finite, which the caller's overflow rule replaces). Signs of zero
     follow round/trunc/floor/ceil."""
-    int_dtype, exponent_bits, _ = _LAYOUT[x.dtype]
+    int_dtype, exponent_bits, _ = CARRIER_BITS[x.dtype]
     binade = torch.bitwise_and(x.view(int_dtype), exponent_bits).view(x.dtype)
     q = binade.clamp_(2.0 ** fmt.emin, 2.0 ** (fmt.emax + 1)).mul_(2.0 ** -fmt.mantissa_bits)
     n = round_integers(x / q, mode, stream)
@@ -252,6 +254,6 @@ def round_to_format(x: torch.Tensor, fmt: BinaryFormat, mode: str = "rne",
     if fmt.overflow == "inf" and mode == "rne":
         # n q >= 2^(emax + 1) (the next binade: overflow) becomes inf when scaled up to the
         # carrier's top binade, max_finite stays finite; the scalings are exact otherwise
-        top = _LAYOUT[work.dtype][2]
+        top = CARRIER_BITS[work.dtype][2]
         return rounded.mul_(2.0 ** (top - fmt.emax)).mul_(2.0 ** (fmt.emax - top)).to(x.dtype)
     return _overflowed(work, rounded, fmt, mode).to(x.dtype)
