@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, not {args.repeats}")
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = build_model("transformer", d_in=D, d_out=D, depth=DEPTH, width=WIDTH).double().eval()
