@@ -9,6 +9,11 @@ with its parameters rounded (quantised) into the format under the per-op roundin
 and its result rounded. Parameter preparation is timed apart (once per evaluation). Prints
 each format's time and its ratio to (a); the target is a ratio within 5x.
 
+Each forward is timed by the CPU time of this process (one thread) and by the wall clock.
+The ratio is of CPU times: on a shared machine the wall clock also counts the time the
+process waits for a core, and a long forward is preempted more often than a short one, so
+wall-clock ratios grow with the machine's load (both are printed).
+
 Run: ``python bench/bench_formats.py [--repeats 20]``.
 """
 
@@ -32,23 +37,27 @@ FORMATS = ("float8_e4m3", "float8_e5m2", "bfloat16:rz", "tf32", "float8_e4m3:sr+
 
 
 def _paired_times(first: Callable[[], object], second: Callable[[], object],
-                  repeats: int) -> tuple[float, float]:
-    """Median times of ``first`` and ``second`` run alternately (a shared, loaded machine
-    slows both alike), after one warm-up each."""
+                  repeats: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Median (CPU, wall) times of ``first`` and ``second`` run alternately (a shared,
+    loaded machine slows both alike), after one warm-up each."""
     first(), second()
-    times: tuple[list[float], list[float]] = ([], [])
+    times: tuple[list[tuple[float, float]], ...] = ([], [])
     for _ in range(repeats):
         for run, out in ((first, times[0]), (second, times[1])):
-            t0 = time.perf_counter()
+            c0, w0 = time.process_time(), time.perf_counter()
             run()
-            out.append(time.perf_counter() - t0)
-    return statistics.median(times[0]), statistics.median(times[1])
+            out.append((time.process_time() - c0, time.perf_counter() - w0))
+    return tuple(  # type: ignore[return-value]
+        (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts))
+        for ts in times)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, not {args.repeats}")
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = build_model("transformer", d_in=D, d_out=D, depth=DEPTH, width=WIDTH).double().eval()
@@ -61,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             return plain(x32)
 
     print(f"001 model forward (batch {BATCH} x N {N} x D {D}, width {WIDTH}, depth {DEPTH}), "
-          f"median of {args.repeats}, each format paired with the plain float32 forward")
+          f"median of {args.repeats}, each format paired with the plain float32 forward; "
+          "CPU time of this process")
     for spec in FORMATS:
         p = parse_precision(spec)
         t0 = time.perf_counter()
@@ -74,9 +84,11 @@ def main(argv: list[str] | None = None) -> int:
             with torch.no_grad(), simulation(p):  # type: ignore[arg-type]
                 return clone(xin)
 
-        base, t = _paired_times(forward_plain, forward_format, args.repeats)
+        (base, base_wall), (t, t_wall) = _paired_times(forward_plain, forward_format,
+                                                        args.repeats)
         print(f"  {spec:<26} {t * 1e3:8.2f} ms vs float32 {base * 1e3:6.2f} ms: "
-              f"{t / base:5.2f}x   (parameters {prep * 1e3:.1f} ms once)")
+              f"{t / base:5.2f}x   (wall clock {t_wall / base_wall:5.2f}x; parameters "
+              f"{prep * 1e3:.1f} ms once)")
     return 0
 
 

@@ -305,3 +305,39 @@ def test_spellings_round_trip_and_bad_ones_are_one_line_errors():
         with pytest.raises(PrecisionError) as info:
             parse_precision(bad)
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("carrier", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", ["float8_e4m3", "float8_e5m2", "float4_e2m1", "tf32",
+                                  "bfloat16"])
+def test_stochastic_rounding_lands_on_a_neighbour_and_keeps_signs_and_specials(name, carrier):
+    fmt = FORMATS[name]
+    torch.manual_seed(2)
+    x = torch.cat([torch.randn(3000) * 10.0 ** torch.randint(-12, 4, (3000,)),
+                   -torch.rand(200) * fmt.min_subnormal]).to(carrier)
+    got = round_to_format(x, fmt, "sr", RandomStream(4))
+    low, high = round_to_format(x, fmt, "rd"), round_to_format(x, fmt, "ru")
+    assert bool(((got == low) | (got == high)).all())
+    zeros = got == 0
+    assert torch.equal(torch.signbit(got[zeros]), torch.signbit(x[zeros]))  # -0 from below
+    beyond = min(fmt.max_finite * 1.5, 3.4e38)                   # beyond max where it can be
+    special = torch.tensor([float("inf"), -float("inf"), float("nan"), beyond], dtype=carrier)
+    edge = round_to_format(special, fmt, "sr", RandomStream(4))
+    far = fmt.max_finite if fmt.overflow == "saturate" else math.inf
+    assert edge[0].item() == far and edge[1].item() == -far and math.isnan(edge[2].item())
+    assert edge[3].item() in (fmt.max_finite, far) or beyond <= fmt.max_finite
+
+
+def test_random_streams_are_seeded_per_domain_and_uniform_on_their_grid():
+    a, b = RandomStream(3, 1), RandomStream(3, 1)
+    u = a.uniform32((1000,))
+    assert torch.equal(u, b.uniform32((1000,)))                       # reproducible
+    assert not torch.equal(u, RandomStream(3, 2).uniform32((1000,)))  # domains apart
+    assert not torch.equal(u, a.uniform32((1000,)))                   # the next call: fresh
+    assert u.dtype == torch.float32 and 0 <= u.min() and u.max() < 1
+    assert torch.equal(u * 2 ** 24, torch.round(u * 2 ** 24))          # 24-bit grid
+    bits = a.bits((5000,), 20)
+    assert bits.dtype == torch.int32 and 0 <= bits.min() and bits.max() < 2 ** 20
+    assert abs(bits.double().mean().item() / 2 ** 20 - 0.5) < 0.02
+    w = a.uniform((3, 7))
+    assert w.shape == (3, 7) and w.dtype == torch.float64 and 0 <= w.min() and w.max() < 1

@@ -5,7 +5,7 @@ FP8, MX, integer-weight or any-rounding precisions.
 :class:`FormatTensor` s: each op on them runs under the precision's
 :class:`~precision.formats.op_rounding.RoundResults`, so every result is rounded to the format
 as in :func:`precision.evaluate.evaluate`. Arrays made by ``asarray`` are rounded from the
-values given (float64) once. Stochastic rounding counts from 0 again at :meth:`restart`
+values given (float64) once. Stochastic rounding starts its stream afresh at :meth:`restart`
 (the solver and construction entry points call it), so a run reproduces from its seed.
 """
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from precision.formats.binary_format import BinaryFormat
-from precision.formats.rounding import RandomStream, pow2, round_to_format
+from precision.formats.rounding import CARRIER_BITS, RandomStream, round_integers
 
 BLOCK = 32
 #: E8M0's exponent range (bias 127; the all-ones code is NaN).
@@ -29,14 +29,17 @@ def quantize_mx(t: torch.Tensor, element: BinaryFormat, dim: int, mode: str = "r
     """``t`` quantised to the MX format with element format ``element`` (saturating), blocks
     of ``block`` along ``dim``; returned dequantised, in ``t``'s dtype and shape.
 
-    A float32 ``t`` is scaled in float32 under rne / rz / sr: a value that underflows there
-    (below 2^-126 after division by the scale, far below every element format's smallest
-    subnormal) rounds to the same element as its exact value would (to 0; under sr with
-    probability below 2^-24 otherwise, which 24 random bits cannot resolve); ru and rd, for
-    which it would not, scale in float64."""
+    V_i / 2^X is rounded as :func:`precision.formats.rounding.round_to_format` does (spacing
+    from its exponent bits, :func:`round_integers` of the exact quotient), then clamped to
+    +-max (saturation, every mode) and scaled back. A float32 ``t`` is scaled in float32 under
+    rne / rz / sr: a value that underflows there (below 2^-126 after division by the scale,
+    far below every element format's smallest subnormal) rounds to the same element as its
+    exact value would (to 0; under sr with probability below 2^-24 otherwise, which 24 random
+    bits cannot resolve); ru and rd, for which it would not, scale in float64."""
     element = element.with_overflow("saturate")
     exact = t.dtype == torch.float32 and mode in ("rne", "rz", "sr")
     work = torch.float32 if exact else torch.float64
+    int_dtype, exponent_bits, _ = CARRIER_BITS[work]
     moved = t.movedim(dim, -1).to(work)
     length = moved.shape[-1]
     pad = (-length) % block
@@ -44,13 +47,20 @@ def quantize_mx(t: torch.Tensor, element: BinaryFormat, dim: int, mode: str = "r
         moved = torch.nn.functional.pad(moved, (0, pad))
     blocks = moved.reshape(*moved.shape[:-1], -1, block)
     amax = blocks.abs().amax(dim=-1, keepdim=True)
-    _, exponent = torch.frexp(amax)
-    shared = exponent.to(torch.int64) - 1 - element.emax
-    bad = ~torch.isfinite(amax) | (shared > SCALE_EMAX)
-    shared = torch.where(amax == 0, SCALE_EMIN, shared).clamp(SCALE_EMIN, SCALE_EMAX)
-    scaled = blocks * pow2(-shared).to(work)
-    q = round_to_format(scaled, element, mode, stream) * pow2(shared).to(work)
-    if bool(bad.any()):
-        q = torch.where(bad, float("nan"), q)
+    # 2^X = 2^(floor(log2 amax) - emax) from amax's exponent bits, clamped to E8M0's range
+    # (a zero or subnormal amax has exponent bits 0: it takes 2^-127)
+    binade = torch.bitwise_and(amax.view(int_dtype), exponent_bits).view(work)
+    scale = binade.mul_(2.0 ** -element.emax).clamp_(2.0 ** SCALE_EMIN, 2.0 ** SCALE_EMAX)
+    scaled = blocks / scale                                  # exact but for underflow
+    spacing = torch.bitwise_and(scaled.view(int_dtype), exponent_bits).view(work)
+    spacing = spacing.clamp_(2.0 ** element.emin, 2.0 ** (element.emax + 1)) \
+        .mul_(2.0 ** -element.mantissa_bits)
+    q = round_integers(scaled / spacing, mode, stream).mul_(spacing)
+    if mode == "sr":
+        q = q.copysign_(scaled)  # a negative value rounded up to 0 is -0
+    q = q.clamp_(-element.max_finite, element.max_finite).mul_(scale)
+    finite = amax < 2.0 ** (SCALE_EMAX + element.emax + 1)   # X <= 127 and amax finite
+    if not bool(finite.all()):
+        q = torch.where(finite, q, float("nan"))
     q = q.reshape(*moved.shape[:-1], -1)[..., :length]
     return q.movedim(-1, dim).to(t.dtype)

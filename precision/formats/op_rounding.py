@@ -7,7 +7,10 @@ rounded to the precision in force for that op (:func:`round_values`), the semant
 CPFloat: the result is formed in a wider format, then rounded once. Ops that return views of
 their inputs (``view``, ``transpose``, ...) are not rounded again (their values already are);
 an op that writes into an argument (``add_``, ``copy_``, ``out=``) has the written tensor
-rounded in place.
+rounded in place. Ops that only select among their inputs' values (:data:`SELECTING`:
+``relu``, ``clone``, ``cat``, indexing, ``max``...) skip the rounding when every floating
+input is known to be on the precision's grid (:class:`GridMarks`: a result this mode rounded,
+a view of one, or such an op's result, unchanged since): the rounding would be the identity.
 
 Which precision is in force is a callable (``choose``), so that a per-module assignment can
 change it as the forward enters and leaves modules; ``choose()`` returning ``None`` leaves a
@@ -15,7 +18,7 @@ result as the carrier computed it.
 
 Formats (docs/formats.md states the semantics): a result is rounded to the precision's value
 format (:attr:`Precision.value_format`) with its rounding mode; stochastic bits come from a
-:class:`~precision.formats.rounding.RandomStream` per seed, owned by the mode (a fresh count
+:class:`~precision.formats.rounding.RandomStream` per seed, owned by the mode (a fresh stream
 per evaluation). The products and sums of :data:`MATMULS` and :data:`SUMS` accumulate in
 :attr:`Precision.accumulation_format`: the carrier's own kernel when that is the carrier
 dtype, the op computed in float64 when it is float64 over a float32 carrier, and otherwise a
@@ -27,12 +30,14 @@ reduction dimension (:func:`precision.formats.mx.quantize_mx`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
+from torch.utils.weak import WeakIdKeyDictionary
 
 from precision.backends.torch_backend import round_to_dtype
 from precision.formats.binary_format import BinaryFormat
@@ -137,46 +142,122 @@ def _mx_operand(t: torch.Tensor, p: Precision, dim: int, stream: RandomStream | 
 MX_CACHE_SIZE = 256
 
 
-_RETURNS: dict[Any, tuple[bool, bool]] = {}
+#: Ops each of whose floating result values is one of their floating inputs' values (or,
+#: ``relu``, a zero): on inputs on a format's grid their results are on it, so rounding them
+#: is the identity and is skipped (``masked_fill`` when its fill value is on the grid too).
+SELECTING = {aten.relu.default, aten._unsafe_view.default, aten.clone.default,
+             aten.cat.default, aten.stack.default, aten.neg.default, aten.abs.default,
+             aten.index_select.default, aten.gather.default, aten.index.Tensor,
+             aten.where.self, aten.maximum.default, aten.minimum.default, aten.max.dim,
+             aten.min.dim, aten.amax.default, aten.amin.default, aten.masked_fill.Scalar}
+
+#: Per op: (returns a view of an input, returns an argument it wrote, kind: "matmul", "sum",
+#: "select" or "").
+_OPS: dict[Any, tuple[bool, bool, str]] = {}
 
 
-def _returns(func: Any) -> tuple[bool, bool]:
-    """Whether ``func`` returns a view of an input, and whether it returns an argument it
-    wrote (from its schema, read once per op)."""
-    if func not in _RETURNS:
+def _op(func: Any) -> tuple[bool, bool, str]:
+    """What :func:`run_op` needs to know of ``func`` (its schema's return aliases and its
+    kind), read once per op."""
+    info = _OPS.get(func)
+    if info is None:
         aliases = [r.alias_info for r in func._schema.returns if r.alias_info is not None]
-        _RETURNS[func] = (any(not a.is_write for a in aliases), any(a.is_write for a in aliases))
-    return _RETURNS[func]
+        kind = "matmul" if func in MATMULS else "sum" if func in SUMS else \
+            "select" if func in SELECTING else ""
+        info = (any(not a.is_write for a in aliases), any(a.is_write for a in aliases), kind)
+        _OPS[func] = info
+    return info
+
+
+def _floating_inputs(args: tuple[Any, ...]) -> list[torch.Tensor]:
+    """The floating tensors among ``args`` and the lists in it (``cat``, ``stack``)."""
+    found = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if a.is_floating_point():
+                found.append(a)
+        elif isinstance(a, (list, tuple)):
+            found.extend(t for t in a if isinstance(t, torch.Tensor) and t.is_floating_point())
+    return found
+
+
+class GridMarks:
+    """The tensors known to hold values on a precision's value-format grid: results this
+    mode rounded, views of them and exact (selecting) ops on them, each with the version of
+    its data when marked (an in-place change, which bumps the version, unmarks it). Held
+    weakly, by identity."""
+
+    def __init__(self) -> None:
+        self._marks: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+    def mark(self, out: Any, p: Precision) -> None:
+        """Mark every floating tensor of ``out`` (a tensor, or a tuple or list of them)."""
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                self._marks[t] = (p, t._version)
+
+    def on_grid(self, tensors: list[torch.Tensor], p: Precision) -> bool:
+        """True when every tensor of ``tensors`` (at least one) is marked for ``p`` and
+        unchanged since."""
+        for t in tensors:
+            mark = self._marks.get(t)
+            if mark is None or mark[1] != t._version or not (mark[0] is p or mark[0] == p):
+                return False
+        return bool(tensors)
+
+
+@functools.lru_cache(maxsize=256)
+def _fill_on_grid(value: Any, p: Precision, dtype: torch.dtype) -> bool:
+    """True when the scalar ``value`` is on ``p``'s value-format grid."""
+    t = torch.tensor([value], dtype=dtype)
+    rounded = round_values(t, p, stream=RandomStream(0) if p.needs_stream else None)
+    return bool(torch.equal(rounded, t) or (torch.isnan(t).all() and torch.isnan(rounded).all()))
 
 
 def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precision, *,
            stream: RandomStream | None = None,
-           cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
+           cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] | None = None,
+           marks: GridMarks | None = None) -> Any:
     """``func(*args, **kwargs)`` computed in the carrier dtype, its floating results rounded
     to ``p`` (see the module docstring for views, written arguments, accumulation and MX
-    operands; ``stream``: stochastic-rounding bits; ``cache``: quantised MX operands)."""
+    operands; ``stream``: stochastic-rounding bits; ``cache``: quantised MX operands;
+    ``marks``: the tensors known to be on the grid, which lets a selecting op on them skip
+    its rounding, see :data:`SELECTING`)."""
+    view, writes, kind = _op(func)
+    if kind == "select" and marks is not None and p.is_simulated and not writes:
+        inputs = _floating_inputs((*args, *kwargs.values()))
+        if marks.on_grid(inputs, p) and (func is not aten.masked_fill.Scalar
+                                         or _fill_on_grid(args[2], p, inputs[0].dtype)):
+            out = func(*args, **kwargs)   # exact: its values are its inputs' (module docstring)
+            marks.mark(out, p)
+            return out
     out = None
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    if (p.is_simulated and (func in MATMULS or func in SUMS) and tensors
-            and all(t.dtype in (torch.float32, torch.float64) for t in tensors)):
-        if p.kind == "mx" and func in MATMULS:
-            args = list(args)  # type: ignore[assignment]
-            for index, dim in MATMULS[func]:
-                args[index] = _mx_operand(args[index], p, dim, stream, cache)  # type: ignore[index]
-            args = tuple(args)
-        carrier = tensors[0].dtype
-        acc = p.accumulation_format.name
-        if acc == "float64" and carrier == torch.float32:
-            wide = tree_map(lambda a: a.to(torch.float64) if isinstance(a, torch.Tensor)
-                            and a.is_floating_point() else a, (args, kwargs))
-            return round_values(func(*wide[0], **wide[1]), p, stream=stream).to(carrier)
-        if acc != {torch.float32: "float32", torch.float64: "float64"}[carrier]:
-            out = _accumulated(func, args, kwargs, p, stream)
+    if kind in ("matmul", "sum") and p.is_simulated:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if tensors and all(t.dtype in (torch.float32, torch.float64) for t in tensors):
+            if p.kind == "mx" and kind == "matmul":
+                args = list(args)  # type: ignore[assignment]
+                for index, dim in MATMULS[func]:
+                    args[index] = _mx_operand(args[index], p, dim, stream, cache)  # type: ignore[index]
+                args = tuple(args)
+            carrier = tensors[0].dtype
+            acc = p.accumulation_format.name
+            if acc == "float64" and carrier == torch.float32:
+                wide = [a.to(torch.float64) if isinstance(a, torch.Tensor)
+                        and a.is_floating_point() else a for a in args]  # flat: tensors, scalars
+                out = round_values(func(*wide, **kwargs), p, stream=stream).to(carrier)
+                if marks is not None:
+                    marks.mark(out, p)
+                return out
+            if acc != {torch.float32: "float32", torch.float64: "float64"}[carrier]:
+                out = _accumulated(func, args, kwargs, p, stream)
     if out is None:
         out = func(*args, **kwargs)
-    view, writes = _returns(func)
     if view:
-        return out  # a view of an input: its values are rounded already
+        # a view of an input: its values are rounded already (and on the grid if it is)
+        if marks is not None and marks.on_grid(_floating_inputs(args[:1]), p):
+            marks.mark(out, p)
+        return out
 
     def _round(t: Any) -> Any:
         if isinstance(t, torch.Tensor) and t.is_floating_point():
@@ -184,10 +265,14 @@ def run_op(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], p: Precisio
             if writes:
                 with torch.no_grad():
                     t.copy_(rounded)  # an in-place op: round the tensor it wrote
-                return t
+                rounded = t
+            if marks is not None and p.is_simulated:
+                marks.mark(rounded, p)
             return rounded
         return t
 
+    if isinstance(out, torch.Tensor):
+        return _round(out)
     return tree_map(_round, out)
 
 
@@ -197,7 +282,7 @@ class RoundResults(TorchDispatchMode):
     Args:
         choose: the precision in force for the next op, or ``None`` for no rounding.
         domain: keys this mode's stochastic-rounding streams apart from other users of the
-            same seed (one stream per seed, counted from 0 by each new mode).
+            same seed (one stream per seed, started afresh by each new mode).
     """
 
     def __init__(self, choose: Callable[[], Precision | None], domain: int = 1) -> None:
@@ -206,6 +291,13 @@ class RoundResults(TorchDispatchMode):
         self.domain = domain
         self.streams: dict[int, RandomStream] = {}
         self.mx_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.marks = GridMarks()
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # no torch.compile runs under this mode: spare each op torch's dynamo-disabling
+        # wrapper around __torch_dispatch__ (torch.utils._python_dispatch documents the hook)
+        return False
 
     def stream(self, p: Precision) -> RandomStream | None:
         """The stochastic-rounding stream of ``p``'s seed (None unless ``p`` rounds ``sr``)."""
@@ -222,4 +314,5 @@ class RoundResults(TorchDispatchMode):
         p = self.choose()
         if p is None:
             return func(*args, **kwargs)
-        return run_op(func, args, kwargs, p, stream=self.stream(p), cache=self.mx_cache)
+        return run_op(func, args, kwargs, p, stream=self.stream(p), cache=self.mx_cache,
+                      marks=self.marks)

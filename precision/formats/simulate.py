@@ -12,7 +12,7 @@ block when the product runs. Stored values (parameters, inputs, a solver's data)
 by the precision's rounding mode, except that stochastic rounding stores them rounded to
 nearest: a stored number is one value, and independent draws for two copies of it (A_ij and
 A_ji of a symmetric matrix, a weight read twice) would make them differ; stochastic bits are
-the arithmetic's. Ops draw from stream domain 1 of the seed (a fresh count per run), a
+the arithmetic's. Ops draw from stream domain 1 of the seed (a fresh stream per run), a
 solver's arrays from domain 3.
 """
 
@@ -61,5 +61,5 @@ def prepare_module(module: torch.nn.Module, p: Precision) -> torch.nn.Module:
 
 
 def simulation(p: Precision) -> RoundResults:
-    """The dispatch mode a forward in ``p`` runs under (a fresh stochastic count)."""
+    """The dispatch mode a forward in ``p`` runs under (a fresh stochastic stream)."""
     return RoundResults(lambda: p, domain=OPS_DOMAIN)
