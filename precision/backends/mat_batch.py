@@ -1,0 +1,166 @@
+"""A batch of 2-d ``flint.arb_mat``s standing for an (..., m, n) array of arb values.
+
+The form an :class:`~precision.backends.mp_backend.MPArray` keeps between matrix products
+(a recurrent state, a running sum of outer products): one ``arb_mat`` per leading index, in C
+order, so products, sums, differences, scalings, running sums and moves of whole 2-d slices
+run in C on it with no Python object per entry. Every operation here is the arb operation the
+object-array form would do entry by entry (``arb_add``, ``arb_sub``, ``arb_mul`` at the
+working precision), so the midpoints are the same, bit for bit.
+
+Values are immutable: every operation returns a new batch, and a batch may share its
+``arb_mat``s with another (a moved or broadcast batch), which is safe because none is ever
+written in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import flint
+import numpy as np
+
+
+class MatBatch:
+    """``mats[i]`` is the (rows, cols) slice at leading index ``i`` (C order over ``lead``).
+
+    ``exact``: every entry is known to have radius 0 (a product's result, rounded to its
+    midpoint); sums, differences and scalings keep arb's radii, as the object form does.
+    """
+
+    __slots__ = ("mats", "lead", "rows", "cols", "exact")
+
+    def __init__(self, mats: list[flint.arb_mat], lead: tuple[int, ...], rows: int, cols: int,
+                 exact: bool) -> None:
+        self.mats = mats
+        self.lead = lead
+        self.rows = rows
+        self.cols = cols
+        self.exact = exact
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.lead + (self.rows, self.cols)
+
+    # --- conversions ----------------------------------------------------------------
+    @classmethod
+    def from_entries(cls, a: np.ndarray, exact: bool) -> MatBatch:
+        """An object array of arb, shape (..., m, n) with n-d >= 2, as a batch (one bulk C
+        conversion per slice, ~0.1 us per entry; the entries are copied exactly)."""
+        m, n = a.shape[-2:]
+        rows = a.reshape(-1, m * n).tolist()
+        return cls([flint.arb_mat(m, n, r) for r in rows], a.shape[:-2], m, n, exact)
+
+    def entries(self) -> np.ndarray:
+        """The object array of the entries (radii as they stand), shape :attr:`shape`."""
+        flat: list[flint.arb] = []
+        for mat in self.mats:
+            flat.extend(mat.entries())
+        return np.fromiter(flat, dtype=object, count=len(flat)).reshape(self.shape)
+
+    def exact_mats(self) -> list[flint.arb_mat]:
+        """The slices with their radii dropped (the midpoints a product must see)."""
+        return self.mats if self.exact else [mat.mid() for mat in self.mats]
+
+    # --- data movement --------------------------------------------------------------
+    def lead_index(self) -> np.ndarray:
+        """The position of each slice in :attr:`mats`, shape :attr:`lead`."""
+        return np.arange(len(self.mats)).reshape(self.lead)
+
+    def regroup(self, index: np.ndarray, transpose: bool = False) -> MatBatch:
+        """The slices ``mats[index]`` (any int array of positions: selected, sliced,
+        broadcast or permuted leading axes), each transposed when ``transpose``."""
+        mats = [self.mats[i] for i in np.asarray(index).reshape(-1).tolist()]
+        if transpose:
+            return MatBatch([mat.transpose() for mat in mats], tuple(np.shape(index)),
+                            self.cols, self.rows, self.exact)
+        return MatBatch(mats, tuple(np.shape(index)), self.rows, self.cols, self.exact)
+
+    @staticmethod
+    def concatenate(batches: Sequence[MatBatch], axis: int) -> MatBatch:
+        """The batches joined along leading axis ``axis`` (same slice shape)."""
+        mats: list[flint.arb_mat] = []
+        index = []
+        for b in batches:
+            index.append(b.lead_index() + len(mats))
+            mats.extend(b.mats)
+        first = batches[0]
+        whole = MatBatch(mats, (len(mats),), first.rows, first.cols,
+                         all(b.exact for b in batches))
+        return whole.regroup(np.concatenate(index, axis=axis))
+
+    # --- arithmetic (call under the working precision) --------------------------------
+    def plus(self, other: MatBatch, sign: int) -> MatBatch:
+        """``self + other`` (sign 1) or ``self - other`` (sign -1), slice by slice, same
+        shape: arb_mat ``+`` / ``-`` is ``arb_add`` / ``arb_sub`` per entry."""
+        if sign > 0:
+            mats = [x + y for x, y in zip(self.mats, other.mats, strict=True)]
+        else:
+            mats = [x - y for x, y in zip(self.mats, other.mats, strict=True)]
+        return MatBatch(mats, self.lead, self.rows, self.cols, False)
+
+    def scaled(self, factors: list[flint.arb]) -> MatBatch:
+        """Slice i times the number ``factors[i]`` (``arb_mul`` per entry)."""
+        mats = [x * f for x, f in zip(self.mats, factors, strict=True)]
+        return MatBatch(mats, self.lead, self.rows, self.cols, False)
+
+    def negated(self) -> MatBatch:
+        return MatBatch([-x for x in self.mats], self.lead, self.rows, self.cols, self.exact)
+
+    def times(self, other: MatBatch) -> MatBatch:
+        """The matrix products slice by slice (same leading shape) of the slices' midpoints,
+        each entry a dot product rounded once to its midpoint."""
+        mats = [(x * y).mid() for x, y in zip(self.exact_mats(), other.exact_mats(),
+                                               strict=True)]
+        return MatBatch(mats, self.lead, self.rows, other.cols, True)
+
+    def outer_times(self, other: MatBatch) -> MatBatch:
+        """Outer products slice by slice ((m, 1) times (1, n), same leading shape) of the
+        slices as they stand: each entry is ``arb_mul`` of two entries, radii included,
+        exactly the entrywise product."""
+        mats = [x * y for x, y in zip(self.mats, other.mats, strict=True)]
+        return MatBatch(mats, self.lead, self.rows, other.cols, False)
+
+    def running_sum(self, axis: int) -> MatBatch:
+        """Cumulative sums along leading axis ``axis``: S_0 = X_0, S_j = S_{j-1} + X_j, each
+        sum rounded (numpy's ``add.accumulate`` of the entries, in C per slice)."""
+        index = np.moveaxis(self.lead_index(), axis, 0).reshape(self.lead[axis], -1).tolist()
+        out = list(self.mats)
+        for prev, cur in zip(index, index[1:], strict=False):
+            for i, j in zip(prev, cur, strict=True):
+                out[j] = out[i] + self.mats[j]
+        exact = self.exact and self.lead[axis] <= 1
+        return MatBatch(out, self.lead, self.rows, self.cols, exact)
+
+
+class OuterProducts:
+    """x_i y_i^T for each leading index i, not yet computed: ``col`` (..., m, 1) and ``row``
+    (..., 1, n), leading shapes broadcasting, each an object array (a private copy) or a
+    :class:`MatBatch`. Computed on first need in the form the consumer takes: entrywise
+    products of the object arrays (:meth:`entries`) or ``arb_mat`` products
+    (:meth:`to_batch`). A one-term product is the product rounded once either way, so both
+    give the same midpoints and radii (``tests/test_mp_batch.py``)."""
+
+    __slots__ = ("col", "row", "shape")
+
+    def __init__(self, col: np.ndarray | MatBatch, row: np.ndarray | MatBatch) -> None:
+        self.col = np.array(col, dtype=object) if isinstance(col, np.ndarray) else col
+        self.row = np.array(row, dtype=object) if isinstance(row, np.ndarray) else row
+        lead = np.broadcast_shapes(col.shape[:-2], row.shape[:-2])
+        self.shape: tuple[int, ...] = lead + (col.shape[-2], row.shape[-1])
+
+    def entries(self) -> np.ndarray:
+        """The products as an object array (call under the working precision)."""
+        col = self.col.entries() if isinstance(self.col, MatBatch) else self.col
+        row = self.row.entries() if isinstance(self.row, MatBatch) else self.row
+        return np.asarray(col * row, dtype=object)
+
+    def to_batch(self) -> MatBatch:
+        """The products as a batch (call under the working precision)."""
+        lead = self.shape[:-2]
+        col, row = (MatBatch.from_entries(v, False) if isinstance(v, np.ndarray) else v
+                    for v in (self.col, self.row))
+        if col.lead != lead:
+            col = col.regroup(np.broadcast_to(col.lead_index(), lead))
+        if row.lead != lead:
+            row = row.regroup(np.broadcast_to(row.lead_index(), lead))
+        return col.outer_times(row)
