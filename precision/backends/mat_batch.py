@@ -57,9 +57,14 @@ class MatBatch:
             flat.extend(mat.entries())
         return np.fromiter(flat, dtype=object, count=len(flat)).reshape(self.shape)
 
-    def exact_mats(self) -> list[flint.arb_mat]:
-        """The slices with their radii dropped (the midpoints a product must see)."""
-        return self.mats if self.exact else [mat.mid() for mat in self.mats]
+    def product_mats(self, small: bool) -> list[flint.arb_mat]:
+        """The slices as a product takes them. A product's midpoints depend on its operands'
+        midpoints only (arb_mat's classical algorithm takes each entry's midpoint in its dot
+        product; the block algorithm multiplies the midpoints and the radii separately), so
+        radii are dropped (``mid``, a pass over the entries) only where the product would
+        spend a second, radius product on them: the block algorithm, for products whose
+        three dimensions are all at least 8 (``small`` False)."""
+        return self.mats if self.exact or small else [mat.mid() for mat in self.mats]
 
     # --- data movement --------------------------------------------------------------
     def lead_index(self) -> np.ndarray:
@@ -109,8 +114,9 @@ class MatBatch:
     def times(self, other: MatBatch) -> MatBatch:
         """The matrix products slice by slice (same leading shape) of the slices' midpoints,
         each entry a dot product rounded once to its midpoint."""
-        mats = [(x * y).mid() for x, y in zip(self.exact_mats(), other.exact_mats(),
-                                               strict=True)]
+        small = min(self.rows, self.cols, other.cols) < 8
+        mats = [(x * y).mid() for x, y in zip(self.product_mats(small),
+                                               other.product_mats(small), strict=True)]
         return MatBatch(mats, self.lead, self.rows, other.cols, True)
 
     def outer_times(self, other: MatBatch) -> MatBatch:
