@@ -452,11 +452,12 @@ def batch_binary(x: MPArray, other: Any, kind: str, reflected: bool) -> MPArray 
     beta of shape (B, 1, 1) times a (B, W, W) state: ``arb_mul`` per entry); and ``*`` of a
     column (..., m, 1) by a row (..., 1, n), held as pending outer products.
     """
-    if not (x.finite and known_finite(other)) or x.ndim < 2:
+    if not (x.finite and known_finite(other)):
         return None
     y = other if isinstance(other, MPArray) else None
     if kind != "*":
-        if y is None or y.shape != x.shape or (x.batch is None and y.batch is None):
+        if y is None or y.shape != x.shape or x.ndim < 2 or (x.batch is None
+                                                            and y.batch is None):
             return None
         left, right = (y, x) if reflected else (x, y)
         with workprec(x.prec):
@@ -469,8 +470,8 @@ def batch_binary(x: MPArray, other: Any, kind: str, reflected: bool) -> MPArray 
                 with workprec(x.prec):
                     res = mat.as_batch().scaled(factors)
                 return MPArray.of_batch(res, x.prec, True)
-    if y is None or y.ndim != x.ndim or isinstance(x._batch, OuterProducts) or isinstance(
-            y._batch, OuterProducts):
+    if y is None or y.ndim != x.ndim or x.ndim < 2 or isinstance(x._batch, OuterProducts) or (
+            isinstance(y._batch, OuterProducts)):
         return None
     for col, row in ((x, y), (y, x)):
         if col.shape[-1] == 1 and row.shape[-2] == 1 and col.shape[-2] * row.shape[-1] > 1:
