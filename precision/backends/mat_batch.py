@@ -14,6 +14,7 @@ written in place.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import flint
@@ -140,35 +141,94 @@ class MatBatch:
         return MatBatch(out, self.lead, self.rows, self.cols, exact)
 
 
-class OuterProducts:
-    """x_i y_i^T for each leading index i, not yet computed: ``col`` (..., m, 1) and ``row``
-    (..., 1, n), leading shapes broadcasting, each an object array (a private copy) or a
-    :class:`MatBatch`. Computed on first need in the form the consumer takes: entrywise
-    products of the object arrays (:meth:`entries`) or ``arb_mat`` products
-    (:meth:`to_batch`). A one-term product is the product rounded once either way, so both
-    give the same midpoints and radii (``tests/test_mp_batch.py``)."""
+def _private(v: np.ndarray | MatBatch) -> np.ndarray | MatBatch:
+    """An operand kept by a pending value: a batch as it is (immutable), an object array as
+    a copy (its owner may write into it later)."""
+    return np.array(v, dtype=object) if isinstance(v, np.ndarray) else v
 
-    __slots__ = ("col", "row", "shape")
 
-    def __init__(self, col: np.ndarray | MatBatch, row: np.ndarray | MatBatch) -> None:
-        self.col = np.array(col, dtype=object) if isinstance(col, np.ndarray) else col
-        self.row = np.array(row, dtype=object) if isinstance(row, np.ndarray) else row
-        lead = np.broadcast_shapes(col.shape[:-2], row.shape[:-2])
-        self.shape: tuple[int, ...] = lead + (col.shape[-2], row.shape[-1])
+def _as_batch(v: np.ndarray | MatBatch, lead: tuple[int, ...]) -> MatBatch:
+    """An operand of a pending value as a batch with leading shape ``lead``."""
+    b = MatBatch.from_entries(v, False) if isinstance(v, np.ndarray) else v
+    return b if b.lead == lead else b.regroup(np.broadcast_to(b.lead_index(), lead))
+
+
+def _as_entries(v: np.ndarray | MatBatch) -> np.ndarray:
+    return v.entries() if isinstance(v, MatBatch) else v
+
+
+class Pending(ABC):
+    """A value not yet computed, held as its operation and operands, which one of two
+    consumers computes: :meth:`entries` (the entrywise object-array operation, for an op
+    that reads entries) or :meth:`batch` (the ``arb_mat`` operation, for a product, a sum
+    with a batch, a running sum). Both are the same arb operation on the same operands,
+    so they give the same balls; the batch is kept once computed (it is immutable), so the
+    several consumers of one value compute it once."""
+
+    __slots__ = ("shape", "_batch")
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+        self._batch: MatBatch | None = None
+
+    def batch(self) -> MatBatch:
+        """The value as a batch (call under the working precision)."""
+        if self._batch is None:
+            self._batch = self._compute_batch()
+        return self._batch
 
     def entries(self) -> np.ndarray:
-        """The products as an object array (call under the working precision)."""
-        col = self.col.entries() if isinstance(self.col, MatBatch) else self.col
-        row = self.row.entries() if isinstance(self.row, MatBatch) else self.row
-        return np.asarray(col * row, dtype=object)
+        """The value as an object array (call under the working precision)."""
+        return self._batch.entries() if self._batch is not None else self._compute_entries()
 
-    def to_batch(self) -> MatBatch:
-        """The products as a batch (call under the working precision)."""
+    @abstractmethod
+    def _compute_batch(self) -> MatBatch:
+        """The ``arb_mat`` operation."""
+
+    @abstractmethod
+    def _compute_entries(self) -> np.ndarray:
+        """The entrywise operation on object arrays."""
+
+
+class OuterProducts(Pending):
+    """x_i y_i^T for each leading index i: ``col`` (..., m, 1) and ``row`` (..., 1, n),
+    leading shapes broadcasting, each an object array or a :class:`MatBatch`; entrywise
+    products of the object arrays or ``arb_mat`` products of inner dimension 1. A one-term
+    product is ``arb_mul`` either way (arb_mat's classical algorithm for an inner dimension
+    of at most 2), so both give the same midpoints and radii."""
+
+    __slots__ = ("col", "row")
+
+    def __init__(self, col: np.ndarray | MatBatch, row: np.ndarray | MatBatch) -> None:
+        lead = np.broadcast_shapes(col.shape[:-2], row.shape[:-2])
+        super().__init__(lead + (col.shape[-2], row.shape[-1]))
+        self.col, self.row = _private(col), _private(row)
+
+    def _compute_entries(self) -> np.ndarray:
+        return np.asarray(_as_entries(self.col) * _as_entries(self.row), dtype=object)
+
+    def _compute_batch(self) -> MatBatch:
         lead = self.shape[:-2]
-        col, row = (MatBatch.from_entries(v, False) if isinstance(v, np.ndarray) else v
-                    for v in (self.col, self.row))
-        if col.lead != lead:
-            col = col.regroup(np.broadcast_to(col.lead_index(), lead))
-        if row.lead != lead:
-            row = row.regroup(np.broadcast_to(row.lead_index(), lead))
-        return col.outer_times(row)
+        return _as_batch(self.col, lead).outer_times(_as_batch(self.row, lead))
+
+
+class PendingSum(Pending):
+    """``left + right`` (sign 1) or ``left - right`` (sign -1), one shape, one of them a
+    :class:`MatBatch` (a product's result) and the other an object array: ``arb_add`` /
+    ``arb_sub`` per entry either way (as entries, after reading the batch's entries; as a
+    batch, after converting the object array)."""
+
+    __slots__ = ("left", "right", "sign")
+
+    def __init__(self, left: np.ndarray | MatBatch, right: np.ndarray | MatBatch,
+                 sign: int) -> None:
+        super().__init__(tuple(left.shape))
+        self.left, self.right, self.sign = _private(left), _private(right), sign
+
+    def _compute_entries(self) -> np.ndarray:
+        left, right = _as_entries(self.left), _as_entries(self.right)
+        return np.asarray(left + right if self.sign > 0 else left - right, dtype=object)
+
+    def _compute_batch(self) -> MatBatch:
+        lead = self.shape[:-2]
+        return _as_batch(self.left, lead).plus(_as_batch(self.right, lead), self.sign)

@@ -22,7 +22,7 @@ import flint
 import numpy as np
 
 from precision.backends.base import Backend
-from precision.backends.mat_batch import MatBatch, OuterProducts
+from precision.backends.mat_batch import MatBatch, OuterProducts, Pending, PendingSum
 from precision.precisions import Precision
 
 _mid = np.frompyfunc(flint.arb.mid, 1, 1)
@@ -99,11 +99,12 @@ class MPArray:
     product, and what ``+``, ``-``, scaling by a number per 2-d slice, running sums
     (:func:`~precision.backends.interpreter.reductions.cumulative`) and moves of whole 2-d
     slices make of it, all in C with no Python object per entry. An outer product (a matrix
-    product with inner dimension 1, or the broadcast product of a column and a row) is held
-    as its factors (:class:`~precision.backends.mat_batch.OuterProducts`) until a consumer
-    picks the form. Reading :attr:`a` converts once (~0.1-0.25 us per entry) and drops the
-    batch, so the object array can be written in place as before. Either form holds the
-    same arb values, so every result is the same, bit for bit.
+    product with inner dimension 1, or the broadcast product of a column and a row) and the
+    sum of a batch and an object array are held pending
+    (:class:`~precision.backends.mat_batch.Pending`) until a consumer picks the form.
+    Reading :attr:`a` converts once (~0.1-0.25 us per entry) and drops the batch, so the
+    object array can be written in place as before. Either form holds the same arb values,
+    so every result is the same, bit for bit.
     """
 
     __slots__ = ("_a", "_batch", "prec", "clean", "finite")
@@ -112,7 +113,7 @@ class MPArray:
     def __init__(self, a: np.ndarray, prec: int, clean: bool = False,
                  finite: bool = False) -> None:
         self._a: np.ndarray | None = a
-        self._batch: MatBatch | OuterProducts | None = None
+        self._batch: MatBatch | Pending | None = None
         self.prec = prec
         self.clean = clean  # True: every entry is known to have radius 0
         # True: every entry is known to be finite (False: not known). Sums, differences and
@@ -121,8 +122,8 @@ class MPArray:
         self.finite = finite
 
     @classmethod
-    def of_batch(cls, batch: MatBatch | OuterProducts, prec: int, finite: bool) -> MPArray:
-        """An array held as a batch of ``arb_mat``s or as pending outer products."""
+    def of_batch(cls, batch: MatBatch | Pending, prec: int, finite: bool) -> MPArray:
+        """An array held as a batch of ``arb_mat``s or as a pending value."""
         out = cls.__new__(cls)
         out._a, out._batch = None, batch
         out.prec, out.finite = prec, finite
@@ -145,24 +146,24 @@ class MPArray:
 
     @property
     def batch(self) -> MatBatch | None:
-        """The ``arb_mat`` batch this array is held as, or None (an object array or
-        pending outer products)."""
+        """The ``arb_mat`` batch this array is held as, or None (an object array or a pending
+        value)."""
         return self._batch if isinstance(self._batch, MatBatch) else None
 
     @property
     def batchable(self) -> bool:
-        """Held as a batch or as pending outer products (a batch at C cost)."""
+        """Held as a batch or as a pending value (a batch at C cost)."""
         return self._batch is not None
 
     def as_batch(self) -> MatBatch:
-        """This array (n-d >= 2) as a batch of ``arb_mat``s: its own (pending outer
-        products computed by ``arb_mat`` and kept), or converted from :attr:`a` (not kept:
-        :attr:`a` may be written in place)."""
+        """This array (n-d >= 2) as a batch of ``arb_mat``s: its own (a pending value
+        computed by ``arb_mat`` and kept), or converted from :attr:`a` (not kept: :attr:`a`
+        may be written in place)."""
         if isinstance(self._batch, MatBatch):
             return self._batch
         if self._batch is not None:
             with workprec(self.prec):
-                self._batch = self._batch.to_batch()
+                self._batch = self._batch.batch()
             return self._batch
         return MatBatch.from_entries(self.a, self.clean)
 
@@ -447,31 +448,40 @@ def batch_binary(x: MPArray, other: Any, kind: str, reflected: bool) -> MPArray 
 
     Applies to operands known finite (IEEE infinities need the entrywise fix-up) and n-d
     >= 2: ``+`` / ``-`` of two arrays of one shape, one of them held as a batch
-    (``arb_mat`` ``+`` / ``-``: ``arb_add`` / ``arb_sub`` per entry); ``*`` of an array
-    held as a batch (or pending outer products) by a number per 2-d slice (a constant, or
-    beta of shape (B, 1, 1) times a (B, W, W) state: ``arb_mul`` per entry); and ``*`` of a
-    column (..., m, 1) by a row (..., 1, n), held as pending outer products.
+    (``arb_mat`` ``+`` / ``-``: ``arb_add`` / ``arb_sub`` per entry; with an object array,
+    held pending, :class:`~precision.backends.mat_batch.PendingSum`, since converting it
+    only pays where the result stays a batch); ``*`` of an array held as a batch (or
+    pending outer products) by a number per 2-d slice (a constant, or beta of shape
+    (B, 1, 1) times a (B, W, W) state: ``arb_mul`` per entry); and ``*`` of a column
+    (..., m, 1) by a row (..., 1, n), held as pending outer products.
     """
     if not (x.finite and known_finite(other)):
         return None
     y = other if isinstance(other, MPArray) else None
     if kind != "*":
-        if y is None or y.shape != x.shape or x.ndim < 2 or (x.batch is None
-                                                            and y.batch is None):
+        if y is None or y.shape != x.shape or x.ndim < 2:
             return None
         left, right = (y, x) if reflected else (x, y)
-        with workprec(x.prec):
-            res = left.as_batch().plus(right.as_batch(), 1 if kind == "+" else -1)
-        return MPArray.of_batch(res, x.prec, True)
+        sign = 1 if kind == "+" else -1
+        if left.batch is None and right.batch is None:
+            return None
+        if left.batchable and right.batchable:
+            with workprec(x.prec):
+                res = left.as_batch().plus(right.as_batch(), sign)
+            return MPArray.of_batch(res, x.prec, True)
+        # a batch and an object array: the consumer picks the form
+        pending = PendingSum(_factor(left), _factor(right), sign)
+        return MPArray.of_batch(pending, x.prec, True)
     for mat, num in ((x, other), (y, x)):
-        if mat is not None and mat.batchable and mat.ndim >= 2:
+        if mat is not None and mat.ndim >= 2 and (mat.batch is not None or isinstance(
+                mat._batch, OuterProducts)):
             factors = _per_slice(num, mat)
             if factors is not None:
                 with workprec(x.prec):
                     res = mat.as_batch().scaled(factors)
                 return MPArray.of_batch(res, x.prec, True)
-    if y is None or y.ndim != x.ndim or x.ndim < 2 or isinstance(x._batch, OuterProducts) or (
-            isinstance(y._batch, OuterProducts)):
+    if y is None or y.ndim != x.ndim or x.ndim < 2 or isinstance(x._batch, Pending) or (
+            isinstance(y._batch, Pending)):
         return None
     for col, row in ((x, y), (y, x)):
         if col.shape[-1] == 1 and row.shape[-2] == 1 and col.shape[-2] * row.shape[-1] > 1:
