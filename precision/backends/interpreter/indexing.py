@@ -101,6 +101,9 @@ def _resolved(shape: Sequence[int], size: int) -> tuple[int, ...]:
 
 def view(ctx: Ctx, x: Any, shape: Sequence[int]) -> Any:
     if _batched(x):
+        new = tuple(shape)
+        if new == x.shape:
+            return _same(x)
         new = _resolved(shape, x.size)
         if new == x.shape:
             return _same(x)
