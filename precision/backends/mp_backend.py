@@ -356,21 +356,6 @@ class MPArray:
         return self._cmp(o, lambda x, y: x >= y)
 
     # --- matrix products through arb_mat (C speed) ----------------------------------
-    def as_arb_mat(self) -> flint.arb_mat:
-        """This 2-d array as an ``arb_mat`` (one bulk C conversion, ~0.1 us per entry).
-
-        Not cached: numpy views share memory, so a cache could go stale when a view is
-        assigned into.
-        """
-        if self.ndim != 2:
-            raise ValueError("as_arb_mat needs a 2-d array")
-        m, n = self.shape
-        mat = flint.arb_mat(m, n, self.a.reshape(-1).tolist())
-        if self.clean:
-            return mat
-        with workprec(self.prec):
-            return mat.mid()  # radii dropped in C
-
     def __matmul__(self, other: Any) -> MPArray:
         if not isinstance(other, MPArray):
             other = MPArray(
