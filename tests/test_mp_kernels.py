@@ -172,3 +172,24 @@ def test_finite_flags_reach_every_value_of_a_finite_model():
     program(torch.randn(2, 3, 6, dtype=torch.float64), precision=P)
     floats = {k: v for k, v in program.values.items() if isinstance(v, MPArray)}
     assert floats and [k for k, v in floats.items() if not v.finite] == []
+
+
+@pytest.mark.parametrize("alpha,scale,input_scale", [(1.0, 1.0, 1.0), (0.5, 2.0, 0.7)])
+def test_elu_takes_expm1_only_where_it_is_used(alpha, scale, input_scale):
+    """ELU computes expm1 at the entries with x <= 0 (and NaN) only: same midpoints as
+    the definition where(x > 0, x, alpha * expm1(input_scale * x)) * scale."""
+    import operator
+
+    from precision.backends.interpreter.comparisons import compare, where
+    from precision.backends.interpreter.elementwise import _EXPM1
+
+    rng = np.random.default_rng(5)
+    a = _values(rng, (4, 7)) * 9
+    a[0, 0], a[0, 1], a[0, 2] = ZERO, NAN, NEG_INF
+    x = MPArray(a, P.bits, clean=True)
+    ctx = _ctx()
+    got = OPS[aten.elu.default](ctx, x, alpha, scale, input_scale)
+    neg = _EXPM1(ctx, x * input_scale if input_scale != 1 else x) * alpha
+    want = where(ctx, compare(operator.gt)(ctx, x, 0), x, neg)
+    want = want * scale if scale != 1 else want
+    assert _reprs(got) == _reprs(want)

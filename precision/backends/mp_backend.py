@@ -22,6 +22,7 @@ import flint
 import numpy as np
 
 from precision.backends.base import Backend
+from precision.backends.mat_batch import MatBatch, OuterProducts, Pending, PendingSum
 from precision.precisions import Precision
 
 _mid = np.frompyfunc(flint.arb.mid, 1, 1)
@@ -92,20 +93,79 @@ class MPArray:
 
     Shape semantics follow numpy (broadcasting, slicing, ``.T``); indexing down to a single
     entry returns a 0-d :class:`MPArray` that behaves like a number (``float()``, ``<``).
+
+    Two forms, one at a time: an object array :attr:`a` of arb, or a batch of 2-d
+    ``arb_mat``s (:class:`~precision.backends.mat_batch.MatBatch`): the result of a matrix
+    product, and what ``+``, ``-``, scaling by a number per 2-d slice, running sums
+    (:func:`~precision.backends.interpreter.reductions.cumulative`) and moves of whole 2-d
+    slices make of it, all in C with no Python object per entry. An outer product (a matrix
+    product with inner dimension 1, or the broadcast product of a column and a row) and the
+    sum of a batch and an object array are held pending
+    (:class:`~precision.backends.mat_batch.Pending`) until a consumer picks the form.
+    Reading :attr:`a` converts once (~0.1-0.25 us per entry) and drops the batch, so the
+    object array can be written in place as before. Either form holds the same arb values,
+    so every result is the same, bit for bit.
     """
 
-    __slots__ = ("a", "prec", "clean", "finite")
+    __slots__ = ("_a", "_batch", "prec", "clean", "finite")
     __array_priority__ = 1000  # numpy defers to our operators
 
     def __init__(self, a: np.ndarray, prec: int, clean: bool = False,
                  finite: bool = False) -> None:
-        self.a = a
+        self._a: np.ndarray | None = a
+        self._batch: MatBatch | Pending | None = None
         self.prec = prec
         self.clean = clean  # True: every entry is known to have radius 0
         # True: every entry is known to be finite (False: not known). Sums, differences and
         # products of finite arb values are finite (arb's exponents do not overflow), so
         # they skip the scan for IEEE infinities their results would otherwise need.
         self.finite = finite
+
+    @classmethod
+    def of_batch(cls, batch: MatBatch | Pending, prec: int, finite: bool) -> MPArray:
+        """An array held as a batch of ``arb_mat``s or as a pending value."""
+        out = cls.__new__(cls)
+        out._a, out._batch = None, batch
+        out.prec, out.finite = prec, finite
+        out.clean = isinstance(batch, MatBatch) and batch.exact
+        return out
+
+    @property
+    def a(self) -> np.ndarray:
+        """The entries as an object array of arb (converted from the batch form on first
+        read, which then drops the batch)."""
+        if self._a is None:
+            with workprec(self.prec):
+                self._a = self._batch.entries()  # type: ignore[union-attr]
+            self._batch = None
+        return self._a
+
+    @a.setter
+    def a(self, value: np.ndarray) -> None:
+        self._a, self._batch = value, None
+
+    @property
+    def batch(self) -> MatBatch | None:
+        """The ``arb_mat`` batch this array is held as, or None (an object array or a pending
+        value)."""
+        return self._batch if isinstance(self._batch, MatBatch) else None
+
+    @property
+    def batchable(self) -> bool:
+        """Held as a batch or as a pending value (a batch at C cost)."""
+        return self._batch is not None
+
+    def as_batch(self) -> MatBatch:
+        """This array (n-d >= 2) as a batch of ``arb_mat``s: its own (a pending value
+        computed by ``arb_mat`` and kept), or converted from :attr:`a` (not kept: :attr:`a`
+        may be written in place)."""
+        if isinstance(self._batch, MatBatch):
+            return self._batch
+        if self._batch is not None:
+            with workprec(self.prec):
+                self._batch = self._batch.batch()
+            return self._batch
+        return MatBatch.from_entries(self.a, self.clean)
 
     def stripped(self) -> MPArray:
         """This array with the ball radii dropped (in place; the midpoints are unchanged).
@@ -124,18 +184,18 @@ class MPArray:
     # --- shape ------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.a.shape
+        return self._a.shape if self._a is not None else self._batch.shape  # type: ignore
 
     @property
     def ndim(self) -> int:
-        return self.a.ndim
+        return len(self.shape)
 
     @property
     def size(self) -> int:
-        return self.a.size
+        return self._a.size if self._a is not None else math.prod(self.shape)
 
     def __len__(self) -> int:
-        return len(self.a)
+        return len(self._a) if self._a is not None else self.shape[0]
 
     @property
     def T(self) -> MPArray:  # noqa: N802 - numpy spelling
@@ -200,10 +260,17 @@ class MPArray:
     # --- arithmetic ---------------------------------------------------------------
     def _binary(
         self, other: Any, op: Callable[[Any, Any], Any], reflected: bool = False,
-        exact_mid: bool = True,
+        exact_mid: bool = True, kind: str = "",
     ) -> MPArray:
         """Elementwise ``op`` rounded at ``prec``. ``exact_mid``: the result's midpoint does
-        not depend on input radii (+, -, *), so radii are kept and stripped lazily."""
+        not depend on input radii (+, -, *), so radii are kept and stripped lazily.
+        ``kind`` ("+", "-", "*"): the op, for the ``arb_mat`` batch form
+        (:func:`batch_binary`)."""
+        if kind and (self._batch is not None or isinstance(other, MPArray) and (
+                other._batch is not None or kind == "*")):
+            res = batch_binary(self, other, kind, reflected)
+            if res is not None:
+                return res
         if not exact_mid:
             self.stripped()
             if isinstance(other, MPArray):
@@ -221,22 +288,22 @@ class MPArray:
                        finite=exact_mid and self.finite and known_finite(other))
 
     def __add__(self, o: Any) -> MPArray:
-        return self._binary(o, lambda x, y: x + y)
+        return self._binary(o, lambda x, y: x + y, kind="+")
 
     def __radd__(self, o: Any) -> MPArray:
-        return self._binary(o, lambda x, y: x + y, reflected=True)
+        return self._binary(o, lambda x, y: x + y, reflected=True, kind="+")
 
     def __sub__(self, o: Any) -> MPArray:
-        return self._binary(o, lambda x, y: x - y)
+        return self._binary(o, lambda x, y: x - y, kind="-")
 
     def __rsub__(self, o: Any) -> MPArray:
-        return self._binary(o, lambda x, y: x - y, reflected=True)
+        return self._binary(o, lambda x, y: x - y, reflected=True, kind="-")
 
     def __mul__(self, o: Any) -> MPArray:
-        return self._binary(o, lambda x, y: x * y)
+        return self._binary(o, lambda x, y: x * y, kind="*")
 
     def __rmul__(self, o: Any) -> MPArray:
-        return self._binary(o, lambda x, y: x * y, reflected=True)
+        return self._binary(o, lambda x, y: x * y, reflected=True, kind="*")
 
     def __truediv__(self, o: Any) -> MPArray:
         res = self._binary(o, lambda x, y: x / y, exact_mid=False)
@@ -255,6 +322,8 @@ class MPArray:
     def __neg__(self) -> MPArray:
         # python-flint rounds even unary minus to ctx.prec, so it needs our precision too.
         with workprec(self.prec):
+            if self.batch is not None:
+                return MPArray.of_batch(self.batch.negated(), self.prec, self.finite)
             return MPArray(np.asarray(-self.a, dtype=object), self.prec, self.clean,
                            self.finite)
 
@@ -287,21 +356,6 @@ class MPArray:
         return self._cmp(o, lambda x, y: x >= y)
 
     # --- matrix products through arb_mat (C speed) ----------------------------------
-    def as_arb_mat(self) -> flint.arb_mat:
-        """This 2-d array as an ``arb_mat`` (one bulk C conversion, ~0.1 us per entry).
-
-        Not cached: numpy views share memory, so a cache could go stale when a view is
-        assigned into.
-        """
-        if self.ndim != 2:
-            raise ValueError("as_arb_mat needs a 2-d array")
-        m, n = self.shape
-        mat = flint.arb_mat(m, n, self.a.reshape(-1).tolist())
-        if self.clean:
-            return mat
-        with workprec(self.prec):
-            return mat.mid()  # radii dropped in C
-
     def __matmul__(self, other: Any) -> MPArray:
         if not isinstance(other, MPArray):
             other = MPArray(
@@ -314,61 +368,114 @@ class MPArray:
         return matmul(left, self)
 
 
-def _from_arb_mat(mat: flint.arb_mat, shape: tuple[int, ...], prec: int) -> np.ndarray:
-    with workprec(prec):
-        entries = mat.mid().entries()
-    # np.fromiter is ~5x faster than assigning a list into an object array.
-    return np.fromiter(entries, dtype=object, count=len(entries)).reshape(shape)
-
-
 def matmul(x: MPArray, y: MPArray) -> MPArray:
     """numpy ``matmul`` semantics (1-d, 2-d, batched) with each 2-d product in ``arb_mat``.
 
     Every output entry is a dot product computed by arb at ``prec`` bits and rounded once to
-    its midpoint, like a BLAS dot product with a higher-precision accumulator.
+    its midpoint, like a BLAS dot product with a higher-precision accumulator. The result is
+    held as its batch of ``arb_mat``s (:attr:`MPArray.batch`); an operand held so is used as
+    it is. An outer product (inner dimension 1) of finite operands is held as its factors
+    (:class:`~precision.backends.mat_batch.OuterProducts`): one product per entry, which
+    the entrywise products and the ``arb_mat`` product both give rounded once.
     """
     prec = max(x.prec, y.prec)
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError("matmul: 0-d operand (use *)")
     xv, yv = x.ndim == 1, y.ndim == 1
-    a = x if not xv else MPArray(x.a.reshape(1, -1), x.prec)
-    b = y if not yv else MPArray(y.a.reshape(-1, 1), y.prec)
+    a = x if not xv else MPArray(x.a.reshape(1, -1), x.prec, x.clean, x.finite)
+    b = y if not yv else MPArray(y.a.reshape(-1, 1), y.prec, y.clean, y.finite)
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matmul: shapes {x.shape} and {y.shape} do not align")
-    if a.shape[-1] == 1 and not (xv or yv) and x.finite and y.finite:
-        # An outer product: each entry is one product, the midpoint arb_mat gives it (a
-        # one-term dot product is the product rounded once), in one numpy object pass.
-        with workprec(prec):
-            out = np.asarray(a.a * b.a, dtype=object)
-        return MPArray(out, prec, clean=False, finite=True)
-    if a.ndim == 2 and b.ndim == 2:
-        with workprec(prec):
-            prod = a.as_arb_mat() * b.as_arb_mat()
-        out = _from_arb_mat(prod, (a.shape[0], b.shape[1]), prec)
-    else:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        aa = np.broadcast_to(a.a, batch + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
-        bb = np.broadcast_to(b.a, batch + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
-        m, k = a.shape[-2:]
-        n = b.shape[-1]
-        flat = []
-        with workprec(prec):
-            for i in range(aa.shape[0]):
-                ma = flint.arb_mat(m, k, aa[i].reshape(-1).tolist())
-                mb = flint.arb_mat(k, n, bb[i].reshape(-1).tolist())
-                if not a.clean:
-                    ma = ma.mid()
-                if not b.clean:
-                    mb = mb.mid()
-                flat.extend((ma * mb).mid().entries())
-        out = np.fromiter(flat, dtype=object, count=len(flat)).reshape(batch + (m, n))
-    if xv:
-        out = out[..., 0, :]
-    if yv:
-        out = out[..., 0]
-    if not isinstance(out, np.ndarray):
-        out = np.array(out, dtype=object)
-    return MPArray(out, prec, clean=True, finite=x.finite and y.finite)
+    finite = x.finite and y.finite
+    if a.shape[-1] == 1 and not (xv or yv) and finite:
+        return MPArray.of_batch(OuterProducts(_factor(a), _factor(b)), prec, True)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    with workprec(prec):
+        left, right = _broadcast(a.as_batch(), batch), _broadcast(b.as_batch(), batch)
+        prod = left.times(right)
+    out = MPArray.of_batch(prod, prec, finite)
+    if xv or yv:
+        res = out.a[..., 0, :] if xv else out.a
+        res = res[..., 0] if yv else res
+        return MPArray(np.asarray(res, dtype=object), prec, clean=True, finite=finite)
+    return out
+
+
+def _factor(v: MPArray) -> np.ndarray | MatBatch:
+    """An outer product's factor as it is held: its batch, or its object array."""
+    return v.batch if v.batch is not None else v.a
+
+
+def _broadcast(b: MatBatch, lead: tuple[int, ...]) -> MatBatch:
+    """``b`` with its leading axes broadcast to ``lead`` (slices shared, not copied)."""
+    return b if b.lead == lead else b.regroup(np.broadcast_to(b.lead_index(), lead))
+
+
+def _per_slice(v: Any, x: MPArray) -> list[flint.arb] | None:
+    """The number each 2-d slice of ``x`` (n-d >= 2) is multiplied by in ``v * x``: ``v`` a
+    Python number, an arb, or an MPArray whose last two axes have size 1 and whose shape
+    broadcasts to ``x``'s; None otherwise."""
+    n = math.prod(x.shape[:-2])
+    if isinstance(v, int | float | flint.arb | np.integer | np.floating):
+        return [x._coerce(v)] * n
+    if not isinstance(v, MPArray) or v.ndim > x.ndim:
+        return None
+    shape = (1,) * (x.ndim - v.ndim) + v.shape
+    lead = x.shape[:-2]
+    if shape[-2:] != (1, 1) or np.broadcast_shapes(shape[:-2], lead) != lead:
+        return None
+    return np.broadcast_to(v.a.reshape(shape[:-2]), lead).reshape(-1).tolist()
+
+
+def batch_binary(x: MPArray, other: Any, kind: str, reflected: bool) -> MPArray | None:
+    """``x (kind) other`` (``kind`` "+", "-" or "*"; ``other (kind) x`` when ``reflected``)
+    in the batch form, or None where it does not apply (the object arrays then do it).
+
+    Applies to operands known finite (IEEE infinities need the entrywise fix-up) and n-d
+    >= 2: ``+`` / ``-`` of two arrays of one shape, one of them held as a batch
+    (``arb_mat`` ``+`` / ``-``: ``arb_add`` / ``arb_sub`` per entry; with an object array,
+    held pending, :class:`~precision.backends.mat_batch.PendingSum`, since converting it
+    only pays where the result stays a batch); ``*`` of an array held as a batch (or
+    pending outer products) by a number per 2-d slice (a constant, or beta of shape
+    (B, 1, 1) times a (B, W, W) state: ``arb_mul`` per entry); and ``*`` of a column
+    (..., m, 1) by a row (..., 1, n), held as pending outer products.
+    """
+    if not (x.finite and known_finite(other)):
+        return None
+    y = other if isinstance(other, MPArray) else None
+    if kind != "*":
+        if y is None or y.shape != x.shape or x.ndim < 2:
+            return None
+        left, right = (y, x) if reflected else (x, y)
+        sign = 1 if kind == "+" else -1
+        if left.batch is None and right.batch is None:
+            return None
+        if left.batchable and right.batchable:
+            with workprec(x.prec):
+                res = left.as_batch().plus(right.as_batch(), sign)
+            return MPArray.of_batch(res, x.prec, True)
+        # a batch and an object array: the consumer picks the form
+        pending = PendingSum(_factor(left), _factor(right), sign)
+        return MPArray.of_batch(pending, x.prec, True)
+    for mat, num in ((x, other), (y, x)):
+        if mat is not None and mat.ndim >= 2 and (mat.batch is not None or isinstance(
+                mat._batch, OuterProducts)):
+            factors = _per_slice(num, mat)
+            if factors is not None:
+                with workprec(x.prec):
+                    res = mat.as_batch().scaled(factors)
+                return MPArray.of_batch(res, x.prec, True)
+    if y is None or y.ndim != x.ndim or x.ndim < 2 or isinstance(x._batch, Pending) or (
+            isinstance(y._batch, Pending)):
+        return None
+    for col, row in ((x, y), (y, x)):
+        if col.shape[-1] == 1 and row.shape[-2] == 1 and col.shape[-2] * row.shape[-1] > 1:
+            try:
+                np.broadcast_shapes(col.shape[:-2], row.shape[:-2])
+            except ValueError:
+                return None
+            return MPArray.of_batch(OuterProducts(_factor(col), _factor(row)), x.prec, True)
+    return None
 
 
 def known_finite(v: Any) -> bool:

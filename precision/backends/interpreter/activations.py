@@ -12,7 +12,7 @@ import flint
 import numpy as np
 import torch
 
-from precision.backends.interpreter.comparisons import clamp, compare, where
+from precision.backends.interpreter.comparisons import clamp, compare, truth, where
 from precision.backends.interpreter.core import ONE, ZERO, Ctx, OpTable, is_float, lift
 from precision.backends.interpreter.elementwise import _ERF, _EXP, _EXPM1, _LOG1P, _TANH
 from precision.backends.mp_backend import MPArray, workprec
@@ -52,11 +52,22 @@ def sigmoid(ctx: Ctx, x: Any) -> MPArray:
 
 def elu(ctx: Ctx, x: Any, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0
         ) -> MPArray:
-    """scale * (x if x > 0 else alpha * expm1(input_scale * x))."""
+    """scale * (x if x > 0 else alpha * expm1(input_scale * x)), expm1 computed only at the
+    entries that take it (x <= 0 or NaN); a factor of 1 is skipped (an exact product)."""
     x = ctx.arr(x)
-    neg_part = _EXPM1(ctx, x * input_scale if input_scale != 1 else x) * alpha
-    out = where(ctx, compare(operator.gt)(ctx, x, 0), x, neg_part)
-    return out * scale if scale != 1 else out
+    positive = truth(compare(operator.gt)(ctx, x, 0))
+    if x.ndim == 0:
+        neg_part = _EXPM1(ctx, x * input_scale if input_scale != 1 else x) * alpha
+        out = where(ctx, positive, x, neg_part)
+        return out * scale if scale != 1 else out
+    rest = ~positive
+    src = (x * input_scale).stripped() if input_scale != 1 else x.stripped()
+    out = x.a.copy()
+    if rest.any():
+        neg_part = _EXPM1(ctx, MPArray(src.a[rest], ctx.prec, clean=True, finite=src.finite))
+        out[rest] = (neg_part * alpha if alpha != 1 else neg_part).stripped().a
+    res = MPArray(out, ctx.prec, clean=True, finite=x.finite)
+    return res * scale if scale != 1 else res
 
 
 def leaky_relu(ctx: Ctx, x: Any, slope: float = 0.01) -> MPArray:

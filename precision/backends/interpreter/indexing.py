@@ -26,6 +26,7 @@ from precision.backends.interpreter.core import (
     ndim_of,
     shape_of,
 )
+from precision.backends.mat_batch import MatBatch
 from precision.backends.mp_backend import MPArray, workprec
 
 aten = torch.ops.aten
@@ -69,7 +70,47 @@ def _complex_parts(fn: Any) -> Any:
 
 
 # --- views ------------------------------------------------------------------------------
+def _batched(x: Any) -> bool:
+    return isinstance(x, MPArray) and x.batchable
+
+
+def _same(x: MPArray) -> MPArray:
+    """``x`` unmoved, in the form it is held (a new value sharing the immutable batch)."""
+    return MPArray.of_batch(x._batch, x.prec, x.finite)  # type: ignore[arg-type]
+
+
+def _lead_moved(x: MPArray, move: Any, transpose: bool = False) -> MPArray | None:
+    """``x`` held as a batch, its leading axes moved by ``move`` (a numpy shape op applied to
+    the array of slice positions, shape ``x.shape[:-2]``) and each 2-d slice transposed when
+    ``transpose``; None for pending outer products (the object form takes the move)."""
+    b = x.batch
+    if b is None:
+        return None
+    return MPArray.of_batch(b.regroup(move(b.lead_index()), transpose), x.prec, x.finite)
+
+
+def _resolved(shape: Sequence[int], size: int) -> tuple[int, ...]:
+    """A view's shape with its -1 worked out."""
+    out = [int(s) for s in shape]
+    if -1 in out:
+        k = out.index(-1)
+        rest = int(np.prod([s for i, s in enumerate(out) if i != k]))
+        out[k] = size // rest if rest else 0
+    return tuple(out)
+
+
 def view(ctx: Ctx, x: Any, shape: Sequence[int]) -> Any:
+    if _batched(x):
+        new = tuple(shape)
+        if new == x.shape:
+            return _same(x)
+        new = _resolved(shape, x.size)
+        if new == x.shape:
+            return _same(x)
+        if len(new) >= 2 and new[-2:] == x.shape[-2:]:
+            moved = _lead_moved(x, lambda i: i.reshape(new[:-2]))
+            if moved is not None:
+                return moved
     return map_array(x, lambda a: np.reshape(a, tuple(shape)))
 
 
@@ -77,33 +118,78 @@ def expand(ctx: Ctx, x: Any, size: Sequence[int], implicit: bool = False) -> Any
     nd = ndim_of(x)
     shp = shape_of(x)
     shape = tuple(shp[i - (len(size) - nd)] if s == -1 else s for i, s in enumerate(size))
+    if _batched(x):
+        if shape == x.shape:
+            return _same(x)
+        if nd >= 2 and shape[-2:] == x.shape[-2:]:
+            moved = _lead_moved(x, lambda i: np.broadcast_to(i, shape[:-2]))
+            if moved is not None:
+                return moved
     return map_array(x, lambda a: np.broadcast_to(a, shape))
 
 
 def squeeze(ctx: Ctx, x: Any, dims: Any = None) -> Any:
-    if dims is None:
-        return map_array(x, np.squeeze)
-    dims = [dims] if isinstance(dims, int) else list(dims)
     nd, shp = ndim_of(x), shape_of(x)
-    keep = tuple(d % nd for d in dims if nd and shp[d] == 1)
+    if dims is None:
+        keep = tuple(d for d in range(nd) if shp[d] == 1)
+    else:
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        keep = tuple(d % nd for d in dims if nd and shp[d] == 1)
+    if _batched(x) and all(d < nd - 2 for d in keep):
+        moved = _same(x) if not keep else _lead_moved(x, lambda i: np.squeeze(i, axis=keep))
+        if moved is not None:
+            return moved
     return map_array(x, lambda a: np.squeeze(a, axis=keep) if keep else a)
 
 
 def unsqueeze(ctx: Ctx, x: Any, d: int) -> Any:
-    return map_array(x, lambda a: np.expand_dims(a, d if d >= 0 else a.ndim + 1 + d))
+    nd = ndim_of(x)
+    d = d if d >= 0 else nd + 1 + d
+    if _batched(x) and d <= nd - 2:
+        moved = _lead_moved(x, lambda i: np.expand_dims(i, d))
+        if moved is not None:
+            return moved
+    return map_array(x, lambda a: np.expand_dims(a, d))
 
 
 def slice_(ctx: Ctx, x: Any, dim: int = 0, start: Any = None, end: Any = None, step: int = 1
            ) -> Any:
     idx: list[Any] = [slice(None)] * ndim_of(x)
     idx[dim] = slice(start, end, step)
+    if _batched(x) and dim % x.ndim < x.ndim - 2:
+        moved = _lead_moved(x, lambda i: i[tuple(idx[:-2])])
+        if moved is not None:
+            return moved
     return map_array(x, lambda a: a[tuple(idx)])
 
 
 def select(ctx: Ctx, x: Any, dim: int, index: int) -> Any:
     idx: list[Any] = [slice(None)] * ndim_of(x)
     idx[dim] = index
+    if _batched(x) and dim % x.ndim < x.ndim - 2:
+        moved = _lead_moved(x, lambda i: i[tuple(idx[:-2])])
+        if moved is not None:
+            return moved
     return map_array(x, lambda a: np.asarray(a[tuple(idx)]))
+
+
+def permute(ctx: Ctx, x: Any, dims: Sequence[int]) -> Any:
+    nd = ndim_of(x)
+    dims = [d % nd for d in dims] if nd else list(dims)
+    if _batched(x) and nd >= 2 and sorted(dims[-2:]) == [nd - 2, nd - 1]:
+        if dims == list(range(nd)):
+            return _same(x)
+        moved = _lead_moved(x, lambda i: np.transpose(i, dims[:-2]), dims[-1] == nd - 2)
+        if moved is not None:
+            return moved
+    return map_array(x, lambda a: np.transpose(a, dims))
+
+
+def transpose(ctx: Ctx, x: Any, d0: int, d1: int) -> Any:
+    dims = list(range(ndim_of(x)))
+    if dims:
+        dims[d0], dims[d1] = dims[d1], dims[d0]
+    return permute(ctx, x, dims)
 
 
 def cat(ctx: Ctx, tensors: Sequence[Any], dim: int = 0) -> Any:
@@ -113,6 +199,10 @@ def cat(ctx: Ctx, tensors: Sequence[Any], dim: int = 0) -> Any:
     if any(is_complex(t) for t in tensors):
         cs = [as_complex(ctx, t) for t in tensors]
         return MPComplex(cat(ctx, [c.re for c in cs], dim), cat(ctx, [c.im for c in cs], dim))
+    if all(isinstance(t, MPArray) and t.batch is not None and t.ndim == nd
+           and t.shape[-2:] == tensors[0].shape[-2:] for t in tensors) and dim % nd < nd - 2:
+        joined = MatBatch.concatenate([t.batch for t in tensors], dim % nd)
+        return MPArray.of_batch(joined, ctx.prec, all(t.finite for t in tensors))
     if any(is_float(t) for t in tensors):
         parts = [ctx.arr(t).a for t in tensors]
         return ctx.wrap(np.concatenate(parts, axis=dim))
@@ -443,9 +533,10 @@ def _copy(ctx: Ctx, dst: Any, src: Any, non_blocking: bool = False) -> Any:
 OPS: OpTable = {
     aten.view.default: view, aten._unsafe_view.default: view, aten.reshape.default: view,
     aten.view_copy.default: view,
-    aten.permute.default: lambda ctx, x, dims: map_array(x, lambda a: np.transpose(a, dims)),
-    aten.t.default: lambda ctx, x: map_array(x, lambda a: a.T),
-    aten.transpose.int: lambda ctx, x, d0, d1: map_array(x, lambda a: np.swapaxes(a, d0, d1)),
+    aten.permute.default: permute,
+    aten.t.default: lambda ctx, x: map_array(x, lambda a: a.T) if ndim_of(x) < 2 else permute(
+        ctx, x, [1, 0]),
+    aten.transpose.int: transpose,
     aten.expand.default: expand,
     aten.unsqueeze.default: unsqueeze,
     aten.squeeze.dim: squeeze, aten.squeeze.dims: squeeze, aten.squeeze.default: squeeze,

@@ -255,6 +255,12 @@ def cumulative(ufunc: np.ufunc) -> Callable[..., Any]:
             return res
         if x.ndim == 0:
             return x
+        if ufunc is np.add and x.batchable and dim % x.ndim < x.ndim - 2:
+            # running sums of whole 2-d slices (linear attention's sum of k v^T): arb_mat
+            # additions, each the arb_add the object accumulate would do per entry
+            with workprec(ctx.prec):
+                res = x.as_batch().running_sum(dim % x.ndim)
+            return MPArray.of_batch(res, ctx.prec, x.finite)
         a = x.stripped().a if ufunc is np.multiply else x.a
         with workprec(ctx.prec):
             res = ufunc.accumulate(a, axis=dim % x.ndim) if a.size else a
