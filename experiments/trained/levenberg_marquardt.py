@@ -234,6 +234,12 @@ def _linear_slices(model: nn.Module, flat: _Flat) -> list[tuple[nn.Linear, slice
 #: 1e-1, -0.04 with the diagonal scaling alone.
 KFAC_FLOOR = 1e-2
 
+#: The damping starts each iteration at most this many times the top curvature of its model:
+#: beyond it a step is a vanishing gradient step. Without the bound, one iteration whose
+#: every try was rejected multiplied mu by 2^66 (lm_max_tries doublings of a doubling
+#: factor), every later step was too small to lower the held-out loss, and training froze.
+MU_MAX_RATIO = 1e4
+
 
 def _kfac_blocks(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor,
                  linears: list[tuple[nn.Linear, slice, slice | None]]
@@ -437,8 +443,10 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
                 curvature = (res_c, x.shape[0] / sub)
             q = _krylov_model(res, theta, cfg.krylov_dim, cfg.diag_probes, memory, deadline,
                               linears, curvature)
+        top = max(q.top(), 1e-300)
         if mu is None:
-            mu = cfg.lm_damping * max(q.top(), 1e-300)
+            mu = cfg.lm_damping * top
+        mu = min(mu, MU_MAX_RATIO * top)
         held_now = held_loss(theta) if held is not None else None
 
         def attempt(m: float, q: Any = q, theta: torch.Tensor = theta, f: float = f,
