@@ -28,6 +28,7 @@ independent runs needs.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -191,6 +192,7 @@ def run_dask(todo: list[Run], compute: Compute, jobs: int, address: str | None =
     import dask
 
     cluster: Any = None
+    quiet: dict[str, int] | None = None
     with dask.config.set(_DASK_CONFIG):
         try:
             if address:
@@ -215,6 +217,7 @@ def run_dask(todo: list[Run], compute: Compute, jobs: int, address: str | None =
                     continue
                 yield run, records
         except BaseException:   # Ctrl-C, SIGTERM, the consumer stopping: kill, do not wait
+            quiet = _silence_dask_logs()
             if cluster is not None:
                 _kill_local_workers(cluster)
             else:
@@ -224,6 +227,27 @@ def run_dask(todo: list[Run], compute: Compute, jobs: int, address: str | None =
             client.close()
             if cluster is not None:
                 cluster.close()
+            if quiet is not None:
+                _restore_logs(quiet)
+
+
+def _silence_dask_logs() -> dict[str, int]:
+    """Silence the ``distributed`` (and ``tornado``) loggers of this process, the in-process
+    scheduler's and the client's, while an interrupted sweep tears its cluster down: killing
+    the workers makes their open connections fail, and on a loaded machine the scheduler's
+    batched sender logged that as a traceback after the Ctrl-C. Returns the levels to
+    restore (:func:`_restore_logs`)."""
+    names = [n for n in list(logging.root.manager.loggerDict)
+             if n.split(".")[0] in ("distributed", "tornado")]
+    levels = {n: logging.getLogger(n).level for n in ["distributed", "tornado", *names]}
+    for n in levels:
+        logging.getLogger(n).setLevel(logging.CRITICAL + 1)
+    return levels
+
+
+def _restore_logs(levels: dict[str, int]) -> None:
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
 
 
 def _start_local_cluster(local_cluster: Any, jobs: int) -> Any:
