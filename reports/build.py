@@ -126,10 +126,11 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
     summary = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
     claims, unmeasured = _claims_pivots(
         newest_data_rows([r for s in known for r in store.runs(suite=s)])[0], chosen)
-    verdicts = Counter([*claims.frame["verdict (paper recipe)"],
-                        *claims.frame["verdict (engine)"]])
-    verdicts.pop("-", None)
+    verdicts = Counter(v for column in ("verdict (paper recipe)", "verdict (engine)")
+                       for v in claims.frame[column] if v in ("holds", "does not hold"))
     n_claims = len(claims.frame) + len(unmeasured.frame)
+    counted = (" (verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
+               + ")") if verdicts else ""
     sections = [Section(
         "Summary",
         paragraphs=[
@@ -138,9 +139,8 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
             "MSE floors are plateaus detected on per-step error traces against a certified "
             "high-precision truth computed from the inputs each subject received after "
             "rounding into its precision.",
-            (f"Published claims about these suites: {n_claims}, {len(claims.frame)} "
-             "measured (" + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
-                             or "-") + " verdicts); tables at the end"
+            (f"Published claims about these suites: {n_claims}; {len(claims.frame)} measured"
+             f"{counted}, {len(unmeasured.frame)} not measured yet; both tables at the end."
              if n_claims else "No published claim concerns these suites."),
             _provenance_paragraph(rows),
         ],

@@ -224,7 +224,8 @@ def check_claims(rows: list[dict[str, Any]], suites: list[str] | None = None) ->
         steps = check.get("min_train_steps", 0)
         paper = _verdict(check, [r for r in selected if not _second_order(r)], rows, steps)
         if paper["verdict"] == "not measured" and paper["measured"] == "-" and steps:
-            paper["command"] += f" (needs the paper budget: >= {steps} Adam steps)"
+            paper["measured"] = f"needs the paper budget (>= {steps} Adam steps)"
+            paper["command"] += f" ({paper['measured']})"
         engine = _verdict(check, [r for r in selected if _second_order(r)], rows, 0)
         out.append(ClaimRow(**base, **paper, engine_measured=engine["measured"],
                             engine_verdict=engine["verdict"]))

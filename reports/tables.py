@@ -90,8 +90,8 @@ def _model_label(subject: str, cfg: TrainedConfig) -> str:
         parts.append("LN" if cfg.layernorm else "no LN")
     if cfg.recipe != "paper":
         parts.append(cfg.recipe)
-    if train_dtype(cfg) != "float32":
-        parts.append(f"trained in {train_dtype(cfg)}")
+    if (dtype := train_dtype(cfg)) != "float32":
+        parts.append(f"trained in {dtype}")
     return ", ".join(parts)
 
 
