@@ -115,7 +115,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="float8 product lengths K")
     parser.add_argument("--n", default="128,512,2048", help="attention sequence lengths N")
     args = parser.parse_args(argv)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     float8_matmul(args.device, [int(k) for k in args.k.split(",")])
     bf16_attention(args.device, [int(n) for n in args.n.split(",")])
     return 0
