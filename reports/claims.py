@@ -14,7 +14,9 @@ A ``[claim.check.relative_to]`` table turns the check into a comparison of two s
 selects partner runs the same way (its subject / task / config replace the check's; suite and
 precision are shared) and pairs each selected run with the partner that has the same values
 of ``pair_on`` (dotted run-config keys such as ``params.layers`` or ``seed``); min / max then
-bound the ratio metric / partner's metric (002 "Diag matches Full": Full / Diag per depth).
+bound the ratio metric / partner's metric (002 "Diag matches Full": Full / Diag per depth),
+or, with ``compare = "difference"``, metric - partner's metric (on a log10 metric: how many
+orders of magnitude apart, 001 "BaseConv ~2 orders worse than the Transformer").
 
 Metrics and config keys are those of the kind's record schema (:mod:`results.records`), checked
 when the file is loaded: a typo is a one-line :class:`ClaimsError` naming the claim, not a
@@ -43,7 +45,10 @@ from results.records import (
 SELECT_KEYS = ("kind", "suite", "subject", "task", "precision")
 CHECK_KEYS = {*SELECT_KEYS, "metric", "min", "max", "aggregate", "min_train_steps", "command",
               "config", "relative_to"}
-RELATIVE_KEYS = {"subject", "task", "config", "pair_on"}
+RELATIVE_KEYS = {"subject", "task", "config", "pair_on", "compare"}
+#: How a ``relative_to`` check compares a run with its partner: the ratio of the metrics, or
+#: their difference (for log10 metrics: orders of magnitude).
+COMPARES = ("ratio", "difference")
 
 
 class ClaimsError(ValueError):
@@ -95,6 +100,8 @@ def check_problem(check: dict[str, Any]) -> str | None:
     if "min_train_steps" in check and kind != "trained":
         return "min_train_steps applies to trained runs only"
     rel = check.get("relative_to", {})
+    if rel.get("compare", "ratio") not in COMPARES:
+        return f"relative_to compare must be one of {', '.join(COMPARES)}"
     keys = [*check.get("config", {}), *rel.get("config", {}), *rel.get("pair_on", [])]
     return metric_problem(kind, check["metric"]) or next(
         (p for key in keys if (p := SCHEMA[kind][0].key_problem(key))), None)
@@ -146,7 +153,7 @@ def _selected(row: dict[str, Any], check: dict[str, Any]) -> bool:
 
 def _ratios(rows: list[dict[str, Any]], chosen: list[dict[str, Any]], check: dict[str, Any]
             ) -> tuple[list[tuple[dict[str, Any], float]], list[str]]:
-    """(run, metric / partner's metric) for every chosen run that has a partner (see the
+    """(run, metric / partner's metric, or their difference) for every chosen run that has a partner (see the
     module docstring; the partner is the first matching ok run in store order), and a note
     for each chosen run without one (a missing pair leaves the comparison incomplete)."""
     rel = check["relative_to"]
@@ -168,8 +175,11 @@ def _ratios(rows: list[dict[str, Any]], chosen: list[dict[str, Any]], check: dic
     for r in chosen:
         key = tuple(config_value(r, k) for k in pair_on)
         base = partners.get(key)
-        if base:
-            out.append((r, float(metric_value(r, check["metric"])) / base))
+        value = float(metric_value(r, check["metric"]))
+        if base is not None and rel.get("compare") == "difference":
+            out.append((r, value - base))
+        elif base:
+            out.append((r, value / base))
         else:
             label = ",".join(f"{k.split('.')[-1]}={v}" for k, v in zip(pair_on, key,
                                                                         strict=True))
@@ -299,7 +309,8 @@ def _judge(check: dict[str, Any], chosen: list[dict[str, Any]],
         pair_on = check["relative_to"].get("pair_on", [])
         shown = [k for k in pair_on                      # label pairs by what varies
                  if len({repr(config_value(r, k)) for r, _ in ratios}) > 1] or pair_on[:1]
-        measured = "ratio " + "; ".join(
+        word = "difference" if check["relative_to"].get("compare") == "difference" else "ratio"
+        measured = word + " " + "; ".join(
             ",".join(f"{k.split('.')[-1]}={config_value(r, k)}" for k in shown)
             + f" {v:.3g}" for r, v in ratios)
         return ok, measured

@@ -132,6 +132,37 @@ def test_the_floor_profile_trains_every_cell_with_one_setting() -> None:
         assert {k for k in r.config if r.config[k] != first[k]} <= axes
 
 
+def test_the_least_squares_floor_profile_shares_the_primitives_train_setting() -> None:
+    """least_squares --profile floor: every least-squares form (in-context, fixed N, features
+    k = 0, 1, 2, explicit gradient), Transformer and BaseConv, depth and width as axes, all
+    trained with the one setting of the primitives floor profile (the high-precision entry
+    keeps its own recipe)."""
+    floor = load_suite("least_squares", profile="floor").runs
+    prims = load_suite("primitives", profile="floor").runs
+    engine = [r for r in floor if r.spec.train.recipe == "engine"]
+    assert {str(sorted(r.config["train"].items())) for r in engine} == {
+        str(sorted(r.config["train"].items())) for r in prims}
+    forms = {(r.spec.family, r.config["problem_label"]) for r in engine}
+    for task in ("ls_fixed_n", "ls_feature_k0", "ls_feature_k1", "ls_feature_k2",
+                 "explicit_gradient_k2"):
+        assert {("transformer", task), ("baseconv", task)} <= forms
+    assert ("transformer", "ls_parallel") in forms
+    assert max(r.spec.depth for r in engine if r.spec.task == "ls_parallel") <= 4
+    assert {r.spec.width for r in engine if r.spec.task == "ls_fixed_n"} == {32, 64}
+
+
+def test_paper_length_scales_the_step_period_with_the_run() -> None:
+    """001 App. E.2: StepLR's period is steps / 100, so 200 steps decay the rate every 2."""
+    task, model = Job(family="baseconv", task="multiply", depth=1, width=8,
+                      train=TrainConfig(recipe="paper-length", steps=200, batch_size=4),
+                      task_options={"dim": 4, "n": 6}).build()
+    cfg = TrainConfig(recipe="paper-length", steps=200, batch_size=4, validation_size=0)
+    res = train(model, task.sample, lambda m, x: task.select(m(x)), cfg)
+    changes = [step for step, _ in res.lr_trace[1:]]
+    assert changes[:3] == [2, 4, 6] and len(changes) == 100
+    assert math.isclose(res.lr_trace[-1][1], 1e-3 * 0.9 ** 100, rel_tol=1e-9)
+
+
 def test_report_shows_float64_training_for_the_engine() -> None:
     """The engine trains in float64 whatever the stored ``dtype`` says; the report's "train"
     column says what the run did."""

@@ -276,6 +276,34 @@ def test_relative_claim_pairs_full_with_diag_of_the_same_depth_and_seed():
     assert c.verdict == "not measured" and "noisy_regression_lsa" in c.command
 
 
+def test_learned_baseconv_claim_compares_orders_of_magnitude_with_the_same_cell():
+    """001 Fig. 10: each BaseConv run against the Transformer of the same depth, width and
+    recipe, as a log10 difference (orders of magnitude), not a ratio of logarithms."""
+    from reports.claims import check_claims
+
+    def row(subject, depth, log10, recipe="paper", steps=1_000_000):
+        return {"suite": "least_squares", "subject": subject, "task": "ls_fixed_n",
+                "precision": "float32", "status": "ok", "log10_mse": log10, "kind": "trained",
+                "config": {"depth": depth, "width": 64,
+                           "train": {"recipe": recipe, "steps": steps}},
+                "result": {"train_converged": True}}
+
+    def claim(rows):
+        return next(c for c in check_claims(rows) if c.id == "001-learned-bc-ls")
+
+    tf = [row("transformer", 4, -7.0), row("transformer", 12, -7.5),
+          row("transformer", 12, -3.0, recipe="engine", steps=1000)]
+    c = claim(tf + [row("baseconv", 4, -5.0), row("baseconv", 12, -5.2)])
+    assert c.verdict == "holds"
+    assert c.measured == "difference depth=4 2; depth=12 2.3"
+    # BaseConv better than the Transformer of its cell: the claim does not hold
+    assert claim(tf + [row("baseconv", 12, -8.0)]).verdict == "does not hold"
+    # the engine's BaseConv pairs with the engine's Transformer only (-1 vs -3: 2 orders)
+    c = claim(tf + [row("baseconv", 12, -1.0, recipe="engine", steps=1000)])
+    assert (c.verdict, c.engine_verdict, c.engine_measured) == (
+        "not measured", "holds", "difference depth=12 2")
+
+
 def test_study_figure_draws_sigma_series_against_sigma_and_tolerates_runs_without(tmp_path):
     """A store holding runs with and without the per-variance profile (an older study version)
     draws one figure: sigma_profile against sigma, no panel for the sigma axis itself."""

@@ -5,6 +5,11 @@ settings it fixes). :func:`experiments.trained.recipes.train` reads the recipe, 
 ``paper``
     001 App. D.1: Adam(lr = 1e-3), StepLR (x0.9 every 1e4 steps), a fresh batch per step
     (001 App. E.2: "new data is sampled at each iteration").
+``paper-length``
+    001 App. E.2 (training length, Fig. 9): the paper recipe with the StepLR period scaled
+    with the run's length, ``steps / 100`` ("to keep the learning rates consistent across
+    runs, we scale back the scheduler step size accordingly": 1e5 .. 1e8 iterations with
+    periods 1e3 .. 1e6), so runs of every length see the same schedule.
 ``adaptive``
     Adam with a step learning rate that can go down or up, driven by the gradient
     signal-to-noise ratio over a window of steps
@@ -58,17 +63,20 @@ class Recipe:
     """One training recipe. ``schedule``: the Adam phase's learning rate, ``"step"`` (StepLR,
     ``step_size`` / ``gamma``), ``"adaptive"``, ``"constant"`` or ``"cosine"`` (both after
     ``warmup``); ``second_order``: the engine's iterations follow the Adam steps, and the
-    whole run trains in float64; ``settings``: TrainConfig fields the recipe fixes (whatever
-    the config says)."""
+    whole run trains in float64; ``step_periods``: when nonzero, StepLR's period is
+    ``steps // step_periods`` (instead of ``step_size``); ``settings``: TrainConfig fields
+    the recipe fixes (whatever the config says)."""
 
     name: str
     schedule: str
     second_order: bool = False
+    step_periods: int = 0
     settings: tuple[tuple[str, Any], ...] = ()
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("paper", "step"),
+    Recipe("paper-length", "step", step_periods=100),
     Recipe("adaptive", "adaptive"),
     Recipe("constant", "constant"),
     Recipe("cosine", "cosine"),

@@ -286,7 +286,9 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
     non-finite loss or parameters."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr)
-    steplr = torch.optim.lr_scheduler.StepLR(opt, step_size=cfg.step_size, gamma=cfg.gamma) \
+    periods = RECIPE_BOOK[cfg.recipe].step_periods   # 001 App. E.2: the period scales
+    step_size = max(1, cfg.steps // periods) if periods else cfg.step_size
+    steplr = torch.optim.lr_scheduler.StepLR(opt, step_size=step_size, gamma=cfg.gamma) \
         if scheduler == "step" else None
     adaptive = AdaptiveLR(opt, cfg) if scheduler == "adaptive" else None
     done = 0
