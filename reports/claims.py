@@ -153,8 +153,9 @@ def _selected(row: dict[str, Any], check: dict[str, Any]) -> bool:
 
 def _ratios(rows: list[dict[str, Any]], chosen: list[dict[str, Any]], check: dict[str, Any]
             ) -> tuple[list[tuple[dict[str, Any], float]], list[str]]:
-    """(run, metric / partner's metric, or their difference) for every chosen run that has a partner (see the
-    module docstring; the partner is the first matching ok run in store order), and a note
+    """(run, metric / partner's metric, or their difference) for every chosen run that has a
+    partner (see the module docstring; the partner is the first matching ok run in store
+    order), and a note
     for each chosen run without one (a missing pair leaves the comparison incomplete)."""
     rel = check["relative_to"]
     spec = {k: check[k] for k in ("kind", "suite", "precision") if k in check}
