@@ -28,6 +28,7 @@ FAMILIES = [
     ("memformer", dict(d_in=4, d_out=1, depth=3, width=0, memory="lfom", gamma="full",
                        max_len=8), 6),
     ("softmax_icl", dict(d_in=4, d_out=1, depth=1, width=0, K=6, N=4, heads=2), 6),
+    ("linear_attention", dict(d_in=4, d_out=4, depth=2, width=4, max_len=8), 6),
 ]
 
 

@@ -26,7 +26,7 @@ def model_options(family: str, options: dict[str, Any], task: Task) -> dict[str,
             ln = bool(opts.pop("layernorm"))
             opts.update(ln_attn=ln, ln_mlp=ln, ln_final=ln)
         opts.setdefault("max_len", task.n_tokens)
-    elif family == "baseconv":
+    elif family in ("baseconv", "linear_attention"):
         opts.setdefault("max_len", task.n_tokens)
     return opts
 
