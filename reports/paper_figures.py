@@ -1,0 +1,923 @@
+"""001 side by side: paper 001's Figures 1-4 and 6-10 redrawn from a store, with the values
+the paper states marked on the same axes.
+
+Each ``figure_N(runs, series, published, path)`` draws 001 Fig. N in its own layout (its x
+axis and its lines, from the caption and the text around it) from the store's runs:
+
+* Fig. 1 -- MSE against the number of in-context examples N (fully determined, N >= D):
+  the Transformer on ``ls_parallel`` (one MSE per run, the mean over the predictions with
+  N = D..20, drawn across them) and OLS (``solvers`` on ``ls_gauss``, at its N);
+* Fig. 2 -- MSE against depth L (Transformer on ``ls_fixed_n``) and against iterations
+  (full-batch GD on ``ls_gauss``), one log2 axis;
+* Fig. 3 -- Transformer MSE against depth on READ / AFFINE / MULTIPLY (a panel each), a line
+  with and one without LayerNorm;
+* Fig. 4 -- 2-layer Transformers on MULTIPLY against attention dimension (width), heads
+  and MLP width factor, a panel for each that the store varies;
+* Fig. 6 -- feature-initialised least squares: MSE against depth, a line per k = 0, 1, 2;
+* Fig. 7 -- explicitly learned gradient: the gradient's MSE against depth (left) and the
+  iterates' MSE against iteration (right; the BaseConv GD weight construction per layer
+  beside them when the store has it);
+* Fig. 8 -- Transformer and BaseConv, with and without LayerNorm, MSE against depth on
+  READ / AFFINE / MULTIPLY;
+* Fig. 9 -- MSE against training iterations (log axis): each ``train_length`` run's
+  held-out curve (``val_log10_mse``);
+* Fig. 10 -- learned Transformer vs learned BaseConv on ``ls_fixed_n``, MSE against depth.
+
+Our values are coloured; the published ones (``reports/published_001.toml``, loaded and
+validated by :func:`load_published`) are black, lettered (a), (b), ... on the axes and in
+the legend, "001 (published)": a level as an open marker (about), a down / up triangle
+(below / above), or a dashed line across the x range it is stated for; a relative statement
+("2 orders better than ...") as a dashed line or grey band that many decades from our own
+measured line; a rate ("2-3 orders over 3 decades of iterations") as a grey wedge from the
+first point of our curve. Every value is a log10 MSE. Each function returns the PNG path,
+or None when the store has none of the figure's runs; :func:`side_by_side_section` is the
+report section ("001 side by side") built from them.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from reports.files import FileNames  # noqa: E402
+from reports.plots import _longest_training, _save, label, legend_below  # noqa: E402
+from reports.render import Section  # noqa: E402
+from reports.tables import Pivot  # noqa: E402
+from reports.text_table import precision_order  # noqa: E402
+from results.frames import runs_frame  # noqa: E402
+
+#: ``series(run_id, name)``: that stored trace of the run as (step, value) pairs.
+SeriesSource = Callable[[str, str], list[tuple[int, Any]]]
+
+FIGURE_NUMBERS = (1, 2, 3, 4, 6, 7, 8, 9, 10)
+PUBLISHED_FILE = "published_001.toml"
+#: The suites the figures draw from.
+SUITES = ("least_squares", "primitives", "constructions", "solvers", "train_length")
+#: The paper's model families (a probe's own family never enters a paper figure).
+FAMILIES = ("transformer", "baseconv")
+#: 001 trains and evaluates in single precision; its primitives use n_embd 64 (App. D).
+PAPER_PRECISION = "float32"
+PAPER_WIDTH = 64
+PRIMITIVES = ("read", "affine", "multiply")
+
+# --- the published values ------------------------------------------------------------------
+
+#: Per figure: the panels and the lines a mark may name (None: the figure has one panel).
+_PANELS: dict[int, tuple[str, ...] | None] = {
+    1: None, 2: None, 3: PRIMITIVES, 4: ("attention dim", "heads", "MLP width"), 6: None,
+    7: ("gradient", "iterates"), 8: PRIMITIVES, 9: None, 10: None}
+_LN_LINES = ("transformer, LN", "transformer, no LN", "baseconv, LN", "baseconv, no LN")
+_LINES: dict[int, tuple[str, ...]] = {
+    1: ("transformer", "ols"), 2: ("transformer", "gd"), 3: _LN_LINES[:2], 4: (),
+    6: ("k=0", "k=1", "k=2"), 7: ("transformer", "baseconv", "hardcoded"),
+    8: (*FAMILIES, *_LN_LINES), 9: FAMILIES, 10: FAMILIES}
+_FIGURE_KEYS = {"title": str, "layout": str, "note": str, "mark": list}
+_MARK_KEYS: dict[str, type | tuple[type, ...]] = {
+    "what": str, "kind": str, "line": str, "panel": str, "relation": str, "log10": float,
+    "x": list, "decades": list, "relative_to": str, "at_largest": bool, "per_decades": float,
+    "reading": str, "where": str, "quote": str}
+_NEEDED = {"level": ("log10",), "relative": ("decades", "relative_to", "line"),
+           "slope": ("decades", "per_decades", "line")}
+_ALWAYS = ("what", "kind", "relation", "reading", "where", "quote")
+
+
+class PublishedError(ValueError):
+    """``published_001.toml`` is malformed (one line naming the figure and the key)."""
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One value 001 states for a figure (see ``published_001.toml`` for the fields)."""
+
+    figure: int
+    letter: str
+    what: str
+    kind: str            # "level" | "relative" | "slope"
+    relation: str        # "~" | "<" | ">"
+    reading: str         # "exact" | "approximate"
+    where: str
+    quote: str
+    line: str | None = None
+    panel: str | None = None
+    log10: float | None = None
+    x: tuple[float, ...] | None = None
+    decades: tuple[float, float] | None = None
+    relative_to: str | None = None
+    at_largest: bool = False
+    per_decades: float | None = None
+
+    def value_text(self) -> str:
+        """The stated value in words: ``~1e-5``, ``< 1e-8``, ``2-4 decades below baseconv,
+        LN``, ``2-3 decades per 3 decades``."""
+        if self.kind == "level":
+            rel = {"~": "~", "<": "< ", ">": "> "}[self.relation]
+            return f"{rel}1e{self.log10:g}"
+        lo, hi = self.decades or (0.0, 0.0)
+        small, large = sorted((abs(lo), abs(hi)))
+        size = f"{large:g}" if lo == hi else f"{small:g}-{large:g}"
+        if self.kind == "slope":
+            return f"{size} decades lower per {self.per_decades:g} decades of x"
+        side = "below" if hi <= 0 else "above"
+        at = " at the largest x" if self.at_largest else ""
+        return f"~{size} decades {side} our {self.relative_to}{at}"
+
+
+@dataclass(frozen=True)
+class Published:
+    """What 001 states for one figure."""
+
+    figure: int
+    title: str
+    layout: str
+    note: str
+    marks: tuple[Mark, ...]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_type(where: str, key: str, value: Any, kind: type | tuple[type, ...]) -> None:
+    ok = _number(value) if kind is float else isinstance(value, kind)
+    if not ok:
+        name = "a number" if kind is float else f"a {getattr(kind, '__name__', kind)}"
+        raise PublishedError(f"{PUBLISHED_FILE}: {where}: '{key}' must be {name}, "
+                             f"got {value!r}")
+
+
+def _mark(figure: int, index: int, raw: Any) -> Mark:
+    where = f"fig{figure}.mark[{index}]"
+    if not isinstance(raw, dict):
+        raise PublishedError(f"{PUBLISHED_FILE}: {where}: must be a table")
+    for key, value in raw.items():
+        if key not in _MARK_KEYS:
+            raise PublishedError(f"{PUBLISHED_FILE}: {where}: unknown key '{key}' (known: "
+                                 f"{', '.join(sorted(_MARK_KEYS))})")
+        _check_type(where, key, value, _MARK_KEYS[key])
+    kind = raw.get("kind")
+    if kind not in _NEEDED:
+        raise PublishedError(f"{PUBLISHED_FILE}: {where}: 'kind' must be level, relative or "
+                             f"slope, got {kind!r}")
+    for key in (*_ALWAYS, *_NEEDED[kind]):
+        if key not in raw:
+            raise PublishedError(f"{PUBLISHED_FILE}: {where}: a {kind} mark needs '{key}'")
+    choices = {"relation": ("~", "<", ">"), "reading": ("exact", "approximate"),
+               "panel": _PANELS[figure] or (), "line": _LINES[figure],
+               "relative_to": _LINES[figure]}
+    for key, allowed in choices.items():
+        if key in raw and raw[key] not in allowed:
+            raise PublishedError(f"{PUBLISHED_FILE}: {where}: '{key}' {raw[key]!r} is not one "
+                                 f"of {', '.join(allowed) or 'nothing (no such choice)'}")
+    x = raw.get("x")
+    if x is not None and (len(x) not in (1, 2) or not all(_number(v) for v in x)):
+        raise PublishedError(f"{PUBLISHED_FILE}: {where}: 'x' must be [x] or [lo, hi] numbers")
+    decades = raw.get("decades")
+    if decades is not None and (len(decades) != 2 or not all(_number(v) for v in decades)
+                                or decades[0] > decades[1]):
+        raise PublishedError(f"{PUBLISHED_FILE}: {where}: 'decades' must be [lo, hi] numbers, "
+                             "lo <= hi")
+    return Mark(
+        figure=figure, letter="abcdefghijklmnopqrstuvwxyz"[index], what=raw["what"],
+        kind=kind, relation=raw["relation"], reading=raw["reading"], where=raw["where"],
+        quote=raw["quote"], line=raw.get("line"), panel=raw.get("panel"),
+        log10=float(raw["log10"]) if "log10" in raw else None,
+        x=tuple(float(v) for v in x) if x is not None else None,
+        decades=(float(decades[0]), float(decades[1])) if decades is not None else None,
+        relative_to=raw.get("relative_to"), at_largest=bool(raw.get("at_largest", False)),
+        per_decades=float(raw["per_decades"]) if "per_decades" in raw else None)
+
+
+def load_published(text: str | None = None) -> dict[int, Published]:
+    """The values 001 states per figure, from ``reports/published_001.toml`` (or ``text``),
+    validated: an unknown key, a wrong type, a missing figure or an unknown line or panel is a
+    one-line :class:`PublishedError`."""
+    if text is None:
+        text = (resources.files("reports") / PUBLISHED_FILE).read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PublishedError(f"{PUBLISHED_FILE}: not TOML: {exc}") from None
+    expected = [f"fig{n}" for n in FIGURE_NUMBERS]
+    unknown = sorted(set(data) - set(expected))
+    if unknown:
+        raise PublishedError(f"{PUBLISHED_FILE}: unknown key '{unknown[0]}' (figures: "
+                             f"{', '.join(expected)})")
+    out = {}
+    for n, key in zip(FIGURE_NUMBERS, expected, strict=True):
+        fig = data.get(key)
+        if not isinstance(fig, dict):
+            raise PublishedError(f"{PUBLISHED_FILE}: figure '{key}' is missing")
+        for k, v in fig.items():
+            if k not in _FIGURE_KEYS:
+                raise PublishedError(f"{PUBLISHED_FILE}: {key}: unknown key '{k}' (known: "
+                                     f"{', '.join(sorted(_FIGURE_KEYS))})")
+            _check_type(key, k, v, _FIGURE_KEYS[k])
+        for k in ("title", "layout"):
+            if k not in fig:
+                raise PublishedError(f"{PUBLISHED_FILE}: {key}: '{k}' is missing")
+        marks = tuple(_mark(n, i, m) for i, m in enumerate(fig.get("mark", [])))
+        out[n] = Published(n, fig["title"], fig["layout"], fig.get("note", ""), marks)
+    return out
+
+
+# --- the runs ------------------------------------------------------------------------------
+
+PAPER_COLUMNS = ["run_id", "suite", "kind", "subject", "task", "precision", "status",
+                 "log10_mse", "floor_log10", "floor_index", "job_task", "family", "k", "dim",
+                 "n", "depth", "width", "layernorm", "heads", "mlp_factor", "recipe",
+                 "train_steps", "seed"]
+
+
+def _option(cfg: dict[str, Any], table: str, key: str) -> Any:
+    inner = cfg.get(table)
+    return inner.get(key) if isinstance(inner, dict) else None
+
+
+def paper_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The store's runs (rows as :meth:`Store.runs <results.store.Store.runs>` returns them),
+    one per row, columns :data:`PAPER_COLUMNS`: the stored numbers plus what the figures
+    group by, read from each run's config (``job_task`` the task's own name, e.g.
+    ``ls_feature`` for the label ``ls_feature_k1``; ``k``, ``dim``, ``n`` its options;
+    ``layernorm``, ``heads``, ``mlp_factor`` the model's; ``recipe`` and ``train_steps`` the
+    training's; ``seed`` the job's or the problem's)."""
+    frame = runs_frame(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=PAPER_COLUMNS)
+    cfgs = [c if isinstance(c, dict) else {} for c in frame["config"]]
+    frame = frame.assign(
+        job_task=[c.get("task") for c in cfgs], family=[c.get("family") for c in cfgs],
+        k=[_option(c, "task_options", "k") for c in cfgs],
+        dim=[_option(c, "task_options", "dim") or _option(c, "problem", "dim") for c in cfgs],
+        n=[_option(c, "task_options", "n") or _option(c, "problem", "n_samples") for c in cfgs],
+        depth=[c.get("depth") for c in cfgs], width=[c.get("width") for c in cfgs],
+        layernorm=[_option(c, "model_options", "layernorm") for c in cfgs],
+        heads=[_option(c, "model_options", "heads") for c in cfgs],
+        mlp_factor=[_option(c, "model_options", "mlp_factor") for c in cfgs],
+        recipe=[_option(c, "train", "recipe") for c in cfgs],
+        train_steps=[_option(c, "train", "steps") for c in cfgs],
+        seed=[c.get("seed", _option(c, "problem", "seed")) for c in cfgs])
+    return frame[PAPER_COLUMNS].reset_index(drop=True)
+
+
+def _ok(runs: pd.DataFrame) -> pd.DataFrame:
+    return runs[(runs["status"] == "ok") & runs["log10_mse"].notna()]
+
+
+def _models(runs: pd.DataFrame, suite: str, tasks: tuple[str, ...]) -> pd.DataFrame:
+    """Trained runs of the paper's families in ``suite`` on the job tasks ``tasks``."""
+    return _ok(runs[(runs["kind"] == "trained") & (runs["suite"] == suite)
+                    & runs["family"].isin(FAMILIES) & runs["job_task"].isin(tasks)])
+
+
+def _solver(runs: pd.DataFrame, suite: str, subjects: tuple[str, ...], task: str
+            ) -> pd.DataFrame:
+    sel = runs[(runs["suite"] == suite) & runs["subject"].isin(subjects)
+               & (runs["task"] == task) & (runs["status"] == "ok")]
+    return sel
+
+
+def _in_precision(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The runs evaluated in 001's precision (float32) when there are any, else in the
+    highest one; and that precision's name."""
+    if runs.empty:
+        return runs, PAPER_PRECISION
+    precs = set(runs["precision"])
+    prec = PAPER_PRECISION if PAPER_PRECISION in precs else max(precs, key=precision_order)
+    return runs[runs["precision"] == prec], prec
+
+
+def _median_by(runs: pd.DataFrame, by: str, metric: str = "log10_mse") -> list[tuple[float,
+                                                                                     float]]:
+    """(x, median of ``metric`` over the runs at x), sorted by x, finite values only."""
+    vals = runs[[by, metric]].dropna()
+    vals = vals[np.isfinite(vals[metric].astype(float))]
+    med = vals.groupby(by)[metric].median()
+    return [(float(x), float(y)) for x, y in med.items()]
+
+
+def _trace(series: SeriesSource, run_ids: list[str], name: str, first: int = 0
+           ) -> list[tuple[float, float]]:
+    """The median over runs, step by step, of trace ``name`` (finite points, step >= first)."""
+    points: dict[int, list[float]] = {}
+    for rid in run_ids:
+        for step, value in series(rid, name):
+            if value is not None and math.isfinite(float(value)) and step >= first:
+                points.setdefault(int(step), []).append(float(value))
+    return [(float(s), float(np.median(v))) for s, v in sorted(points.items())]
+
+
+def _ln(value: Any) -> str:
+    return "LN" if value is True or value == 1 else "no LN" if value is not None else "LN"
+
+
+def _first(runs: pd.DataFrame, column: str, default: float) -> float:
+    """The first stored value of ``column`` (a task option), else 001's ``default``."""
+    values = runs[column].dropna()
+    return float(values.iloc[0]) if not values.empty else default
+
+
+def _pick_width(runs: pd.DataFrame) -> Any:
+    widths = set(runs["width"].dropna())
+    return PAPER_WIDTH if PAPER_WIDTH in widths else max(widths)
+
+
+# --- drawing -------------------------------------------------------------------------------
+
+_BLACK = "black"
+_COLOURS = plt.get_cmap("tab10").colors
+
+
+@dataclass
+class Line:
+    """One measured line: its key (what a mark names), legend label, points, style; ``group``
+    pairs it with a relative mark's reference of the same group (a model family)."""
+
+    key: str
+    label: str
+    points: list[tuple[float, float]]
+    colour: Any
+    style: str = "-"
+    marker: str | None = "o"
+    group: str = ""
+
+
+@dataclass
+class Panel:
+    """One axes of a figure: its name (what a mark's ``panel`` names), title, x axis."""
+
+    name: str
+    title: str
+    xlabel: str
+    lines: list[Line] = field(default_factory=list)
+    xlog: int | None = None          # log axis base (None: linear)
+    xticks: list[float] | None = None
+
+
+def _level_text(mark: Mark) -> str:
+    return f"({mark.letter}) {mark.what}: {mark.value_text()} [{mark.where}]"
+
+
+def _reference(panel: Panel, mark: Mark) -> list[Line]:
+    """Our lines a relative / slope mark is drawn against: per group, the first line named
+    ``relative_to`` (a slope: ``line``)."""
+    key = mark.relative_to if mark.kind == "relative" else mark.line
+    seen: dict[str, Line] = {}
+    for line in panel.lines:
+        if line.key == key and line.points and line.group not in seen:
+            seen[line.group] = line
+    return list(seen.values())
+
+
+def _draw_level(ax: Any, mark: Mark) -> None:
+    y = mark.log10
+    style = "--" if mark.relation == "~" else ":"
+    marker = {"~": "o", "<": "v", ">": "^"}[mark.relation]
+    if mark.x is None:
+        ax.axhline(y, color=_BLACK, ls=style, lw=1.2, zorder=4)
+        ax.annotate(f"({mark.letter})", (0.99, y), xycoords=("axes fraction", "data"),
+                    xytext=(0, 2), textcoords="offset points", ha="right", va="bottom",
+                    fontsize=8)
+        return
+    xs = list(mark.x)
+    if len(xs) == 2:
+        ax.plot(xs, [y, y], color=_BLACK, ls=style, lw=1.4, zorder=4)
+    ax.plot(xs, [y] * len(xs), ls="none", marker=marker, ms=8, markerfacecolor="none",
+            markeredgecolor=_BLACK, markeredgewidth=1.4, zorder=5)
+    ax.annotate(f"({mark.letter})", (xs[-1], y), xytext=(6, 3), textcoords="offset points",
+                fontsize=8)
+
+
+def _draw_relative(ax: Any, mark: Mark, refs: list[Line]) -> None:
+    lo, hi = mark.decades or (0.0, 0.0)
+    for ref in refs:
+        pts = sorted(ref.points)[-1:] if mark.at_largest else sorted(ref.points)
+        xs = [x for x, _ in pts]
+        if lo == hi or len(pts) == 1:
+            mid = [y + (lo + hi) / 2 for _, y in pts]
+            ax.plot(xs, mid, color=_BLACK, ls="--", lw=1.2, marker="D", ms=7,
+                    markerfacecolor="none", markeredgewidth=1.3, zorder=5)
+            if lo != hi:
+                ax.vlines(xs, [y + lo for _, y in pts], [y + hi for _, y in pts],
+                          color=_BLACK, lw=1.2, zorder=5)
+        else:
+            ax.fill_between(xs, [y + lo for _, y in pts], [y + hi for _, y in pts],
+                            facecolor="0.85", edgecolor=_BLACK, ls="--", lw=1.0, zorder=1)
+        ax.annotate(f"({mark.letter})", (xs[-1], pts[-1][1] + hi), xytext=(6, 0),
+                    textcoords="offset points", fontsize=8, va="center")
+
+
+def _draw_slope(ax: Any, mark: Mark, refs: list[Line]) -> None:
+    lo, hi = mark.decades or (0.0, 0.0)
+    per = mark.per_decades or 1.0
+    for ref in refs:
+        pts = sorted(ref.points)
+        x0, y0 = pts[0]
+        x1 = max(pts[-1][0], x0 * 10.0)
+        xs = np.geomspace(x0, x1, 20)
+        run = np.log10(xs / x0) / per
+        ax.fill_between(xs, y0 + lo * run, y0 + hi * run, facecolor="0.85",
+                        edgecolor=_BLACK, ls="--", lw=1.0, zorder=1)
+        ax.annotate(f"({mark.letter})", (x1, y0 + hi * run[-1]), xytext=(4, 0),
+                    textcoords="offset points", fontsize=8, va="center")
+
+
+def _draw_marks(panels: list[Panel], axes: list[Any], marks: tuple[Mark, ...]
+                ) -> list[Any]:
+    """Draw each mark on its panels; the legend handles of the published values."""
+    handles: list[Any] = [Line2D([], [], ls="none", label="001 (published), black:")]
+    for mark in marks:
+        targets = [(p, ax) for p, ax in zip(panels, axes, strict=True)
+                   if mark.panel is None or p.name == mark.panel]
+        drawn = False
+        for panel, ax in targets:
+            if mark.kind == "level":
+                _draw_level(ax, mark)
+                drawn = True
+            elif refs := _reference(panel, mark):
+                (_draw_relative if mark.kind == "relative" else _draw_slope)(ax, mark, refs)
+                drawn = True
+        text = _level_text(mark)
+        if not drawn:
+            why = (f"no {mark.panel} panel" if not targets else
+                   f"no measured {mark.relative_to or mark.line} line")
+            handles.append(Line2D([], [], ls="none", label=label(f"{text} (not drawn: {why})",
+                                                                 70)))
+        elif mark.kind == "level":
+            handles.append(Line2D([], [], color=_BLACK, ls="--" if mark.relation == "~" else ":",
+                                  marker={"~": "o", "<": "v", ">": "^"}[mark.relation],
+                                  markerfacecolor="none", label=label(text, 70)))
+        elif mark.decades and mark.decades[0] != mark.decades[1]:
+            handles.append(Patch(facecolor="0.85", edgecolor=_BLACK, ls="--",
+                                 label=label(text, 70)))
+        else:
+            handles.append(Line2D([], [], color=_BLACK, ls="--", marker="D",
+                                  markerfacecolor="none", label=label(text, 70)))
+    return handles
+
+
+def _draw(title: str, ylabel: str, panels: list[Panel], published: Published, path: Path
+          ) -> Path | None:
+    """The figure: a panel per :class:`Panel` (one y axis for all), our lines in colour, the
+    published marks in black, one legend below."""
+    panels = [p for p in panels if any(line.points for line in p.lines)]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.9), squeeze=False,
+                             sharey=True)
+    row = list(axes[0])
+    ours: dict[str, Any] = {}
+    for panel, ax in zip(panels, row, strict=True):
+        for line in panel.lines:
+            if not line.points:
+                continue
+            xs, ys = zip(*sorted(line.points), strict=True)
+            ax.plot(xs, ys, color=line.colour, ls=line.style, marker=line.marker, ms=5,
+                    lw=1.5, zorder=3)
+            ours.setdefault(line.label, Line2D([], [], color=line.colour, ls=line.style,
+                                               marker=line.marker, ms=5, lw=1.5,
+                                               label=label(line.label, 70)))
+        if panel.xlog:
+            ax.set_xscale("log", base=panel.xlog)
+        if panel.xticks:
+            ax.set_xticks(panel.xticks, [f"{t:g}" for t in panel.xticks])
+            ax.minorticks_off()
+        ax.set_xlabel(panel.xlabel)
+        ax.set_title(label(panel.title, 45), fontsize=10)
+        ax.grid(alpha=0.3)
+    handles = [Line2D([], [], ls="none", label="this store, colour:"), *ours.values()]
+    handles += _draw_marks(panels, row, published.marks)
+    row[0].set_ylabel(ylabel)
+    fig.suptitle(label(f"001 Fig. {published.figure} side by side: {title}",
+                       max(50, 55 * len(panels))), fontsize=11)
+    fig.tight_layout()
+    legend_below(fig, handles, ncol=1 if len(panels) < 3 else 2, fontsize=8)
+    return _save(fig, path)
+
+
+def _ylabel(prec: str, what: str = "test MSE") -> str:
+    return f"log10 {what} (evaluated in {prec})"
+
+
+# --- the figures ---------------------------------------------------------------------------
+
+def _fig1_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return (_models(runs, "least_squares", ("ls_parallel",)),
+            _solver(runs, "solvers", ("ols_qr", "ols_svd", "ols_normal"), "ls_gauss"))
+
+
+def figure_1(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
+             ) -> Path | None:
+    """001 Fig. 1 (right, fully determined): MSE against N; our Transformer's MSE per depth
+    (the mean over the predictions with N = D..N_max, drawn across them) and OLS's floor
+    (``ols_qr``, else ``ols_svd`` / ``ols_normal``) at its N."""
+    models, ols = _fig1_runs(runs)
+    models, prec = _in_precision(_longest_training(models[models["family"] == "transformer"]))
+    lines = []
+    for i, (depth, g) in enumerate(models.groupby("depth", sort=True)):
+        d, n = int(_first(g, "dim", 5)), int(_first(g, "n", 20))
+        y = float(g["log10_mse"].median())
+        lines.append(Line("transformer", f"Transformer, depth {depth} (mean over N = {d}..{n})",
+                          [(d, y), (n, y)], _COLOURS[i % 10], marker="|"))
+    ols, ols_prec = _in_precision(ols)
+    if not ols.empty:
+        name = next(s for s in ("ols_qr", "ols_svd", "ols_normal") if s in set(ols["subject"]))
+        sel = ols[ols["subject"] == name]
+        y = float(sel["floor_log10"].fillna(sel["log10_mse"]).median())
+        n = int(_first(sel, "n", 20))
+        lines.append(Line("ols", f"OLS ({name}, {ols_prec}, median over seeds)", [(n, y)],
+                          "tab:red", marker="s"))
+    panel = Panel("", "fully determined (N >= D)", "in-context examples N", lines,
+                  xticks=[0, 5, 10, 15, 20])
+    return _draw(published.title, _ylabel(prec if not models.empty else ols_prec), [panel],
+                 published, path)
+
+
+def _fig2_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return (_models(runs, "least_squares", ("ls_fixed_n",)),
+            _solver(runs, "solvers", ("gd",), "ls_gauss"))
+
+
+def figure_2(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
+             ) -> Path | None:
+    """001 Fig. 2: MSE against depth L of Transformers on fixed-N least squares (median over
+    seeds) and against iterations of full-batch GD (its stored trace, median over seeds),
+    one log2 x axis up to 64 (or as far as the data go)."""
+    models, gd = _fig2_runs(runs)
+    models, prec = _in_precision(_longest_training(models[models["family"] == "transformer"]))
+    gd, gd_prec = _in_precision(gd)
+    top = max([64.0, *models["depth"].dropna().astype(float)])
+    if not gd.empty:
+        floors = gd["floor_index"].dropna()
+        top = max(top, 2.0 ** math.ceil(math.log2(max(1.0, 1.5 * floors.max())))
+                  if not floors.empty else top)
+    trace = [(x, y) for x, y in _trace(series, list(gd["run_id"]), "log10_mse", first=1)
+             if x <= top]
+    lines = [Line("transformer", f"Transformer (median over seeds, {prec})",
+                  _median_by(models, "depth"), "tab:blue"),
+             Line("gd", f"full-batch GD on ls_gauss ({gd_prec}, median over seeds)", trace,
+                  "tab:green", marker=None)]
+    ticks = [2.0 ** i for i in range(int(math.log2(top)) + 1)]
+    panel = Panel("", "fixed N, fully determined", "depth L (layers) / GD iterations", lines,
+                  xlog=2, xticks=ticks)
+    return _draw(published.title, _ylabel(prec if not models.empty else gd_prec), [panel],
+                 published, path)
+
+
+def _primitive_lines(runs: pd.DataFrame, families: tuple[str, ...], task: str
+                     ) -> tuple[list[Line], list[str]]:
+    """Per family x LayerNorm (x recipe): median log10 MSE by depth on ``task`` at 001's
+    width (64, else the largest), each model at its longest training; and the widths."""
+    lines, widths = [], []
+    sel = runs[(runs["job_task"] == task) & runs["family"].isin(families)]
+    for fi, family in enumerate(families):
+        fam = sel[sel["family"] == family]
+        if fam.empty:
+            continue
+        width = _pick_width(fam)
+        widths.append(f"{family} width {width:g}")
+        fam = _longest_training(fam[fam["width"] == width])
+        keys = sorted({(_ln(ln), r or "paper") for ln, r in
+                       zip(fam["layernorm"], fam["recipe"], strict=True)})
+        for li, (ln, recipe) in enumerate(keys):
+            g = fam[(fam["layernorm"].map(_ln) == ln) & (fam["recipe"].fillna("paper") == recipe)]
+            text = f"{family}, {ln}" + ("" if recipe == "paper" else f", {recipe}")
+            lines.append(Line(f"{family}, {ln}", text, _median_by(g, "depth"),
+                              _COLOURS[(2 * fi + li) % 10], style="-" if ln == "no LN" else "--",
+                              marker="os"[fi % 2]))
+    return lines, widths
+
+
+def _fig3_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    models = _models(runs, "primitives", PRIMITIVES)
+    return models[models["family"] == "transformer"]
+
+
+def figure_3(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
+             ) -> Path | None:
+    """001 Fig. 3: Transformer MSE against depth, a panel per primitive, a line with and
+    one without LayerNorm (median over seeds, width 64 or the largest stored)."""
+    models, prec = _in_precision(_fig3_runs(runs))
+    panels = []
+    for task in PRIMITIVES:
+        lines, widths = _primitive_lines(models, ("transformer",), task)
+        panels.append(Panel(task, f"{task.upper()} ({', '.join(widths)})", "depth (layers)",
+                            lines))
+    return _draw(published.title, _ylabel(prec), panels, published, path)
+
+
+_FIG4_AXES = (("width", "attention dim", "attention dimension (width)"),
+              ("heads", "heads", "attention heads"),
+              ("mlp_factor", "MLP width", "MLP width factor (hidden = factor x width)"))
+
+
+def _fig4_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    models = _models(runs, "primitives", ("multiply",))
+    return models[(models["family"] == "transformer") & (models["depth"] == 2)]
+
+
+def _fig4_varied(models: pd.DataFrame) -> list[tuple[str, str, str, pd.DataFrame]]:
+    """The axes of Fig. 4 the runs vary (two or more values) with the runs that vary it
+    alone: the other two held at their most common value."""
+    out = []
+    for column, name, xlabel in _FIG4_AXES:
+        held = models
+        for other, _, _ in _FIG4_AXES:
+            if other != column and held[other].notna().any():
+                held = held[held[other] == held[other].mode().iloc[0]]
+        if held[column].dropna().nunique() >= 2:
+            out.append((column, name, xlabel, held))
+    return out
+
+
+def figure_4(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
+             ) -> Path | None:
+    """001 Fig. 4: 2-layer Transformers on MULTIPLY, MSE against attention dimension,
+    heads and MLP width factor: a panel for each that the store's runs vary, a line with /
+    without LayerNorm (median over seeds)."""
+    models, prec = _in_precision(_longest_training(_fig4_runs(runs)))
+    panels = []
+    for column, name, xlabel, held in _fig4_varied(models):
+        lines = []
+        for i, (ln, g) in enumerate(held.groupby(held["layernorm"].map(_ln), sort=True)):
+            lines.append(Line(f"transformer, {ln}", f"Transformer, {ln}", _median_by(g, column),
+                              _COLOURS[i % 10]))
+        ticks = sorted(float(v) for v in held[column].dropna().unique())
+        panels.append(Panel(name, name, xlabel, lines,
+                            xlog=2 if column == "width" else None, xticks=ticks))
+    return _draw(published.title, _ylabel(prec), panels, published, path)
+
+
+def _fig6_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    return _models(runs, "least_squares", ("ls_feature",))
+
+
+def figure_6(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
+             ) -> Path | None:
+    """001 Fig. 6: feature-initialised in-context least squares, MSE against depth, a line
+    per k (colour) and model family (line style), median over seeds."""
+    models, prec = _in_precision(_longest_training(_fig6_runs(runs)))
+    lines = []
+    for (family, k), g in models.groupby(["family", "k"], sort=True):
+        lines.append(Line(f"k={int(k)}", f"{family}, k = {int(k)}", _median_by(g, "depth"),
+                          _COLOURS[int(k) % 10], style="-" if family == "transformer" else "--",
+                          marker="o" if family == "transformer" else "s", group=str(family)))
+    panel = Panel("", "features of the first k GD-construction layers", "depth (layers)",
+                  lines)
+    return _draw(published.title, _ylabel(prec), [panel], published, path)
+
+
+def _fig7_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return (_models(runs, "least_squares", ("explicit_gradient",)),
+            _solver(runs, "constructions", ("baseconv_gd",), "ls_gauss5"))
+
+
+def figure_7(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
+             ) -> Path | None:
+    """001 Fig. 7: left, the learned gradient's test MSE against depth (a line per family
+    and LayerNorm); right, the MSE of the iterates w_{t+1} = w_t - eta model(w_t) against
+    iteration (a line per model entry, median over seeds) and, when stored, the BaseConv GD
+    weight construction per layer (``constructions``)."""
+    models, construction = _fig7_runs(runs)
+    models, prec = _in_precision(_longest_training(models))
+    construction, _ = _in_precision(construction)
+    left = []
+    for i, ((family, ln), g) in enumerate(models.groupby(
+            [models["family"], models["layernorm"].map(_ln)], sort=True)):
+        left.append(Line(str(family), f"{family}, {ln}: gradient", _median_by(g, "depth"),
+                         _COLOURS[i % 10]))
+    right = []
+    for i, (subject, g) in enumerate(models.groupby("subject", sort=True)):
+        first = g.iloc[0]
+        ln = _ln(first["layernorm"])
+        text = (f"{subject} iterated ({first['family']}, depth {first['depth']:g}, {ln}; "
+                f"D = {_first(g, 'dim', 5):g}, N = {_first(g, 'n', 20):g})")
+        right.append(Line(str(first["family"]), text,
+                          _trace(series, list(g["run_id"]), "log10_mse"), _COLOURS[(i + 3) % 10],
+                          marker=None))
+    if not construction.empty:
+        right.append(Line("construction", "BaseConv GD weight construction (x = layer)",
+                          _trace(series, list(construction["run_id"]), "log10_mse", first=1),
+                          "0.45", style=":", marker=None))
+    panels = [Panel("gradient", "the learned gradient", "depth (layers)", left),
+              Panel("iterates", "iterated: gradient descent with it", "iteration", right)]
+    return _draw(published.title, _ylabel(prec, "MSE"), panels, published, path)
+
+
+def _fig8_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    return _models(runs, "primitives", PRIMITIVES)
+
+
+def figure_8(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
+             ) -> Path | None:
+    """001 Fig. 8: Transformer and BaseConv, with and without LayerNorm, MSE against depth,
+    a panel per primitive (median over seeds, width 64 or the largest stored per family)."""
+    models, prec = _in_precision(_fig8_runs(runs))
+    panels = []
+    for task in PRIMITIVES:
+        lines, widths = _primitive_lines(models, FAMILIES, task)
+        panels.append(Panel(task, f"{task.upper()} ({'; '.join(widths)})", "depth (layers)",
+                            lines))
+    return _draw(published.title, _ylabel(prec), panels, published, path)
+
+
+def _fig9_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    return _models(runs, "train_length", ("multiply",))
+
+
+def figure_9(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
+             ) -> Path | None:
+    """001 Fig. 9: MSE against training iterations (log axis), each ``train_length`` run's
+    held-out curve (``val_log10_mse``, step = iteration), a colour per family and a line
+    style per recipe."""
+    models, _ = _in_precision(_fig9_runs(runs))   # the curve is the job's: one record
+    lines = []
+    styles = {"paper": "-", "engine": "--"}
+    for (family, recipe), g in models.groupby(["family", models["recipe"].fillna("paper")],
+                                              sort=True):
+        pts = [(x, y) for x, y in _trace(series, list(g["run_id"]), "val_log10_mse")
+               if x > 0]
+        lines.append(Line(str(family), f"{family}, depth 1, {recipe} recipe", pts,
+                          "tab:blue" if family == "transformer" else "tab:orange",
+                          style=styles.get(str(recipe), "-."), marker=None, group=str(recipe)))
+    panel = Panel("", "MULTIPLY, 1 layer", "training iterations (log scale)", lines, xlog=10)
+    return _draw(published.title, "log10 held-out MSE during training", [panel], published,
+                 path)
+
+
+def _fig10_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    return _models(runs, "least_squares", ("ls_fixed_n",))
+
+
+def figure_10(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
+              ) -> Path | None:
+    """001 Fig. 10: learned Transformer vs learned BaseConv on fixed-N least squares, MSE
+    against depth (median over seeds)."""
+    models, prec = _in_precision(_longest_training(_fig10_runs(runs)))
+    lines = [Line(str(family), f"{family} (learned)", _median_by(g, "depth"),
+                  "tab:blue" if family == "transformer" else "tab:orange")
+             for family, g in models.groupby("family", sort=True)]
+    panel = Panel("", "fixed N, fully determined", "depth (layers)", lines, xlog=2)
+    return _draw(published.title, _ylabel(prec), [panel], published, path)
+
+
+# --- the section ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Part:
+    """A part of a figure: the runs it needs, as a reader reads it, and how to find them."""
+
+    what: str
+    needs: str
+    select: Callable[[pd.DataFrame], pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    number: int
+    draw: Callable[[pd.DataFrame, SeriesSource, Published, Path], Path | None]
+    caption: str
+    parts: tuple[Part, ...]
+
+
+def _family(select: Callable[[pd.DataFrame], pd.DataFrame], family: str
+            ) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    return lambda runs: (lambda m: m[m["family"] == family])(select(runs))
+
+
+def _fig4_parts(runs: pd.DataFrame) -> pd.DataFrame:
+    varied = _fig4_varied(_fig4_runs(runs))
+    return pd.concat([h for *_, h in varied]) if varied else runs.iloc[:0]
+
+
+SPECS: tuple[FigureSpec, ...] = (
+    FigureSpec(1, figure_1, "MSE against in-context examples N (fully determined): our "
+               "Transformer and OLS", (
+                   Part("the Transformer", "suite least_squares (transformer on ls_parallel)",
+                        _family(lambda r: _fig1_runs(r)[0], "transformer")),
+                   Part("OLS", "suite solvers (ols_qr on ls_gauss)",
+                        lambda r: _fig1_runs(r)[1]))),
+    FigureSpec(2, figure_2, "MSE against Transformer depth and GD iterations (fixed N)", (
+        Part("the Transformer", "suite least_squares (transformer on ls_fixed_n)",
+             _family(lambda r: _fig2_runs(r)[0], "transformer")),
+        Part("gradient descent", "suite solvers (gd on ls_gauss)",
+             lambda r: _fig2_runs(r)[1]))),
+    FigureSpec(3, figure_3, "Transformer MSE against depth on READ / AFFINE / MULTIPLY, with "
+               "and without LayerNorm", tuple(
+                   Part(task.upper(), f"suite primitives (transformer on {task})",
+                        lambda r, t=task: (lambda m: m[m["job_task"] == t])(_fig3_runs(r)))
+                   for task in PRIMITIVES)),
+    FigureSpec(4, figure_4, "2-layer Transformers on MULTIPLY against attention dimension, "
+               "heads and MLP width", (
+                   Part("the Transformers", "suite primitives: transformer on multiply at "
+                        "depth 2 varying width, heads or mlp_factor", _fig4_parts),)),
+    FigureSpec(6, figure_6, "feature-initialised least squares, MSE against depth per k", (
+        Part("the Transformers", "suite least_squares (transformer_features on "
+             "ls_feature_k0 / k1 / k2)", _family(_fig6_runs, "transformer")),
+        Part("the BaseConvs", "suite least_squares (a baseconv entry on ls_feature_k0 / k1 / "
+             "k2)", _family(_fig6_runs, "baseconv")))),
+    FigureSpec(7, figure_7, "the explicitly learned gradient against depth, and iterated", (
+        Part("the BaseConv", "suite least_squares (baseconv_gradient on "
+             "explicit_gradient_k2)", _family(lambda r: _fig7_runs(r)[0], "baseconv")),
+        Part("the Transformer", "suite least_squares (a transformer entry on "
+             "explicit_gradient_k2)", _family(lambda r: _fig7_runs(r)[0], "transformer")),
+        Part("the weight construction", "suite constructions (baseconv_gd on ls_gauss5)",
+             lambda r: _fig7_runs(r)[1]))),
+    FigureSpec(8, figure_8, "Transformer vs BaseConv MSE against depth on READ / AFFINE / "
+               "MULTIPLY", (
+                   Part("the Transformers", "suite primitives (transformer)",
+                        _family(_fig8_runs, "transformer")),
+                   Part("the BaseConvs", "suite primitives (baseconv)",
+                        _family(_fig8_runs, "baseconv")))),
+    FigureSpec(9, figure_9, "MSE against training iterations, 1-layer models on MULTIPLY", (
+        Part("the Transformer", "suite train_length (transformer)",
+             _family(_fig9_runs, "transformer")),
+        Part("the BaseConv", "suite train_length (baseconv)",
+             _family(_fig9_runs, "baseconv")))),
+    FigureSpec(10, figure_10, "learned Transformer vs learned BaseConv on fixed-N least "
+               "squares, MSE against depth", (
+                   Part("the Transformer", "suite least_squares (transformer on ls_fixed_n)",
+                        _family(_fig10_runs, "transformer")),
+                   Part("the BaseConv", "suite least_squares (baseconv on ls_fixed_n)",
+                        _family(_fig10_runs, "baseconv")))),
+)
+
+
+def _needs_line(spec: FigureSpec, runs: pd.DataFrame) -> str | None:
+    """For a figure not drawn: the runs it needs; for one drawn without some of its lines:
+    which runs those need; None when every part is there."""
+    missing = [p for p in spec.parts if p.select(runs).empty]
+    if not missing:
+        return None
+    if len(missing) == len(spec.parts):
+        return f"Fig. {spec.number}: needs runs of " + " or ".join(p.needs for p in missing)
+    return f"Fig. {spec.number}: drawn without " + "; ".join(
+        f"{p.what} (needs runs of {p.needs})" for p in missing)
+
+
+def published_pivot(published: dict[int, Published]) -> Pivot:
+    """Every value 001 states for these figures: the letter it has on the figure, what, the
+    value, how it is stated, where, and the paper's words."""
+    body, index = [], []
+    for pub in published.values():
+        for m in pub.marks:
+            index.append(f"Fig. {pub.figure} ({m.letter})")
+            body.append([m.what, m.value_text(), m.reading, m.where, m.quote])
+        if not pub.marks:
+            index.append(f"Fig. {pub.figure}")
+            body.append([pub.title, "-", "-", "-", pub.note])
+    frame = pd.DataFrame(body, index=pd.Index(index, name="figure"),
+                         columns=["what", "published", "stated", "where", "001's words"])
+    return Pivot("published-001", "The values 001 states for these figures (log10 MSE; "
+                 "letters as on the figures)", frame)
+
+
+def side_by_side_section(rows: list[dict[str, Any]], series: SeriesSource, folder: Path,
+                         names: FileNames | None = None) -> Section | None:
+    """The report section "001 side by side": every figure of :data:`SPECS` the store's
+    ``rows`` can draw (written into ``folder``), a line per figure it cannot draw or draws in
+    part, and the table of published values. None when no figure can be drawn (no runs of
+    the paper's models or references: a probe's own model draws none)."""
+    runs = paper_runs([r for r in rows if r.get("suite") in SUITES])
+    if runs.empty:
+        return None
+    published = load_published()
+    names = names or FileNames()
+    figures, notes = [], []
+    for spec in SPECS:
+        path = folder / f"{names.stem('001', 'fig', spec.number)}.png"
+        drawn = spec.draw(runs, series, published[spec.number], path)
+        note = _needs_line(spec, runs)
+        if drawn is not None:
+            figures.append((f"001 Fig. {spec.number} side by side: {spec.caption}; our values "
+                            "in colour, 001's stated values in black (letters: the table)",
+                            drawn))
+        elif note is None:
+            note = f"Fig. {spec.number}: the store's runs give it no finite point"
+        if note:
+            notes.append(note)
+        if drawn is not None and published[spec.number].note:
+            notes.append(f"Fig. {spec.number}: {published[spec.number].note}")
+    if not figures:
+        return None
+    intro = ("001's Figures 1-4 and 6-10 redrawn from this store in the paper's layout (its "
+             "x axis and lines): our measured values in colour, the values 001's text and "
+             "captions state in black ('001 (published)'; a relative statement such as '2 "
+             "orders better' is drawn that many decades from our own line). 001 trains and "
+             "evaluates in float32: our lines are the float32 evaluations where stored. The "
+             "values are also in the table below, with the paper's words.")
+    return Section("001 side by side", paragraphs=[intro, *notes], figures=figures,
+                   tables=[published_pivot(published)], figures_first=True)
