@@ -365,6 +365,26 @@ class Panel:
     lines: list[Line] = field(default_factory=list)
     xlog: int | None = None          # log axis base (None: linear)
     xticks: list[float] | None = None
+    xlim: tuple[float, float] | None = None
+    shade: tuple[float, float, str] | None = None   # (lo, hi, text): an x range not stored
+
+
+class _Letters:
+    """The letters of the published marks on one axes: marks drawn at one spot share one
+    label, ``(a, b)``, instead of printing over each other."""
+
+    def __init__(self) -> None:
+        self.at: dict[tuple[int, float, float], tuple[Any, list[str]]] = {}
+
+    def put(self, ax: Any, letter: str, xy: tuple[float, float], **where: Any) -> None:
+        key = (id(ax), round(float(xy[0]), 6), round(float(xy[1]), 3))
+        if key in self.at:
+            text, letters = self.at[key]
+            letters.append(letter)
+            text.set_text(f"({', '.join(letters)})")
+            return
+        style = {"xytext": (6, 3), "textcoords": "offset points", "fontsize": 8, **where}
+        self.at[key] = (ax.annotate(f"({letter})", xy, **style), [letter])
 
 
 def _level_text(mark: Mark) -> str:
@@ -382,26 +402,24 @@ def _reference(panel: Panel, mark: Mark) -> list[Line]:
     return list(seen.values())
 
 
-def _draw_level(ax: Any, mark: Mark) -> None:
+def _draw_level(ax: Any, mark: Mark, letters: _Letters) -> None:
     y = mark.log10
     style = "--" if mark.relation == "~" else ":"
     marker = {"~": "o", "<": "v", ">": "^"}[mark.relation]
     if mark.x is None:
         ax.axhline(y, color=_BLACK, ls=style, lw=1.2, zorder=4)
-        ax.annotate(f"({mark.letter})", (0.99, y), xycoords=("axes fraction", "data"),
-                    xytext=(0, 2), textcoords="offset points", ha="right", va="bottom",
-                    fontsize=8)
+        letters.put(ax, mark.letter, (0.99, y), xycoords=("axes fraction", "data"),
+                    xytext=(0, 2), ha="right", va="bottom")
         return
     xs = list(mark.x)
     if len(xs) == 2:
         ax.plot(xs, [y, y], color=_BLACK, ls=style, lw=1.4, zorder=4)
     ax.plot(xs, [y] * len(xs), ls="none", marker=marker, ms=8, markerfacecolor="none",
             markeredgecolor=_BLACK, markeredgewidth=1.4, zorder=5)
-    ax.annotate(f"({mark.letter})", (xs[-1], y), xytext=(6, 3), textcoords="offset points",
-                fontsize=8)
+    letters.put(ax, mark.letter, (xs[-1], y))
 
 
-def _draw_relative(ax: Any, mark: Mark, refs: list[Line]) -> None:
+def _draw_relative(ax: Any, mark: Mark, refs: list[Line], letters: _Letters) -> None:
     lo, hi = mark.decades or (0.0, 0.0)
     for ref in refs:
         pts = sorted(ref.points)[-1:] if mark.at_largest else sorted(ref.points)
@@ -416,11 +434,10 @@ def _draw_relative(ax: Any, mark: Mark, refs: list[Line]) -> None:
         else:
             ax.fill_between(xs, [y + lo for _, y in pts], [y + hi for _, y in pts],
                             facecolor="0.85", edgecolor=_BLACK, ls="--", lw=1.0, zorder=1)
-        ax.annotate(f"({mark.letter})", (xs[-1], pts[-1][1] + hi), xytext=(6, 0),
-                    textcoords="offset points", fontsize=8, va="center")
+        letters.put(ax, mark.letter, (xs[-1], pts[-1][1] + hi), xytext=(6, 0), va="center")
 
 
-def _draw_slope(ax: Any, mark: Mark, refs: list[Line]) -> None:
+def _draw_slope(ax: Any, mark: Mark, refs: list[Line], letters: _Letters) -> None:
     lo, hi = mark.decades or (0.0, 0.0)
     per = mark.per_decades or 1.0
     for ref in refs:
@@ -431,24 +448,25 @@ def _draw_slope(ax: Any, mark: Mark, refs: list[Line]) -> None:
         run = np.log10(xs / x0) / per
         ax.fill_between(xs, y0 + lo * run, y0 + hi * run, facecolor="0.85",
                         edgecolor=_BLACK, ls="--", lw=1.0, zorder=1)
-        ax.annotate(f"({mark.letter})", (x1, y0 + hi * run[-1]), xytext=(4, 0),
-                    textcoords="offset points", fontsize=8, va="center")
+        letters.put(ax, mark.letter, (x1, y0 + hi * run[-1]), xytext=(4, 0), va="center")
 
 
 def _draw_marks(panels: list[Panel], axes: list[Any], marks: tuple[Mark, ...]
                 ) -> list[Any]:
     """Draw each mark on its panels; the legend handles of the published values."""
     handles: list[Any] = [Line2D([], [], ls="none", label="001 (published), black:")]
+    letters = _Letters()
     for mark in marks:
         targets = [(p, ax) for p, ax in zip(panels, axes, strict=True)
                    if mark.panel is None or p.name == mark.panel]
         drawn = False
         for panel, ax in targets:
             if mark.kind == "level":
-                _draw_level(ax, mark)
+                _draw_level(ax, mark, letters)
                 drawn = True
             elif refs := _reference(panel, mark):
-                (_draw_relative if mark.kind == "relative" else _draw_slope)(ax, mark, refs)
+                (_draw_relative if mark.kind == "relative" else _draw_slope)(ax, mark, refs,
+                                                                              letters)
                 drawn = True
         text = _level_text(mark)
         if not drawn:
@@ -457,7 +475,9 @@ def _draw_marks(panels: list[Panel], axes: list[Any], marks: tuple[Mark, ...]
             handles.append(Line2D([], [], ls="none", label=label(f"{text} (not drawn: {why})",
                                                                  70)))
         elif mark.kind == "level":
-            handles.append(Line2D([], [], color=_BLACK, ls="--" if mark.relation == "~" else ":",
+            point = mark.x is not None and len(mark.x) == 1
+            handles.append(Line2D([], [], color=_BLACK, ls="none" if point else
+                                  "--" if mark.relation == "~" else ":",
                                   marker={"~": "o", "<": "v", ">": "^"}[mark.relation],
                                   markerfacecolor="none", label=label(text, 70)))
         elif mark.decades and mark.decades[0] != mark.decades[1]:
@@ -490,22 +510,65 @@ def _draw(title: str, ylabel: str, panels: list[Panel], published: Published, pa
             ours.setdefault(line.label, Line2D([], [], color=line.colour, ls=line.style,
                                                marker=line.marker, ms=5, lw=1.5,
                                                label=label(line.label, 70)))
+        if panel.shade:
+            lo, hi, text = panel.shade
+            ax.axvspan(lo, hi, color="0.93", zorder=0)
+            ax.text((lo + hi) / 2, 0.5, text, transform=ax.get_xaxis_transform(),
+                    ha="center", va="center", rotation=90, fontsize=8, color="0.4")
         if panel.xlog:
             ax.set_xscale("log", base=panel.xlog)
-        if panel.xticks:
-            ax.set_xticks(panel.xticks, [f"{t:g}" for t in panel.xticks])
+        ticks = panel.xticks or _whole_ticks(panel, published.marks)
+        if ticks:
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
             ax.minorticks_off()
         ax.set_xlabel(panel.xlabel)
         ax.set_title(label(panel.title, 45), fontsize=10)
         ax.grid(alpha=0.3)
     handles = [Line2D([], [], ls="none", label="this store, colour:"), *ours.values()]
     handles += _draw_marks(panels, row, published.marks)
+    for panel, ax in zip(panels, row, strict=True):
+        _fit_x(ax, panel, published.marks)
+    low, high = row[0].get_ylim()            # shared: room for the letters above and below
+    row[0].set_ylim(low - 0.4, high + 0.4)
     row[0].set_ylabel(ylabel)
     fig.suptitle(label(f"001 Fig. {published.figure} side by side: {title}",
                        max(50, 55 * len(panels))), fontsize=11)
     fig.tight_layout()
     legend_below(fig, handles, ncol=1 if len(panels) < 3 else 2, fontsize=8)
     return _save(fig, path)
+
+
+def _panel_xs(panel: Panel, marks: tuple[Mark, ...]) -> list[float]:
+    """Every x the panel shows: its lines' and its point marks'."""
+    xs = [x for line in panel.lines for x, _ in line.points]
+    xs += [x for m in marks if m.kind == "level" and m.x and (m.panel in (None, panel.name))
+           for x in m.x]
+    return xs
+
+
+def _whole_ticks(panel: Panel, marks: tuple[Mark, ...]) -> list[float] | None:
+    """A depth-like axis (a few whole numbers): a tick at each (None: matplotlib's)."""
+    xs = sorted(set(_panel_xs(panel, marks)))
+    if not xs or len(xs) > 10 or any(x != int(x) for x in xs):
+        return None
+    return xs
+
+
+def _fit_x(ax: Any, panel: Panel, marks: tuple[Mark, ...]) -> None:
+    """x limits: the panel's own, else every x it shows with a margin (one point is not
+    drawn on the frame)."""
+    if panel.xlim:
+        ax.set_xlim(*panel.xlim)
+        return
+    xs = _panel_xs(panel, marks)
+    if not xs or _whole_ticks(panel, marks) is None:
+        return
+    lo, hi = min(xs), max(xs)
+    if panel.xlog:
+        ax.set_xlim(lo / 1.5, hi * 1.5)
+    else:
+        pad = max(0.5, 0.08 * (hi - lo))
+        ax.set_xlim(lo - pad, hi + pad)
 
 
 def _ylabel(prec: str, what: str = "test MSE") -> str:
@@ -530,7 +593,7 @@ def figure_1(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
     for i, (depth, g) in enumerate(models.groupby("depth", sort=True)):
         d, n = int(_first(g, "dim", 5)), int(_first(g, "n", 20))
         y = float(g["log10_mse"].median())
-        lines.append(Line("transformer", f"Transformer, depth {depth} (mean over N = {d}..{n})",
+        lines.append(Line("transformer", f"Transformer, depth {depth:g} (mean over N = {d}..{n})",
                           [(d, y), (n, y)], _COLOURS[i % 10], marker="|"))
     ols, ols_prec = _in_precision(ols)
     if not ols.empty:
@@ -540,8 +603,10 @@ def figure_1(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
         n = int(_first(sel, "n", 20))
         lines.append(Line("ols", f"OLS ({name}, {ols_prec}, median over seeds)", [(n, y)],
                           "tab:red", marker="s"))
+    d = int(_first(models, "dim", 5)) if not models.empty else 5
     panel = Panel("", "fully determined (N >= D)", "in-context examples N", lines,
-                  xticks=[0, 5, 10, 15, 20])
+                  xticks=[0, 5, 10, 15, 20], xlim=(0, 21),
+                  shade=(0, d, "N < D: no MSE\nper N stored"))
     return _draw(published.title, _ylabel(prec if not models.empty else ols_prec), [panel],
                  published, path)
 
@@ -694,20 +759,16 @@ def figure_7(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
     models, construction = _fig7_runs(runs)
     models, prec = _in_precision(_longest_training(models))
     construction, _ = _in_precision(construction)
-    left = []
-    for i, ((family, ln), g) in enumerate(models.groupby(
-            [models["family"], models["layernorm"].map(_ln)], sort=True)):
-        left.append(Line(str(family), f"{family}, {ln}: gradient", _median_by(g, "depth"),
-                         _COLOURS[i % 10]))
-    right = []
+    left, right = [], []
     for i, (subject, g) in enumerate(models.groupby("subject", sort=True)):
         first = g.iloc[0]
-        ln = _ln(first["layernorm"])
-        text = (f"{subject} iterated ({first['family']}, depth {first['depth']:g}, {ln}; "
+        text = (f"{subject} ({first['family']}, {_ln(first['layernorm'])}; "
                 f"D = {_first(g, 'dim', 5):g}, N = {_first(g, 'n', 20):g})")
-        right.append(Line(str(first["family"]), text,
-                          _trace(series, list(g["run_id"]), "log10_mse"), _COLOURS[(i + 3) % 10],
-                          marker=None))
+        left.append(Line(str(first["family"]), f"{text}: gradient", _median_by(g, "depth"),
+                         _COLOURS[i % 10]))
+        right.append(Line(str(first["family"]), f"{text}: iterated, depth "
+                          f"{first['depth']:g}", _trace(series, list(g["run_id"]), "log10_mse"),
+                          _COLOURS[i % 10], marker=None))
     if not construction.empty:
         right.append(Line("construction", "BaseConv GD weight construction (x = layer)",
                           _trace(series, list(construction["run_id"]), "log10_mse", first=1),
@@ -790,6 +851,7 @@ class FigureSpec:
     number: int
     draw: Callable[[pd.DataFrame, SeriesSource, Published, Path], Path | None]
     caption: str
+    needs: str           # what a store without any of its runs needs
     parts: tuple[Part, ...]
 
 
@@ -805,31 +867,37 @@ def _fig4_parts(runs: pd.DataFrame) -> pd.DataFrame:
 
 SPECS: tuple[FigureSpec, ...] = (
     FigureSpec(1, figure_1, "MSE against in-context examples N (fully determined): our "
-               "Transformer and OLS", (
+               "Transformer and OLS", "suite least_squares (transformer on ls_parallel) or "
+               "solvers (ols_qr on ls_gauss)", (
                    Part("the Transformer", "suite least_squares (transformer on ls_parallel)",
                         _family(lambda r: _fig1_runs(r)[0], "transformer")),
                    Part("OLS", "suite solvers (ols_qr on ls_gauss)",
                         lambda r: _fig1_runs(r)[1]))),
-    FigureSpec(2, figure_2, "MSE against Transformer depth and GD iterations (fixed N)", (
+    FigureSpec(2, figure_2, "MSE against Transformer depth and GD iterations (fixed N)",
+               "suite least_squares (transformer on ls_fixed_n) or solvers (gd on ls_gauss)", (
         Part("the Transformer", "suite least_squares (transformer on ls_fixed_n)",
              _family(lambda r: _fig2_runs(r)[0], "transformer")),
         Part("gradient descent", "suite solvers (gd on ls_gauss)",
              lambda r: _fig2_runs(r)[1]))),
     FigureSpec(3, figure_3, "Transformer MSE against depth on READ / AFFINE / MULTIPLY, with "
-               "and without LayerNorm", tuple(
+               "and without LayerNorm", "suite primitives (transformer on read / affine / "
+               "multiply)", tuple(
                    Part(task.upper(), f"suite primitives (transformer on {task})",
                         lambda r, t=task: (lambda m: m[m["job_task"] == t])(_fig3_runs(r)))
                    for task in PRIMITIVES)),
     FigureSpec(4, figure_4, "2-layer Transformers on MULTIPLY against attention dimension, "
-               "heads and MLP width", (
+               "heads and MLP width", "suite primitives: transformer on multiply at depth 2 "
+               "varying width, heads or mlp_factor", (
                    Part("the Transformers", "suite primitives: transformer on multiply at "
                         "depth 2 varying width, heads or mlp_factor", _fig4_parts),)),
-    FigureSpec(6, figure_6, "feature-initialised least squares, MSE against depth per k", (
+    FigureSpec(6, figure_6, "feature-initialised least squares, MSE against depth per k",
+               "suite least_squares (transformer_features on ls_feature_k0 / k1 / k2)", (
         Part("the Transformers", "suite least_squares (transformer_features on "
              "ls_feature_k0 / k1 / k2)", _family(_fig6_runs, "transformer")),
         Part("the BaseConvs", "suite least_squares (a baseconv entry on ls_feature_k0 / k1 / "
              "k2)", _family(_fig6_runs, "baseconv")))),
-    FigureSpec(7, figure_7, "the explicitly learned gradient against depth, and iterated", (
+    FigureSpec(7, figure_7, "the explicitly learned gradient against depth, and iterated",
+               "suite least_squares (baseconv_gradient on explicit_gradient_k2)", (
         Part("the BaseConv", "suite least_squares (baseconv_gradient on "
              "explicit_gradient_k2)", _family(lambda r: _fig7_runs(r)[0], "baseconv")),
         Part("the Transformer", "suite least_squares (a transformer entry on "
@@ -837,18 +905,20 @@ SPECS: tuple[FigureSpec, ...] = (
         Part("the weight construction", "suite constructions (baseconv_gd on ls_gauss5)",
              lambda r: _fig7_runs(r)[1]))),
     FigureSpec(8, figure_8, "Transformer vs BaseConv MSE against depth on READ / AFFINE / "
-               "MULTIPLY", (
+               "MULTIPLY", "suite primitives (transformer and baseconv)", (
                    Part("the Transformers", "suite primitives (transformer)",
                         _family(_fig8_runs, "transformer")),
                    Part("the BaseConvs", "suite primitives (baseconv)",
                         _family(_fig8_runs, "baseconv")))),
-    FigureSpec(9, figure_9, "MSE against training iterations, 1-layer models on MULTIPLY", (
+    FigureSpec(9, figure_9, "MSE against training iterations, 1-layer models on MULTIPLY",
+               "suite train_length", (
         Part("the Transformer", "suite train_length (transformer)",
              _family(_fig9_runs, "transformer")),
         Part("the BaseConv", "suite train_length (baseconv)",
              _family(_fig9_runs, "baseconv")))),
     FigureSpec(10, figure_10, "learned Transformer vs learned BaseConv on fixed-N least "
-               "squares, MSE against depth", (
+               "squares, MSE against depth",
+               "suite least_squares (transformer and baseconv on ls_fixed_n)", (
                    Part("the Transformer", "suite least_squares (transformer on ls_fixed_n)",
                         _family(_fig10_runs, "transformer")),
                    Part("the BaseConv", "suite least_squares (baseconv on ls_fixed_n)",
@@ -863,7 +933,7 @@ def _needs_line(spec: FigureSpec, runs: pd.DataFrame) -> str | None:
     if not missing:
         return None
     if len(missing) == len(spec.parts):
-        return f"Fig. {spec.number}: needs runs of " + " or ".join(p.needs for p in missing)
+        return f"Fig. {spec.number}: needs runs of {spec.needs}"
     return f"Fig. {spec.number}: drawn without " + "; ".join(
         f"{p.what} (needs runs of {p.needs})" for p in missing)
 
