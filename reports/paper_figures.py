@@ -380,6 +380,8 @@ class _Letters:
         key = (id(ax), round(float(xy[0]), 6), round(float(xy[1]), 3))
         if key in self.at:
             text, letters = self.at[key]
+            if letter in letters:      # one mark drawn twice here (two groups' bands)
+                return
             letters.append(letter)
             text.set_text(f"({', '.join(letters)})")
             return
@@ -454,6 +456,9 @@ def _draw_slope(ax: Any, mark: Mark, refs: list[Line], letters: _Letters) -> Non
 def _draw_marks(panels: list[Panel], axes: list[Any], marks: tuple[Mark, ...]
                 ) -> list[Any]:
     """Draw each mark on its panels; the legend handles of the published values."""
+    if not marks:
+        return [Line2D([], [], ls="none", label="001 (published): no value stated for this "
+                       "figure")]
     handles: list[Any] = [Line2D([], [], ls="none", label="001 (published), black:")]
     letters = _Letters()
     for mark in marks:
