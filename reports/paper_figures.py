@@ -28,8 +28,9 @@ validated by :func:`load_published`) are black, lettered (a), (b), ... on the ax
 the legend, "001 (published)": a level as an open marker (about), a down / up triangle
 (below / above), or a dashed line across the x range it is stated for; a relative statement
 ("2 orders better than ...") as a dashed line or grey band that many decades from our own
-measured line; a rate ("2-3 orders over 3 decades of iterations") as a grey wedge from the
-first point of our curve. Every value is a log10 MSE. Each function returns the PNG path,
+measured line; a rate ("2-3 orders over 3 decades of iterations") as a grey wedge ending at
+the last (longest-trained) point of our curve, back over up to that many decades. Every value
+is a log10 MSE. Each function returns the PNG path,
 or None when the store has none of the figure's runs; :func:`side_by_side_section` is the
 report section ("001 side by side") built from them.
 """
@@ -377,7 +378,7 @@ class _Letters:
         self.at: dict[tuple[int, float, float], tuple[Any, list[str]]] = {}
 
     def put(self, ax: Any, letter: str, xy: tuple[float, float], **where: Any) -> None:
-        key = (id(ax), round(float(xy[0]), 6), round(float(xy[1]), 3))
+        key = (id(ax), round(float(xy[0]), 6), round(float(xy[1]), 1))
         if key in self.at:
             text, letters = self.at[key]
             if letter in letters:      # one mark drawn twice here (two groups' bands)
@@ -442,15 +443,19 @@ def _draw_relative(ax: Any, mark: Mark, refs: list[Line], letters: _Letters) -> 
 def _draw_slope(ax: Any, mark: Mark, refs: list[Line], letters: _Letters) -> None:
     lo, hi = mark.decades or (0.0, 0.0)
     per = mark.per_decades or 1.0
-    for ref in refs:
+    for ref in refs:   # 001's regime is long training: the wedge ends where ours trained most
         pts = sorted(ref.points)
-        x0, y0 = pts[0]
-        x1 = max(pts[-1][0], x0 * 10.0)
+        x1, y1 = pts[-1]
+        x0 = max(pts[0][0], x1 / 10.0 ** per)
+        if x0 >= x1:
+            continue
         xs = np.geomspace(x0, x1, 20)
-        run = np.log10(xs / x0) / per
-        ax.fill_between(xs, y0 + lo * run, y0 + hi * run, facecolor="0.85",
-                        edgecolor=_BLACK, ls="--", lw=1.0, zorder=1)
-        letters.put(ax, mark.letter, (x1, y0 + hi * run[-1]), xytext=(4, 0), va="center")
+        back = np.log10(x1 / xs) / per     # 1 at x1 / 10^per, 0 at x1
+        ax.fill_between(xs, y1 - lo * back, y1 - hi * back, facecolor=ref.colour,
+                        alpha=0.18, zorder=1)          # tinted as the line it is drawn from
+        for edge in (lo, hi):
+            ax.plot(xs, y1 - edge * back, color=_BLACK, ls="--", lw=1.0, zorder=2)
+        letters.put(ax, mark.letter, (x0, y1 - lo * back[0]), xytext=(-4, 4), ha="right")
 
 
 def _draw_marks(panels: list[Panel], axes: list[Any], marks: tuple[Mark, ...]
@@ -474,6 +479,8 @@ def _draw_marks(panels: list[Panel], axes: list[Any], marks: tuple[Mark, ...]
                                                                               letters)
                 drawn = True
         text = _level_text(mark)
+        if mark.kind == "slope":
+            text += "; wedge back from our line's last point"
         if not drawn:
             why = (f"no {mark.panel} panel" if not targets else
                    f"no measured {mark.relative_to or mark.line} line")
@@ -530,7 +537,13 @@ def _draw(title: str, ylabel: str, panels: list[Panel], published: Published, pa
         ax.set_title(label(panel.title, 45), fontsize=10)
         ax.grid(alpha=0.3)
     handles = [Line2D([], [], ls="none", label="this store, colour:"), *ours.values()]
-    handles += _draw_marks(panels, row, published.marks)
+    marks = _draw_marks(panels, row, published.marks)
+    wide = len(panels) >= 3       # two legend columns: ours left, 001's right
+    if wide:
+        blank = Line2D([], [], ls="none", label=" ")
+        handles += [blank] * (len(marks) - len(handles))
+        marks += [blank] * (len(handles) - len(marks))
+    handles += marks
     for panel, ax in zip(panels, row, strict=True):
         _fit_x(ax, panel, published.marks)
     low, high = row[0].get_ylim()            # shared: room for the letters above and below
@@ -539,7 +552,7 @@ def _draw(title: str, ylabel: str, panels: list[Panel], published: Published, pa
     fig.suptitle(label(f"001 Fig. {published.figure} side by side: {title}",
                        max(50, 55 * len(panels))), fontsize=11)
     fig.tight_layout()
-    legend_below(fig, handles, ncol=1 if len(panels) < 3 else 2, fontsize=8)
+    legend_below(fig, handles, ncol=2 if wide else 1, fontsize=8)
     return _save(fig, path)
 
 
@@ -722,8 +735,11 @@ def figure_4(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
     panels = []
     for column, name, xlabel, held in _fig4_varied(models):
         lines = []
-        for i, (ln, g) in enumerate(held.groupby(held["layernorm"].map(_ln), sort=True)):
-            lines.append(Line(f"transformer, {ln}", f"Transformer, {ln}", _median_by(g, column),
+        groups = held.groupby([held["layernorm"].map(_ln), held["recipe"].fillna("paper")],
+                              sort=True)
+        for i, ((ln, recipe), g) in enumerate(groups):
+            text = f"Transformer, {ln}" + ("" if recipe == "paper" else f", {recipe}")
+            lines.append(Line(f"transformer, {ln}", text, _median_by(g, column),
                               _COLOURS[i % 10]))
         ticks = sorted(float(v) for v in held[column].dropna().unique())
         panels.append(Panel(name, name, xlabel, lines,
@@ -939,8 +955,8 @@ def _needs_line(spec: FigureSpec, runs: pd.DataFrame) -> str | None:
         return None
     if len(missing) == len(spec.parts):
         return f"Fig. {spec.number}: needs runs of {spec.needs}"
-    return f"Fig. {spec.number}: drawn without " + "; ".join(
-        f"{p.what} (needs runs of {p.needs})" for p in missing)
+    return f"Fig. {spec.number}: drawn " + "; ".join(
+        f"without {p.what}, which needs runs of {p.needs}" for p in missing)
 
 
 def published_pivot(published: dict[int, Published]) -> Pivot:

@@ -342,6 +342,7 @@ def test_the_report_places_the_section_after_the_results_before_the_claims(rows,
     assert text.index("## solvers: ls_gauss") < side < text.index("## Published claims")
     assert "figures/001-fig-1.png" in text and "figures/001-fig-9.png" in text
     assert (tmp_path / "r" / "figures" / "001-fig-2.svg").is_file()
-    assert "Fig. 1: drawn without the Transformer (needs runs of suite least_squares" in text
+    assert "Fig. 1: drawn without the Transformer, which needs runs of suite least_squares" \
+        in text
     assert "Fig. 3: needs runs of suite primitives" in text
     assert "001-fig-3.png" not in text
