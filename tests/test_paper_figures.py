@@ -336,6 +336,9 @@ def test_the_report_places_the_section_after_the_results_before_the_claims(rows,
             for r in small for store_series in [_series_of(rows, r["run_id"])]])
         report = build_report(store, None, tmp_path / "r")
     text = report.markdown.read_text(encoding="utf-8")
+    page = report.html.read_text(encoding="utf-8")
+    table = page[page.index("The values 001 states"):]
+    assert table.index('<table class="text">') < table.index("</table>")   # quotes wrap
     side = text.index("## 001 side by side")
     assert text.index("## solvers: ls_gauss") < side < text.index("## Published claims")
     assert "figures/001-fig-1.png" in text and "figures/001-fig-2.png" in text
