@@ -390,7 +390,7 @@ class _Letters:
         self.at[key] = (ax.annotate(f"({letter})", xy, **style), [letter])
 
 
-def _level_text(mark: Mark) -> str:
+def _mark_text(mark: Mark) -> str:
     return f"({mark.letter}) {mark.what}: {mark.value_text()} [{mark.where}]"
 
 
@@ -422,7 +422,7 @@ def _draw_level(ax: Any, mark: Mark, letters: _Letters) -> None:
     letters.put(ax, mark.letter, (xs[-1], y))
 
 
-def _draw_relative(ax: Any, mark: Mark, refs: list[Line], letters: _Letters) -> None:
+def _draw_relative(ax: Any, mark: Mark, refs: list[Line], letters: _Letters) -> bool:
     lo, hi = mark.decades or (0.0, 0.0)
     for ref in refs:
         pts = sorted(ref.points)[-1:] if mark.at_largest else sorted(ref.points)
@@ -438,11 +438,15 @@ def _draw_relative(ax: Any, mark: Mark, refs: list[Line], letters: _Letters) -> 
             ax.fill_between(xs, [y + lo for _, y in pts], [y + hi for _, y in pts],
                             facecolor="0.85", edgecolor=_BLACK, ls="--", lw=1.0, zorder=1)
         letters.put(ax, mark.letter, (xs[-1], pts[-1][1] + hi), xytext=(6, 0), va="center")
+    return bool(refs)
 
 
-def _draw_slope(ax: Any, mark: Mark, refs: list[Line], letters: _Letters) -> None:
+def _draw_slope(ax: Any, mark: Mark, refs: list[Line], letters: _Letters) -> bool:
+    """The rate as a wedge over up to ``per_decades`` decades of x back from each reference
+    line's last point; False when no line spans more than one x."""
     lo, hi = mark.decades or (0.0, 0.0)
     per = mark.per_decades or 1.0
+    drawn = False
     for ref in refs:   # 001's regime is long training: the wedge ends where ours trained most
         pts = sorted(ref.points)
         x1, y1 = pts[-1]
@@ -456,6 +460,8 @@ def _draw_slope(ax: Any, mark: Mark, refs: list[Line], letters: _Letters) -> Non
         for edge in (lo, hi):
             ax.plot(xs, y1 - edge * back, color=_BLACK, ls="--", lw=1.0, zorder=2)
         letters.put(ax, mark.letter, (x0, y1 - lo * back[0]), xytext=(-4, 4), ha="right")
+        drawn = True
+    return drawn
 
 
 def _draw_marks(panels: list[Panel], axes: list[Any], marks: tuple[Mark, ...]
@@ -475,10 +481,9 @@ def _draw_marks(panels: list[Panel], axes: list[Any], marks: tuple[Mark, ...]
                 _draw_level(ax, mark, letters)
                 drawn = True
             elif refs := _reference(panel, mark):
-                (_draw_relative if mark.kind == "relative" else _draw_slope)(ax, mark, refs,
-                                                                              letters)
-                drawn = True
-        text = _level_text(mark)
+                draw = _draw_relative if mark.kind == "relative" else _draw_slope
+                drawn = draw(ax, mark, refs, letters) or drawn
+        text = _mark_text(mark)
         if mark.kind == "slope":
             text += "; wedge back from our line's last point"
         if not drawn:
