@@ -55,7 +55,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from reports.files import FileNames  # noqa: E402
-from reports.plots import _longest_training, _save, label, legend_below  # noqa: E402
+from reports.plots import _save, label, legend_below  # noqa: E402
 from reports.render import Section  # noqa: E402
 from reports.tables import Pivot  # noqa: E402
 from reports.text_table import precision_order  # noqa: E402
@@ -336,6 +336,43 @@ def _pick_width(runs: pd.DataFrame) -> Any:
     return PAPER_WIDTH if PAPER_WIDTH in widths else max(widths)
 
 
+def _longest(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs at the longest training budget among ``runs`` (one model variant)."""
+    steps = runs["train_steps"]
+    return runs[steps == steps.max()] if steps.notna().any() else runs
+
+
+def _variants(models: pd.DataFrame, extra: tuple[str, ...] = (), *, one_width: bool = True,
+              longest: bool = True) -> list[tuple[dict[str, Any], pd.DataFrame]]:
+    """The trained runs split into the lines a figure draws: one per family, LayerNorm
+    (``ln``), training recipe and the ``extra`` columns, sorted; each at 001's width (64, else
+    its largest: ``one_width``) and its longest training (``longest``), so a line never
+    mixes recipes (the paper's Adam and the second-order engine), widths or budgets."""
+    if models.empty:
+        return []
+    frame = models.assign(ln=models["layernorm"].map(_ln),
+                          recipe=models["recipe"].fillna("paper"))
+    keys = ["family", "ln", "recipe", *extra]
+    out = []
+    for key, g in frame.groupby(keys, sort=True):
+        if one_width and g["width"].notna().any():
+            g = g[g["width"] == _pick_width(g)]
+        out.append((dict(zip(keys, key, strict=True)), _longest(g) if longest else g))
+    return out
+
+
+def _variant_label(v: dict[str, Any], g: pd.DataFrame, ln: bool = True) -> str:
+    """``transformer, no LN, engine, width 32``: the family, its LayerNorm, and the recipe and
+    width where they are not 001's (paper, 64)."""
+    parts = [str(v["family"]), *([v["ln"]] if ln else [])]
+    if v["recipe"] != "paper":
+        parts.append(str(v["recipe"]))
+    widths = set(g["width"].dropna())
+    if len(widths) == 1 and widths != {PAPER_WIDTH}:
+        parts.append(f"width {next(iter(widths)):g}")
+    return ", ".join(parts)
+
+
 # --- drawing -------------------------------------------------------------------------------
 
 _BLACK = "black"
@@ -607,17 +644,18 @@ def _fig1_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def figure_1(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
              ) -> Path | None:
-    """001 Fig. 1 (right, fully determined): MSE against N; our Transformer's MSE per depth
-    (the mean over the predictions with N = D..N_max, drawn across them) and OLS's floor
-    (``ols_qr``, else ``ols_svd`` / ``ols_normal``) at its N."""
+    """001 Fig. 1 (right, fully determined): MSE against N; our Transformers' MSE, a line per
+    depth and recipe (the mean over the predictions with N = D..N_max, drawn across them),
+    and OLS's floor (``ols_qr``, else ``ols_svd`` / ``ols_normal``) at its N."""
     models, ols = _fig1_runs(runs)
-    models, prec = _in_precision(_longest_training(models[models["family"] == "transformer"]))
+    models, prec = _in_precision(models[models["family"] == "transformer"])
     lines = []
-    for i, (depth, g) in enumerate(models.groupby("depth", sort=True)):
+    for i, (v, g) in enumerate(_variants(models, ("depth",))):
         d, n = int(_first(g, "dim", 5)), int(_first(g, "n", 20))
         y = float(g["log10_mse"].median())
-        lines.append(Line("transformer", f"Transformer, depth {depth:g} (mean over N = {d}..{n})",
-                          [(d, y), (n, y)], _COLOURS[i % 10], marker="|"))
+        text = _variant_label(v, g, ln=False).replace("transformer", "Transformer")
+        lines.append(Line("transformer", f"{text}, depth {v['depth']:g} (mean over N = "
+                          f"{d}..{n})", [(d, y), (n, y)], _COLOURS[i % 10], marker="|"))
     ols, ols_prec = _in_precision(ols)
     if not ols.empty:
         name = next(s for s in ("ols_qr", "ols_svd", "ols_normal") if s in set(ols["subject"]))
@@ -641,23 +679,24 @@ def _fig2_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def figure_2(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
              ) -> Path | None:
-    """001 Fig. 2: MSE against depth L of Transformers on fixed-N least squares (median over
-    seeds) and against iterations of full-batch GD (its stored trace, median over seeds),
-    one log2 x axis up to 64 (or as far as the data go)."""
+    """001 Fig. 2: MSE against depth L of Transformers on fixed-N least squares (a line per
+    recipe, median over seeds) and against iterations of full-batch GD (its stored trace,
+    median over seeds), one log2 x axis up to 64 (or as far as the data go)."""
     models, gd = _fig2_runs(runs)
-    models, prec = _in_precision(_longest_training(models[models["family"] == "transformer"]))
+    models, prec = _in_precision(models[models["family"] == "transformer"])
     gd, gd_prec = _in_precision(gd)
     top = max([64.0, *models["depth"].dropna().astype(float)])
     if not gd.empty:
         floors = gd["floor_index"].dropna()
         top = max(top, 2.0 ** math.ceil(math.log2(max(1.0, 1.5 * floors.max())))
                   if not floors.empty else top)
+    lines = [Line("transformer", _variant_label(v, g).replace("transformer", "Transformer")
+                  + " (median over seeds)", _median_by(g, "depth"), _COLOURS[i % 10])
+             for i, (v, g) in enumerate(_variants(models))]
     trace = [(x, y) for x, y in _trace(series, list(gd["run_id"]), "log10_mse", first=1)
              if x <= top]
-    lines = [Line("transformer", f"Transformer (median over seeds, {prec})",
-                  _median_by(models, "depth"), "tab:blue"),
-             Line("gd", f"full-batch GD on ls_gauss ({gd_prec}, median over seeds)", trace,
-                  "tab:green", marker=None)]
+    lines.append(Line("gd", f"full-batch GD on ls_gauss ({gd_prec}, median over seeds)", trace,
+                      "tab:green", marker=None))
     ticks = [2.0 ** i for i in range(int(math.log2(top)) + 1)]
     panel = Panel("", "fixed N, fully determined", "depth L (layers) / GD iterations", lines,
                   xlog=2, xticks=ticks)
@@ -665,28 +704,16 @@ def figure_2(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
                  published, path)
 
 
-def _primitive_lines(runs: pd.DataFrame, families: tuple[str, ...], task: str
-                     ) -> tuple[list[Line], list[str]]:
-    """Per family x LayerNorm (x recipe): median log10 MSE by depth on ``task`` at 001's
-    width (64, else the largest), each model at its longest training; and the widths."""
-    lines, widths = [], []
-    sel = runs[(runs["job_task"] == task) & runs["family"].isin(families)]
-    for fi, family in enumerate(families):
-        fam = sel[sel["family"] == family]
-        if fam.empty:
-            continue
-        width = _pick_width(fam)
-        widths.append(f"{family} width {width:g}")
-        fam = _longest_training(fam[fam["width"] == width])
-        keys = sorted({(_ln(ln), r or "paper") for ln, r in
-                       zip(fam["layernorm"], fam["recipe"], strict=True)})
-        for li, (ln, recipe) in enumerate(keys):
-            g = fam[(fam["layernorm"].map(_ln) == ln) & (fam["recipe"].fillna("paper") == recipe)]
-            text = f"{family}, {ln}" + ("" if recipe == "paper" else f", {recipe}")
-            lines.append(Line(f"{family}, {ln}", text, _median_by(g, "depth"),
-                              _COLOURS[(2 * fi + li) % 10], style="-" if ln == "no LN" else "--",
-                              marker="os"[fi % 2]))
-    return lines, widths
+def _primitive_lines(runs: pd.DataFrame, task: str) -> list[Line]:
+    """Per family x LayerNorm x recipe: median log10 MSE by depth on ``task`` at 001's width
+    (64, else the largest), each variant at its longest training."""
+    lines = []
+    for i, (v, g) in enumerate(_variants(runs[runs["job_task"] == task])):
+        lines.append(Line(f"{v['family']}, {v['ln']}", _variant_label(v, g),
+                          _median_by(g, "depth"), _COLOURS[i % 10],
+                          style="-" if v["ln"] == "no LN" else "--",
+                          marker="o" if v["family"] == "transformer" else "s"))
+    return lines
 
 
 def _fig3_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -697,13 +724,10 @@ def _fig3_runs(runs: pd.DataFrame) -> pd.DataFrame:
 def figure_3(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
              ) -> Path | None:
     """001 Fig. 3: Transformer MSE against depth, a panel per primitive, a line with and
-    one without LayerNorm (median over seeds, width 64 or the largest stored)."""
+    one without LayerNorm (per recipe; median over seeds, width 64 or the largest stored)."""
     models, prec = _in_precision(_fig3_runs(runs))
-    panels = []
-    for task in PRIMITIVES:
-        lines, widths = _primitive_lines(models, ("transformer",), task)
-        panels.append(Panel(task, f"{task.upper()} ({', '.join(widths)})", "depth (layers)",
-                            lines))
+    panels = [Panel(task, task.upper(), "depth (layers)", _primitive_lines(models, task))
+              for task in PRIMITIVES]
     return _draw(published.title, _ylabel(prec), panels, published, path)
 
 
@@ -735,16 +759,16 @@ def figure_4(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
              ) -> Path | None:
     """001 Fig. 4: 2-layer Transformers on MULTIPLY, MSE against attention dimension,
     heads and MLP width factor: a panel for each that the store's runs vary, a line with /
-    without LayerNorm (median over seeds)."""
-    models, prec = _in_precision(_longest_training(_fig4_runs(runs)))
+    without LayerNorm per recipe (median over seeds, each point at its longest training)."""
+    models, prec = _in_precision(_fig4_runs(runs))
     panels = []
     for column, name, xlabel, held in _fig4_varied(models):
         lines = []
-        groups = held.groupby([held["layernorm"].map(_ln), held["recipe"].fillna("paper")],
-                              sort=True)
-        for i, ((ln, recipe), g) in enumerate(groups):
-            text = f"Transformer, {ln}" + ("" if recipe == "paper" else f", {recipe}")
-            lines.append(Line(f"transformer, {ln}", text, _median_by(g, column),
+        for i, (v, g) in enumerate(_variants(held, one_width=column != "width",
+                                             longest=False)):
+            g = pd.concat([_longest(h) for _, h in g.groupby(column)])
+            text = _variant_label(v, g.iloc[:0] if column == "width" else g)
+            lines.append(Line(f"transformer, {v['ln']}", text, _median_by(g, column),
                               _COLOURS[i % 10]))
         ticks = sorted(float(v) for v in held[column].dropna().unique())
         panels.append(Panel(name, name, xlabel, lines,
@@ -759,13 +783,16 @@ def _fig6_runs(runs: pd.DataFrame) -> pd.DataFrame:
 def figure_6(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
              ) -> Path | None:
     """001 Fig. 6: feature-initialised in-context least squares, MSE against depth, a line
-    per k (colour) and model family (line style), median over seeds."""
-    models, prec = _in_precision(_longest_training(_fig6_runs(runs)))
+    per k (colour), model family (line style) and recipe (marker), median over seeds."""
+    models, prec = _in_precision(_fig6_runs(runs))
     lines = []
-    for (family, k), g in models.groupby(["family", "k"], sort=True):
-        lines.append(Line(f"k={int(k)}", f"{family}, k = {int(k)}", _median_by(g, "depth"),
-                          _COLOURS[int(k) % 10], style="-" if family == "transformer" else "--",
-                          marker="o" if family == "transformer" else "s", group=str(family)))
+    for v, g in _variants(models, ("k",)):
+        k = int(v["k"])
+        lines.append(Line(f"k={k}", f"{_variant_label(v, g)}, k = {k}",
+                          _median_by(g, "depth"), _COLOURS[k % 10],
+                          style="-" if v["family"] == "transformer" else "--",
+                          marker="o" if v["recipe"] == "paper" else "s",
+                          group=f"{v['family']}, {v['ln']}, {v['recipe']}"))
     panel = Panel("", "features of the first k GD-construction layers", "depth (layers)",
                   lines)
     return _draw(published.title, _ylabel(prec), [panel], published, path)
@@ -778,23 +805,24 @@ def _fig7_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def figure_7(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
              ) -> Path | None:
-    """001 Fig. 7: left, the learned gradient's test MSE against depth (a line per family
-    and LayerNorm); right, the MSE of the iterates w_{t+1} = w_t - eta model(w_t) against
-    iteration (a line per model entry, median over seeds) and, when stored, the BaseConv GD
-    weight construction per layer (``constructions``)."""
+    """001 Fig. 7: left, the learned gradient's test MSE against depth (a line per model
+    entry and recipe); right, the MSE of the iterates w_{t+1} = w_t - eta model(w_t) against
+    iteration (the deepest model of each, median over seeds) and, when stored, the BaseConv
+    GD weight construction per layer (``constructions``)."""
     models, construction = _fig7_runs(runs)
-    models, prec = _in_precision(_longest_training(models))
+    models, prec = _in_precision(models)
     construction, _ = _in_precision(construction)
     left, right = [], []
-    for i, (subject, g) in enumerate(models.groupby("subject", sort=True)):
-        first = g.iloc[0]
-        text = (f"{subject} ({first['family']}, {_ln(first['layernorm'])}; "
-                f"D = {_first(g, 'dim', 5):g}, N = {_first(g, 'n', 20):g})")
-        left.append(Line(str(first["family"]), f"{text}: gradient", _median_by(g, "depth"),
-                         _COLOURS[i % 10]))
-        right.append(Line(str(first["family"]), f"{text}: iterated, depth "
-                          f"{first['depth']:g}", _trace(series, list(g["run_id"]), "log10_mse"),
-                          _COLOURS[i % 10], marker=None))
+    for i, (v, g) in enumerate(_variants(models, ("subject",))):
+        text = (f"{v['subject']} ({_variant_label(v, g)}; D = {_first(g, 'dim', 5):g}, "
+                f"N = {_first(g, 'n', 20):g})")
+        left.append(Line(str(v["family"]), f"{text}: gradient", _median_by(g, "depth"),
+                         _COLOURS[i % 10], group=str(v["recipe"])))
+        deepest = g[g["depth"] == g["depth"].max()]
+        right.append(Line(str(v["family"]), f"{text}: iterated, depth "
+                          f"{deepest['depth'].iloc[0]:g}",
+                          _trace(series, list(deepest["run_id"]), "log10_mse"),
+                          _COLOURS[i % 10], marker=None, group=str(v["recipe"])))
     if not construction.empty:
         right.append(Line("construction", "BaseConv GD weight construction (x = layer)",
                           _trace(series, list(construction["run_id"]), "log10_mse", first=1),
@@ -811,13 +839,10 @@ def _fig8_runs(runs: pd.DataFrame) -> pd.DataFrame:
 def figure_8(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
              ) -> Path | None:
     """001 Fig. 8: Transformer and BaseConv, with and without LayerNorm, MSE against depth,
-    a panel per primitive (median over seeds, width 64 or the largest stored per family)."""
+    a panel per primitive (per recipe; median over seeds, width 64 or the largest stored)."""
     models, prec = _in_precision(_fig8_runs(runs))
-    panels = []
-    for task in PRIMITIVES:
-        lines, widths = _primitive_lines(models, FAMILIES, task)
-        panels.append(Panel(task, f"{task.upper()} ({'; '.join(widths)})", "depth (layers)",
-                            lines))
+    panels = [Panel(task, task.upper(), "depth (layers)", _primitive_lines(models, task))
+              for task in PRIMITIVES]
     return _draw(published.title, _ylabel(prec), panels, published, path)
 
 
@@ -827,22 +852,26 @@ def _fig9_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 def figure_9(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
              ) -> Path | None:
-    """001 Fig. 9: MSE against training iterations (log axis), each ``train_length`` run's
-    held-out curve (``val_log10_mse``, step = iteration), a colour per family and a line
-    style per recipe."""
-    models, _ = _in_precision(_fig9_runs(runs))   # the curve is the job's: one record
+    """001 Fig. 9: MSE against training iterations (log axis), a colour per family: where a
+    model was trained for several lengths (001's layout, App. E.2), its final test MSE at
+    each length (markers); where once (the engine), its held-out curve during training
+    (``val_log10_mse``, step = iteration; dashed)."""
+    models, prec = _in_precision(_fig9_runs(runs))
     lines = []
-    styles = {"paper": "-", "engine": "--"}
-    for (family, recipe), g in models.groupby(["family", models["recipe"].fillna("paper")],
-                                              sort=True):
-        pts = [(x, y) for x, y in _trace(series, list(g["run_id"]), "val_log10_mse")
-               if x > 0]
-        lines.append(Line(str(family), f"{family}, depth 1, {recipe} recipe", pts,
-                          "tab:blue" if family == "transformer" else "tab:orange",
-                          style=styles.get(str(recipe), "-."), marker=None, group=str(recipe)))
+    for v, g in _variants(models, longest=False):
+        colour = "tab:blue" if v["family"] == "transformer" else "tab:orange"
+        text = _variant_label(v, g, ln=False)
+        if g["train_steps"].nunique() >= 2:
+            lines.append(Line(str(v["family"]), f"{text}: final test MSE per training length",
+                              _median_by(g, "train_steps"), colour, group=str(v["recipe"])))
+        else:
+            pts = [(x, y) for x, y in _trace(series, list(g["run_id"]), "val_log10_mse")
+                   if x > 0]
+            lines.append(Line(str(v["family"]), f"{text}: held-out MSE during training", pts,
+                              colour, style="--", marker=None, group=str(v["recipe"])))
     panel = Panel("", "MULTIPLY, 1 layer", "training iterations (log scale)", lines, xlog=10)
-    return _draw(published.title, "log10 held-out MSE during training", [panel], published,
-                 path)
+    return _draw(published.title, f"log10 MSE (test: evaluated in {prec})", [panel],
+                 published, path)
 
 
 def _fig10_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -852,11 +881,13 @@ def _fig10_runs(runs: pd.DataFrame) -> pd.DataFrame:
 def figure_10(runs: pd.DataFrame, series: SeriesSource, published: Published, path: Path
               ) -> Path | None:
     """001 Fig. 10: learned Transformer vs learned BaseConv on fixed-N least squares, MSE
-    against depth (median over seeds)."""
-    models, prec = _in_precision(_longest_training(_fig10_runs(runs)))
-    lines = [Line(str(family), f"{family} (learned)", _median_by(g, "depth"),
-                  "tab:blue" if family == "transformer" else "tab:orange")
-             for family, g in models.groupby("family", sort=True)]
+    against depth, a line per family, LayerNorm and recipe (median over seeds)."""
+    models, prec = _in_precision(_fig10_runs(runs))
+    lines = [Line(str(v["family"]), f"{_variant_label(v, g)} (learned)",
+                  _median_by(g, "depth"), _COLOURS[i % 10],
+                  style="-" if v["family"] == "transformer" else "--",
+                  marker="o" if v["family"] == "transformer" else "s", group=str(v["recipe"]))
+             for i, (v, g) in enumerate(_variants(models))]
     panel = Panel("", "fixed N, fully determined", "depth (layers)", lines, xlog=2)
     return _draw(published.title, _ylabel(prec), [panel], published, path)
 

@@ -94,12 +94,21 @@ def paper_records() -> list[RunRecord]:
                         64, -5.0 - 0.1 * mlp, model={"heads": 1, "mlp_factor": mlp})
     out += _trained("primitives", "transformer", "transformer", "multiply", "multiply", 2, 32,
                     -4.5, model={"heads": 1, "mlp_factor": 4})
-    for family in ("transformer", "baseconv"):
-        for recipe in ("paper", "engine"):
-            curve = [(s, -1.0 - 0.7 * math.log10(s)) for s in (10, 100, 1000, 10000)]
+    for family in ("transformer", "baseconv"):     # as the train_length suite stores them
+        rate = 0.7 if family == "transformer" else 0.9
+        for steps in (100, 1000, 10000):              # one run per length (001 App. E.2)
             out += _trained("train_length", family, family, "multiply", "multiply", 1, 64,
-                            curve[-1][1], recipe=recipe, steps=10000,
-                            series={"val_log10_mse": curve})
+                            -1.0 - rate * math.log10(steps), recipe="paper-length",
+                            steps=steps)
+        curve = [(s, -0.5 - rate * math.log10(s)) for s in (10, 30, 100, 300, 1000)]
+        out += _trained("train_length", f"{family}_engine", family, "multiply", "multiply", 1,
+                        64, curve[-1][1], recipe="engine", steps=200,
+                        series={"val_log10_mse": curve})
+    for depth in (2, 4):     # a second recipe and width: the engine's floor profile
+        for width in (32, 64):
+            out += _trained("least_squares", "transformer", "transformer", "ls_fixed_n",
+                            "ls_fixed_n", depth, width, -6.0 - depth - width / 64,
+                            options=ls, recipe="engine", steps=1000)
     return out
 
 
@@ -275,14 +284,35 @@ def test_a_relative_statement_is_drawn_from_our_own_line(rows, series, drawn, tm
         assert (x, pytest.approx(y - 2.0)) in [(bx, by) for bx, by in black if bx == x]
 
 
-def test_figure_9_draws_the_held_out_curves_on_a_log_axis(rows, series, drawn, tmp_path):
+def _line_points(ax, colour=None):
+    return [list(zip(line.get_xdata(), line.get_ydata(), strict=True))
+            for line in ax.get_lines() if line.get_color() != "black"
+            and (colour is None or line.get_color() == colour)]
+
+
+def test_figure_9_draws_final_mse_per_length_and_held_out_curves(rows, series, drawn,
+                                                                  tmp_path):
     pf.figure_9(pf.paper_runs(rows), series, pf.load_published()[9], tmp_path / "f.png")
     ax = [a for a in drawn[-1].axes if a.axison][0]
     assert ax.get_xscale() == "log"
     labels = _legend(drawn[-1])
-    assert "transformer, depth 1, engine recipe" in labels
-    assert "baseconv, depth 1, paper recipe" in labels
+    assert "transformer, paper-length: final test MSE per training length" in labels
+    assert "baseconv, engine: held-out MSE during training" in labels
+    lengths = [pts for pts in _line_points(ax) if [x for x, _ in pts] == [100, 1000, 10000]]
+    assert sorted(round(y, 6) for pts in lengths for _, y in pts) == sorted(
+        round(-1.0 - r * e, 6) for r in (0.7, 0.9) for e in (2, 3, 4))
     assert len(ax.collections) >= 2          # the published 2-3 decades / 3 decades wedges
+
+
+def test_a_line_never_mixes_recipes_or_widths(rows, series, drawn, tmp_path):
+    pf.figure_2(pf.paper_runs(rows), series, pf.load_published()[2], tmp_path / "f.png")
+    ax = [a for a in drawn[-1].axes if a.axison][0]
+    labels = _legend(drawn[-1])
+    assert "Transformer, LN (median over seeds)" in labels          # the paper's recipe
+    assert "Transformer, LN, engine (median over seeds)" in labels  # the engine, width 64
+    depth_lines = [pts for pts in _line_points(ax) if len(pts) <= 3]
+    engine = [pts for pts in depth_lines if [x for x, _ in pts] == [2, 4]]
+    assert engine == [[(2, -9.0), (4, -11.0)]]     # width 64 alone, not a median with 32
 
 
 def test_figure_4_draws_each_axis_the_store_varies(rows, series, drawn, tmp_path):
