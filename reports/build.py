@@ -30,6 +30,7 @@ from reports.data_version import left_out_note, newest_data_rows
 from reports.files import DATA, FIGURES, TABLES, FileNames, write_text
 from reports.length_plot import length_figure, length_pivots, length_runs
 from reports.localize_plot import localize_figure, localize_pivots, localize_runs
+from reports.paper_figures import side_by_side_section
 from reports.render import (
     Section,
     render_csv,
@@ -240,6 +241,10 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
                                 "per trace, a line per grid point and precision", fig))
         sections.append(sec)
 
+    side = side_by_side_section(rows, lambda rid, name: store.series(rid, name).get(name, []),
+                                figures, names)
+    if side is not None:   # 001's figures redrawn, after the results, before the claims
+        sections.append(side)
     if not claims.frame.empty:
         sections.append(Section("Published claims", tables=[claims]))
     if not unmeasured.frame.empty:

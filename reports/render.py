@@ -105,6 +105,11 @@ window.addEventListener('load', function () {
 """
 
 
+#: Tables whose cells are sentences: they wrap in HTML and get paragraph columns in LaTeX.
+TEXT_TABLES = {"claims": "p{2.1cm}p{3.6cm}p{2.8cm}p{1.8cm}p{1.4cm}p{3.4cm}",
+               "published-001": "p{1.7cm}p{3.2cm}p{2.2cm}p{1.6cm}p{2.4cm}p{4.4cm}"}
+
+
 def html_table(t: Pivot) -> str:
     cls = {"holds": "holds", "does not hold": "fails", "not measured": "nm"}
     head, rows = _cells(t.frame)
@@ -115,7 +120,7 @@ def html_table(t: Pivot) -> str:
             f'<td class="{cls[str(v)]}">{html.escape(str(v))}</td>' if str(v) in cls
             else f"<td>{html.escape(str(v))}</td>" for v in cells)
         body.append(f"<tr>{tds}</tr>")
-    kind = ' class="text"' if t.key == "claims" else ""
+    kind = ' class="text"' if t.key in TEXT_TABLES else ""
     return (f'<div class="table-wrap"><p class="caption">{html.escape(t.title)}</p>'
             f"<table{kind}><thead><tr>{ths}</tr></thead><tbody>{''.join(body)}</tbody></table>"
             "</div>")
@@ -172,8 +177,8 @@ _TEX = str.maketrans({"\\": r"\textbackslash{}", "\x00": " ", "_": r"\_", "%": r
 
 def latex_table(t: Pivot) -> str:
     """A booktabs table environment."""
-    if t.key == "claims":  # text columns wrap
-        cols = "p{2.1cm}p{3.6cm}p{2.8cm}p{1.8cm}p{1.4cm}p{3.4cm}"
+    if t.key in TEXT_TABLES:  # text columns wrap
+        cols = TEXT_TABLES[t.key]
     else:
         cols = "l" + "r" * len(t.frame.columns)
     head, rows = _cells(t.frame)
