@@ -106,7 +106,7 @@ window.addEventListener('load', function () {
 
 
 #: Tables whose cells are sentences: they wrap in HTML and get paragraph columns in LaTeX.
-TEXT_TABLES = {"claims": "p{2.1cm}p{3.6cm}p{2.8cm}p{1.8cm}p{1.4cm}p{3.4cm}",
+TEXT_TABLES = {"claims": "p{1.9cm}p{2.8cm}p{2.3cm}p{2.1cm}p{1.3cm}p{2.1cm}p{1.3cm}",
                "published-001": "p{1.7cm}p{3.2cm}p{2.2cm}p{1.6cm}p{2.4cm}p{4.4cm}"}
 
 

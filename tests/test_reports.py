@@ -462,3 +462,20 @@ def test_file_names_are_short_readable_and_unique():
     first, second = names.stem("a/b"), names.stem("A-B")
     assert first == "a-b" and second.startswith("a-b-") and second != first
     assert names.stem("a/b") == first          # the same key, the same name
+
+
+def test_latex_text_tables_give_every_column_a_width() -> None:
+    """The LaTeX column spec of a wrapped text table has one entry per column (the index
+    too): a short spec breaks the table in LaTeX."""
+    import re
+
+    from reports.build import _claims_pivots
+    from reports.render import TEXT_TABLES, latex_table
+
+    claims, _ = _claims_pivots([{"suite": "solvers", "kind": "solver", "subject": "gd",
+                                 "task": "ls_gauss", "precision": "float32", "status": "ok",
+                                 "floor_log10": -9.0}], ["solvers"])
+    tex = latex_table(claims)
+    spec = re.search(r"\\begin\{tabular\}\{(.*)\}", tex).group(1)
+    assert len(re.findall(r"p\{", spec)) == len(claims.frame.columns) + 1
+    assert len(re.findall(r"p\{", TEXT_TABLES["claims"])) == len(claims.frame.columns) + 1
