@@ -707,8 +707,10 @@ def figure_2(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
 def _primitive_lines(runs: pd.DataFrame, task: str) -> list[Line]:
     """Per family x LayerNorm x recipe: median log10 MSE by depth on ``task`` at 001's width
     (64, else the largest), each variant at its longest training."""
+    order = [(v["family"], v["ln"], v["recipe"]) for v, _ in _variants(runs)]
     lines = []
-    for i, (v, g) in enumerate(_variants(runs[runs["job_task"] == task])):
+    for v, g in _variants(runs[runs["job_task"] == task]):   # one colour per variant in
+        i = order.index((v["family"], v["ln"], v["recipe"]))  # every task's panel
         lines.append(Line(f"{v['family']}, {v['ln']}", _variant_label(v, g),
                           _median_by(g, "depth"), _COLOURS[i % 10],
                           style="-" if v["ln"] == "no LN" else "--",
