@@ -57,15 +57,22 @@ def _cell(row: dict[str, Any]) -> str:
     return text
 
 
-def _evidence(row: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
-    """The convergence check's (gain, gradient norm, drift) of a record (None before it)."""
+def _evidence(row: dict[str, Any]) -> tuple[float | None, ...]:
+    """The convergence check's (gain, gradient norm, drift, curvature) of a record (None
+    before it)."""
     res = TrainedResult.from_json(row.get("result"))
-    return stored_float(res.check_gain), stored_float(res.grad_norm), stored_float(res.check_drift)
+    return (stored_float(res.check_gain), stored_float(res.grad_norm),
+            stored_float(res.check_drift), stored_float(res.check_curvature))
 
 
 def format_drift(drift: float | None) -> str:
     """A drift z-score as text, one decimal (``-`` when not stored)."""
     return "-" if drift is None else f"{drift:.1f}"
+
+
+def format_curvature(curvature: float | None) -> str:
+    """lambda_min / lambda_max as text, two digits (``-`` when not stored)."""
+    return "-" if curvature is None else f"{curvature:.1e}"
 
 
 def format_gain(gain: float | None) -> str:
@@ -118,15 +125,18 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
         title = (f"task {task}: test MSE (T = training-limited, A = approximation-limited, "
                  "R = rounding-limited)")
         if evidence:
-            none = (None, None, None)
-            head += ["check gain", "|grad|", "drift"]
+            none = (None, None, None, None)
+            head += ["check gain", "|grad|", "drift", "curvature"]
             body = [[*line, format_gain(evidence.get(lab, none)[0]),
                      format_mse(evidence.get(lab, none)[1]),
-                     format_drift(evidence.get(lab, none)[2])]
+                     format_drift(evidence.get(lab, none)[2]),
+                     format_curvature(evidence.get(lab, none)[3])]
                     for lab, line in zip(labels, body, strict=True)]
             title += ("; check gain = how many times a few Gauss-Newton steps from the final "
                       "weights lowered the held-out MSE, |grad| = its gradient norm there, "
-                      "drift = z-score of a nonzero expected gradient (above 4: a slope)")
+                      "drift = z-score of a nonzero expected gradient (above 4: a slope), "
+                      "curvature = the Hessian's most negative eigenvalue over its largest "
+                      "(below -1e-2: a saddle)")
         digits = _reference_digits(group)
         if digits:   # stored since the reference is checked: a column beside the results
             head.append("ref digits")

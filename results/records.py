@@ -248,9 +248,10 @@ class TrainedResult(RecordResult):
     could still lower the error, None = stored before the check; ``train_stop``: why training
     stopped; the check's evidence: ``check_gain``, the factor by which a few Gauss-Newton
     steps from the final weights lowered the held-out MSE, ``grad_norm``, the norm of the
-    held-out loss gradient at the final weights, and ``check_drift``, the z-score of a nonzero
-    expected gradient over independent batches, above 4 on a slope that is not a floor; None:
-    stored before it was measured); where the floor came from
+    held-out loss gradient at the final weights, ``check_drift``, the z-score of a nonzero
+    expected gradient over independent batches, above 4 on a slope that is not a floor, and
+    ``check_curvature``, the held-out loss Hessian's most negative eigenvalue over its largest,
+    below -1e-2 at a saddle; None: stored before it was measured); where the floor came from
     (``floor_source``), a weights file that could not be written (``weights_error``), and how
     many digits of the mp100 reference the decomposition is measured against are certain
     (``truth_digits``: its agreement with mp200 on one test sequence,
@@ -276,6 +277,7 @@ class TrainedResult(RecordResult):
     check_gain: float | None = None
     grad_norm: float | None = None
     check_drift: float | None = None
+    check_curvature: float | None = None
     weights_error: str | None = None
     truth_digits: float | None = None
 
@@ -299,6 +301,8 @@ class TrainedResult(RecordResult):
             **({} if self.check_gain is None else {"check_gain": self.check_gain,
                                                     "grad_norm": self.grad_norm}),
             **({} if self.check_drift is None else {"check_drift": self.check_drift}),
+            **({} if self.check_curvature is None
+               else {"check_curvature": self.check_curvature}),
             **({} if self.weights_error is None else {"weights_error": self.weights_error}),
             **({} if self.truth_digits is None else {"truth_digits": self.truth_digits}))
 

@@ -10,6 +10,7 @@ import torch
 
 from experiments.suite import load_suite
 from experiments.trained.convergence_check import (
+    CHECK_CURVATURE,
     CHECK_DRIFT,
     CHECK_GAIN,
     convergence_check,
@@ -89,6 +90,39 @@ def test_gradient_drift_tells_a_stationary_point_from_a_slope() -> None:
     on_slope = gradient_drift(model, sample, predict, seed=1)
     assert abs(at_minimum) < CHECK_DRIFT / 2
     assert on_slope > 1.5 * CHECK_DRIFT   # 8.8 seen (K = 8 batches bound the z-score)
+
+
+class _Product(torch.nn.Module):
+    """y_hat = a b x: at a = b = 0 a saddle whose gradient is zero by symmetry and whose
+    Gauss-Newton curvature is zero (J = [b x, a x] = 0), so neither the drift nor a few
+    Gauss-Newton steps can tell it from a floor; its Hessian [[0, -2], [-2, 0]] E[x^2] can."""
+
+    def __init__(self, a: float, b: float) -> None:
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.tensor(a, dtype=torch.float64))
+        self.b = torch.nn.Parameter(torch.tensor(b, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.a * self.b
+
+
+def _identity_sample(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randn(n, 4, 1, generator=g, dtype=torch.float64)
+    return x, x
+
+
+def test_the_convergence_check_refuses_a_symmetric_saddle_by_its_curvature() -> None:
+    """At a = b = 0 the check's gain is 1 and the drift is noise, but the Hessian has an
+    eigenvalue -lambda_max: not converged. At the minimum a = b = 1 it converges."""
+    predict = lambda m, x: m(x)  # noqa: E731
+    cfg = TrainConfig(recipe="engine", steps=0, batch_size=8)
+    saddle = convergence_check(_Product(0.0, 0.0), _identity_sample, predict, cfg)
+    assert saddle.gain <= CHECK_GAIN and not saddle.drift > CHECK_DRIFT
+    assert saddle.curvature < CHECK_CURVATURE and math.isclose(saddle.curvature, -1.0,
+                                                                  rel_tol=1e-6)
+    assert not saddle.converged
+    minimum = convergence_check(_Product(1.0, 1.0), _identity_sample, predict, cfg)
+    assert minimum.curvature >= -1e-9 and minimum.converged
 
 
 def test_the_engine_ends_on_its_best_validation_weights() -> None:

@@ -344,6 +344,8 @@ def compute(run: Run) -> list[RunRecord]:
             grad_norm=None if outcome.check is None else outcome.check.grad_norm,
             check_drift=None if outcome.check is None or math.isnan(outcome.check.drift)
             else outcome.check.drift,
+            check_curvature=None if outcome.check is None
+            or not math.isfinite(outcome.check.curvature) else outcome.check.curvature,
             floor=floor.to_dict() if floor is not None else None,
             weights_error=outcome.weights_error or None, truth_digits=out.truth_digits)
         records.append(make_record(

@@ -17,9 +17,17 @@ with gradients g_1..g_K of :data:`DRIFT_BATCHES` independent batches, the mean o
 over pairs i < j is an unbiased estimate of |E g|^2 (zero at a stationary point, whatever the
 noise), and its jackknife standard error says how far from zero it is (``drift``, a z-score).
 
+A saddle can defeat both: where the expected gradient is zero by symmetry (a model that
+predicts 0 for a target odd in the data), the drift is noise, and a few Gauss-Newton steps
+cannot leave it (Gauss-Newton's curvature is positive semi-definite and cannot see the way
+down). A point is a minimum only when the Hessian has no negative curvature, so the check
+also measures the extreme eigenvalues of the held-out loss's Hessian (Lanczos on
+Hessian-vector products) and reports the most negative over the largest (``curvature``).
+
 Training has converged (the cell may be labelled ``A``) only when the gain is at most
-:data:`CHECK_GAIN` and the drift at most :data:`CHECK_DRIFT`; the gain, the drift and the
-norm of the held-out loss gradient are stored as the label's evidence.
+:data:`CHECK_GAIN`, the drift at most :data:`CHECK_DRIFT` and the curvature at least
+:data:`CHECK_CURVATURE`; the gain, the drift, the curvature and the norm of the held-out loss
+gradient are stored as the label's evidence.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from experiments.trained.levenberg_marquardt import Diverged, Predict, Sampler, levenberg_marquardt
 from experiments.trained.train_config import TrainConfig
@@ -46,6 +55,14 @@ CHECK_MAX_BATCH = 32
 #: the plateau 8.7 (D = 4, N = 8) and 16 (D = 20, N = 40, depth 2, width 32); after the engine
 #: 1.2).
 CHECK_DRIFT = 4.0
+#: The most negative Hessian eigenvalue, relative to the largest, a converged model may show
+#: (Lanczos, :data:`CURVATURE_STEPS` Hessian-vector products on the :data:`CHECK_SIZE`
+#: held-out sequences). Measured: a 2-layer BaseConv at the trivial predictor of fixed-N least
+#: squares (MSE 4.7 against E[y^2] = 5; gain 1.00, drift 1.0: labelled A before) -0.11 (-0.063
+#: on 512 sequences); READ's plateau (depth 2, width 32) -1e-4; the explicit-gradient BaseConv
+#: at its floor (1e-27) +2.5e-8.
+CHECK_CURVATURE = -1e-2
+CURVATURE_STEPS = 30
 #: Independent batches (of :data:`DRIFT_BATCH` sequences) whose gradients the drift compares.
 DRIFT_BATCHES = 8
 DRIFT_BATCH = 128
@@ -59,18 +76,21 @@ CHECK_SEED_OFFSET = 7_000_001
 class Check:
     """before / after: held-out MSE of the final weights and after the check's steps; gain =
     before / after (inf when after is 0); grad_norm: norm of the gradient of the held-out
-    MSE at the final weights; drift: z-score of the expected gradient (module docstring;
-    NaN where it could not be measured, which does not count against convergence)."""
+    MSE at the final weights; drift: z-score of the expected gradient; curvature: the most
+    negative Hessian eigenvalue over the largest (module docstring; either NaN where it could
+    not be measured, which does not count against convergence)."""
 
     before: float
     after: float
     gain: float
     grad_norm: float
     drift: float = math.nan
+    curvature: float = math.nan
 
     @property
     def converged(self) -> bool:
-        return self.gain <= CHECK_GAIN and not self.drift > CHECK_DRIFT
+        return (self.gain <= CHECK_GAIN and not self.drift > CHECK_DRIFT
+                and not self.curvature < CHECK_CURVATURE)
 
 
 def _held_out_mse(model: nn.Module, predict: Predict, x: torch.Tensor, y: torch.Tensor,
@@ -114,6 +134,58 @@ def gradient_drift(model: nn.Module, sample: Sampler, predict: Predict, seed: in
     return mean / se
 
 
+def hessian_curvature(model: nn.Module, predict: Predict, x: torch.Tensor, y: torch.Tensor,
+                      steps: int = CURVATURE_STEPS) -> float:
+    """lambda_min / lambda_max of the Hessian of the MSE of ``model`` on (x, y): Lanczos
+    (fully reorthogonalised, from a seeded random vector) on Hessian-vector products, the
+    gradient's double backward (attention through its math kernel: the fused CPU kernels have
+    no second derivative). Both ends of the spectrum converge first, so a few tens of
+    products find a negative eigenvalue of a saddle. NaN when the model has no second
+    derivative or the Hessian is 0."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    alphas: list[float] = []
+    betas: list[float] = []
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            loss = (predict(model, x) - y).pow(2).mean()
+            grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+            pairs = [(p, g) for p, g in zip(params, grads, strict=True)
+                     if g is not None and g.requires_grad]
+            if not pairs:
+                return math.nan
+            flat = torch.cat([g.reshape(-1) for _, g in pairs])
+            wrt = [p for p, _ in pairs]
+            gen = torch.Generator().manual_seed(0)
+            q = torch.randn(flat.numel(), dtype=flat.dtype, generator=gen).to(flat.device)
+            basis = [q / q.norm()]
+            for _ in range(steps):
+                hv = torch.autograd.grad(flat, wrt, basis[-1], retain_graph=True,
+                                         allow_unused=True)
+                z = torch.cat([torch.zeros(p.numel(), dtype=flat.dtype, device=flat.device)
+                               if h is None else h.reshape(-1)
+                               for p, h in zip(wrt, hv, strict=True)]).detach()
+                alphas.append(float(z @ basis[-1]))
+                V = torch.stack(basis, dim=1)
+                for _ in range(2):
+                    z = z - V @ (V.T @ z)
+                beta = float(z.norm())
+                if not math.isfinite(beta) or beta <= 1e-12 * max(abs(a) for a in alphas):
+                    break
+                betas.append(beta)
+                basis.append(z / beta)
+    except (RuntimeError, NotImplementedError):   # no double backward through some op
+        return math.nan
+    k = len(alphas)
+    T = torch.diag(torch.tensor(alphas, dtype=torch.float64))
+    if k > 1:
+        off = torch.tensor(betas[:k - 1], dtype=torch.float64)
+        T = T + torch.diag(off, 1) + torch.diag(off, -1)
+    evals = torch.linalg.eigvalsh(T)
+    if not bool(torch.isfinite(evals).all()) or float(evals.abs().max()) == 0:
+        return math.nan
+    return float(evals[0]) / float(evals[-1]) if float(evals[-1]) > 0 else -math.inf
+
+
 def convergence_check(model: nn.Module, sample: Sampler, predict: Predict,
                       cfg: TrainConfig) -> Check:
     """The check of ``model`` (float64, on the CPU; left unchanged) trained with ``cfg`` (its
@@ -127,6 +199,7 @@ def convergence_check(model: nn.Module, sample: Sampler, predict: Predict,
     trial.eval()
     before, grad_norm = _held_out_mse(trial, predict, x, y, grad=True)
     drift = gradient_drift(trial, sample, predict, seed + 2)
+    curvature = hessian_curvature(trial, predict, x, y)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         try:
@@ -139,4 +212,5 @@ def convergence_check(model: nn.Module, sample: Sampler, predict: Predict,
     if not math.isfinite(after) or after >= before:
         after = before
     gain = 1.0 if before == 0 else before / after if after > 0 else math.inf
-    return Check(before=before, after=after, gain=gain, grad_norm=grad_norm, drift=drift)
+    return Check(before=before, after=after, gain=gain, grad_norm=grad_norm, drift=drift,
+                 curvature=curvature)
