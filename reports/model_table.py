@@ -11,10 +11,11 @@ dominates: ``A`` approximation (training converged and the weights still miss th
 A label rests on evidence the record stores: ``check_gain``, the factor by which a few
 Gauss-Newton steps from the final weights lowered the held-out MSE (near 1: training had
 nothing left to find), and ``grad_norm``, the held-out loss gradient's norm at the final
-weights, and ``check_drift``, the z-score of a nonzero expected gradient over independent
-batches (a slope that is not a floor shows it, :mod:`experiments.trained.convergence_check`).
-Where a task's records hold them, its table has three columns more, ``check gain``, ``|grad|``
-and ``drift``: one value per trained job, the same in every evaluation precision (records stored
+weights, ``check_drift``, the z-score of a nonzero expected gradient over independent
+batches (a slope that is not a floor shows it, :mod:`experiments.trained.convergence_check`),
+and ``check_curvature``, the held-out loss Hessian's most negative eigenvalue over its largest
+(a saddle shows it). Where a task's records hold them, its table has four columns more,
+``check gain``, ``|grad|``, ``drift`` and ``curvature``: one value per trained job, the same in every evaluation precision (records stored
 before the check have none: ``-``). Where the records store it, a column ``ref digits`` says
 how many digits of the mp100 reference the decomposition is measured against are certain
 (the fewest over the line's precisions, :mod:`precision.reference`).

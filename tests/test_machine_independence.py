@@ -147,7 +147,7 @@ train = { recipe = "paper", steps = 0, batch_size = 8, validation_size = 0 }
 FLOAT_SERIES = ("train_log10_loss", "val_log10_mse", "lr")
 #: Result fields of a trained record that come from float training: the convergence check
 #: (float64 Gauss-Newton steps) and the verdict drawn from it.
-FLOAT_RESULT = ("check_gain", "grad_norm", "check_drift", "train_converged")
+FLOAT_RESULT = ("check_gain", "grad_norm", "check_drift", "check_curvature", "train_converged")
 
 #: (OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY or None for the best, MKL_CBWR, threads,
 #: NPY_DISABLE_CPU_FEATURES or None)

@@ -80,6 +80,8 @@ def test_a_budget_cut_run_is_labelled_t_in_the_table(tmp_path):
         rows = store.runs()
         series = store.series(rows[0]["run_id"])
     assert rows and all(r["result"]["train_converged"] is False for r in rows)
+    # the check's evidence is stored with each record, the Hessian's curvature among it
+    assert all(isinstance(r["result"].get("check_curvature"), float) for r in rows)
     assert "val_log10_mse" in series
     text = model_tables(rows)
     assert " T " in text + " " and "T = training-limited" in text
