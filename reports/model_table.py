@@ -16,9 +16,10 @@ batches (a slope that is not a floor shows it, :mod:`experiments.trained.converg
 and ``check_curvature``, the held-out loss Hessian's most negative eigenvalue over its largest
 (a saddle shows it). Where a task's records hold them, its table has four columns more,
 ``check gain``, ``|grad|``, ``drift`` and ``curvature``: one value per trained job, the
-same in every evaluation precision (records stored before the check have none: ``-``). Where the records store it, a column ``ref digits`` says
-how many digits of the mp100 reference the decomposition is measured against are certain
-(the fewest over the line's precisions, :mod:`precision.reference`).
+same in every evaluation precision (records stored before the check have none: ``-``).
+Where the records store it, a column ``ref digits`` says how many digits of the mp100
+reference the decomposition is measured against are certain (the fewest over the line's
+precisions, :mod:`precision.reference`).
 """
 
 from __future__ import annotations
