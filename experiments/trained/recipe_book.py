@@ -26,7 +26,7 @@ settings it fixes). :func:`experiments.trained.recipes.train` reads the recipe, 
     (explicit Jacobian, one Cholesky factorisation per damping try) where they are cheaper
     (``ENGINE_DENSE_PARAMS``, ``ENGINE_DENSE_SAMPLE_RESIDUALS``) and Krylov (Lanczos) steps
     with a K-FAC scaling of every linear layer elsewhere, a damping chosen among three
-    (10x apart) at every iteration, the curvature products on a quarter of the batch
+    (10x apart) at every iteration, the curvature products on the whole batch
     (``ENGINE_CURVATURE``); training ends on the weights of the best validation
     measurement. It reads no task, family or size: only the model, the sampler and the
     config.
@@ -51,11 +51,14 @@ from typing import Any
 ENGINE_DENSE_PARAMS = 6000
 ENGINE_DENSE_SAMPLE_RESIDUALS = 8
 #: engine, Krylov path: the curvature products on this fraction of each batch (the gradient
-#: on all of it). Measured here (Transformer with LayerNorm, depth 1, width 32, AFFINE, 14,753
+#: on all of it). A subset is cheaper per iteration but its noise limits how precisely a step
+#: fits. Measured here: Transformer with LayerNorm, depth 1, width 32, AFFINE (14,753
 #: parameters, the same 480 s on a shared machine): log10 test MSE -1.66 after 3 iterations
-#: with the whole batch, -2.84 after 10 at 0.25, -2.78 after 16 at 0.1; an iteration
-#: took 130 s, 45 s and 24 s.
-ENGINE_CURVATURE = 0.25
+#: with the whole batch, -2.84 after 10 at 0.25, -2.78 after 16 at 0.1 (130 s, 45 s and 24 s
+#: an iteration); but the README's gated mixer on MULTIPLY (depth 1, width 64, the quick
+#: profile's 200 Adam steps and 10 iterations): -9.02 with the whole batch, -4.45 at 0.25
+#: (17 s and 12 s in all). Precision is what the engine is for: the whole batch.
+ENGINE_CURVATURE = 1.0
 
 
 @dataclass(frozen=True)
