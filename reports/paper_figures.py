@@ -152,23 +152,25 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _check_type(where: str, key: str, value: Any, kind: type | tuple[type, ...]) -> None:
-    ok = _number(value) if kind is float else isinstance(value, kind)
-    if not ok:
-        name = "a number" if kind is float else f"a {getattr(kind, '__name__', kind)}"
-        raise PublishedError(f"{PUBLISHED_FILE}: {where}: '{key}' must be {name}, "
-                             f"got {value!r}")
+def _check_table(where: str, table: dict[str, Any],
+                 known: dict[str, type | tuple[type, ...]]) -> None:
+    """Every key of ``table`` is one of ``known`` and its value of the type named there."""
+    for key, value in table.items():
+        if key not in known:
+            raise PublishedError(f"{PUBLISHED_FILE}: {where}: unknown key '{key}' (known: "
+                                 f"{', '.join(sorted(known))})")
+        kind = known[key]
+        if not (_number(value) if kind is float else isinstance(value, kind)):
+            name = "a number" if kind is float else f"a {getattr(kind, '__name__', kind)}"
+            raise PublishedError(f"{PUBLISHED_FILE}: {where}: '{key}' must be {name}, "
+                                 f"got {value!r}")
 
 
 def _mark(figure: int, index: int, raw: Any) -> Mark:
     where = f"fig{figure}.mark[{index}]"
     if not isinstance(raw, dict):
         raise PublishedError(f"{PUBLISHED_FILE}: {where}: must be a table")
-    for key, value in raw.items():
-        if key not in _MARK_KEYS:
-            raise PublishedError(f"{PUBLISHED_FILE}: {where}: unknown key '{key}' (known: "
-                                 f"{', '.join(sorted(_MARK_KEYS))})")
-        _check_type(where, key, value, _MARK_KEYS[key])
+    _check_table(where, raw, _MARK_KEYS)
     kind = raw.get("kind")
     if kind not in _NEEDED:
         raise PublishedError(f"{PUBLISHED_FILE}: {where}: 'kind' must be level, relative or "
@@ -222,11 +224,7 @@ def load_published(text: str | None = None) -> dict[int, Published]:
         fig = data.get(key)
         if not isinstance(fig, dict):
             raise PublishedError(f"{PUBLISHED_FILE}: figure '{key}' is missing")
-        for k, v in fig.items():
-            if k not in _FIGURE_KEYS:
-                raise PublishedError(f"{PUBLISHED_FILE}: {key}: unknown key '{k}' (known: "
-                                     f"{', '.join(sorted(_FIGURE_KEYS))})")
-            _check_type(key, k, v, _FIGURE_KEYS[k])
+        _check_table(key, fig, _FIGURE_KEYS)
         for k in ("title", "layout"):
             if k not in fig:
                 raise PublishedError(f"{PUBLISHED_FILE}: {key}: '{k}' is missing")
