@@ -235,3 +235,20 @@ def test_curvature_minibatch_scales_the_subset_to_the_batch() -> None:
     unscaled = lm._krylov_model(residuals(x, y), theta, 21, 0, [], None,
                                 curvature=(residuals(*half), 1.0))
     assert float(unscaled.evals.max()) < 0.6 * top
+
+
+def test_until_floor_does_not_stop_at_a_plateau_the_check_refuses() -> None:
+    """Adam sits on the saddle a = b = 0 (its gradient is exactly zero): the held-out curve is
+    flat, but a flat curve stops training only where the convergence check passes, so the
+    run goes on to its budget, counting the refused plateaus; at the minimum a = b = 1 the
+    plateau is confirmed, and the confirming check is the one the run's label uses."""
+    predict = lambda m, x: m(x)  # noqa: E731
+    cfg = TrainConfig(recipe="constant", steps=300, batch_size=8, lr=1e-3, until="floor",
+                      validation_points=100)
+    saddle = train(_Product(0.0, 0.0), _identity_sample, predict, cfg)
+    assert saddle.stop_reason == "steps" and saddle.steps == 300
+    assert saddle.refused_floors >= 2 and saddle.check is None
+    minimum = train(_Product(1.0, 1.0), _identity_sample, predict, cfg)
+    assert minimum.stop_reason == "floor" and minimum.steps < 300
+    assert minimum.refused_floors == 0 and minimum.check is not None
+    assert minimum.check.converged and minimum.check.curvature >= -1e-9

@@ -230,7 +230,8 @@ def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] 
     cfg = replace(job.train, seed=job.seed, device=device)
     check = None
     if result.status == "ok":   # the label's evidence: converged only if the check passes
-        check = convergence_check(model, task.sample, predict, cfg)
+        # a floor training stopped at was confirmed by the same check of the same weights
+        check = result.check or convergence_check(model, task.sample, predict, cfg)
         # converged: the held-out curve stopped falling (or has too few points to say) AND
         # the check cannot lower it: a plateau alone can be a saddle, and a check alone
         # missed a falling curve (a LayerNorm Transformer on AFFINE at 0.98 after 200 steps)

@@ -17,6 +17,7 @@ gives bit-identical results (on the same machine and thread count).
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from experiments.trained.convergence_check import Check, convergence_check
 from experiments.trained.levenberg_marquardt import Diverged, Predict, Sampler, levenberg_marquardt
 from experiments.trained.recipe_book import RECIPES as RECIPE_BOOK
 from experiments.trained.train_config import RECIPES, SECOND_ORDER, UNTIL, TrainConfig
@@ -58,9 +60,14 @@ class TrainResult:
     val_times: list[float] = field(default_factory=list)
     #: the validation curve reached its plateau (None: no validation curve)
     converged: bool | None = None
-    #: why training stopped: "steps" (budget), "floor" (until = "floor"), "time limit",
-    #: "diverged"
+    #: why training stopped: "steps" (budget), "floor" (until = "floor": the held-out curve
+    #: plateaued and the convergence check passed), "time limit", "diverged"
     stop_reason: str = "steps"
+    #: the convergence check that confirmed the floor (stop_reason "floor"), of the final
+    #: weights; None otherwise
+    check: Check | None = None
+    #: plateaus of the held-out curve that the convergence check refused (until = "floor")
+    refused_floors: int = 0
 
 
 class Validation:
@@ -72,6 +79,10 @@ class Validation:
     one floor detector (:func:`precision.metrics.detect_floor`) to the curve: *converged*
     means the held-out error stopped falling, whatever the training loss does; a run whose
     curve is still falling at the end was cut by its budget (training-limited).
+
+    With ``until = "floor"`` a plateau stops training only if ``confirm()`` (when set) says
+    it is a floor; a refused plateau (a saddle, a slow valley) is counted in ``refused`` and
+    looked for again from the next measurement on, after :data:`MIN_POINTS` more.
     """
 
     #: Minimum measurements before the curve can be called a plateau (``until = "floor"``).
@@ -91,6 +102,8 @@ class Validation:
         self.floor_from = 0   # the plateau is looked for from this point of the curve on
         self.keep_best = cfg.keep_best
         self.best: tuple[float, int, list[torch.Tensor]] | None = None  # (mse, step, weights)
+        self.confirm: Callable[[], bool] | None = None
+        self.refused = 0
 
     def measure(self, step: int) -> None:
         """Record the held-out MSE at ``step`` (in the model's current dtype)."""
@@ -108,7 +121,11 @@ class Validation:
         self.times.append(time.perf_counter() - self.t0)
         if self.until_floor and len(self.curve) - self.floor_from >= self.MIN_POINTS and \
                 self.plateaued(self.floor_from):
-            self.stop = True
+            if self.confirm is None or self.confirm():
+                self.stop = True
+            else:
+                self.refused += 1
+                self.floor_from = len(self.curve)
 
     def after_step(self, step: int) -> bool:
         """Measure when due; True when training should stop (``until = "floor"``)."""
@@ -337,6 +354,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
     drawn on the CPU, cast to the training dtype).
     """
     second_order = cfg.second_order  # cfg was validated when it was made
+    check_cfg = cfg
     cfg = cfg.resolved()
     dtype = torch.float64 if second_order else DTYPES[cfg.dtype]
     start = time.perf_counter()
@@ -351,6 +369,21 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
         if cfg.validation_size > 0 else None
     if val is not None and second_order:
         val.until_floor = False   # Adam only warms the engine up: its plateau is not a floor
+    confirmed: list[Check] = []
+    if val is not None:
+        def confirm() -> bool:
+            """A plateau is a floor only if the convergence check of the weights training
+            would end on (the best so far with keep_best) passes: the same rule as the
+            label's, so a run never stops where its label would be ``T``."""
+            trial = copy.deepcopy(model).to(device="cpu", dtype=torch.float64)
+            if val.best is not None:
+                with torch.no_grad():
+                    for p, b in zip(trial.parameters(), val.best[2], strict=True):
+                        p.copy_(b)
+            check = convergence_check(trial, sample, predict, check_cfg)
+            confirmed[:] = [check] if check.converged else []
+            return check.converged
+        val.confirm = confirm
 
     def after_lm_step(step: int, loss: float, sync: Callable[[], None]) -> bool:
         curve.add(step, loss)
@@ -391,7 +424,9 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
                        wall_time=time.perf_counter() - start, lr_trace=lr_trace,
                        val_curve=list(val.curve) if val is not None else [],
                        val_times=list(val.times) if val is not None else [],
-                       converged=converged, stop_reason=stop)
+                       converged=converged, stop_reason=stop,
+                       check=confirmed[0] if stop == "floor" and confirmed else None,
+                       refused_floors=val.refused if val is not None else 0)
 
 
 __all__ = ["DTYPES", "RECIPES", "SECOND_ORDER", "UNTIL",
