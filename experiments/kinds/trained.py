@@ -28,7 +28,8 @@ precision.
 Each (job, precision) is one store record whose id is the hash of the job config plus the
 precision, so adding a precision later re-trains (deterministically) and writes only the
 missing records. Every record carries the job's training curve (``train_log10_loss``), its
-held-out validation curve (``val_log10_mse``) and, for iterated explicit-gradient runs, its
+held-out validation curve (``val_log10_mse``) with the wall seconds of each point
+(``val_seconds``: time-to-floor curves), and, for iterated explicit-gradient runs, its
 precision's iterate trace (``log10_mse``); ``result`` holds the decomposition (log10 of the
 approximation and rounding MSE), whether the validation curve reached its plateau
 (``train_converged``; False = training-limited) and why training stopped (``train_stop``).
@@ -327,6 +328,9 @@ def compute(run: Run) -> list[RunRecord]:
         series: dict[str, list[Any]] = {"train_log10_loss": curve}
         if val_curve:
             series["val_log10_mse"] = val_curve
+        if tr.val_times:   # wall seconds since training began, per validation point
+            series["val_seconds"] = [(st, round(t, 3)) for (st, _), t
+                                     in zip(tr.val_curve, tr.val_times, strict=False)]
         if tr.lr_trace:
             series["lr"] = list(tr.lr_trace)
         if out.iterate_trace:
