@@ -86,7 +86,7 @@ def test_a_budget_cut_run_is_labelled_t_in_the_table(tmp_path):
     # each validation point's wall time: the time-to-floor curve, rising with the steps
     seconds = series["val_seconds"]
     assert [s for s, _ in seconds] == [s for s, _ in series["val_log10_mse"]]
-    assert all(0 <= a[1] <= b[1] for a, b in zip(seconds, seconds[1:]))
+    assert all(0 <= a[1] <= b[1] for a, b in zip(seconds, seconds[1:], strict=False))
     assert all(r["result"].get("refused_floors") == 0 for r in rows)   # until = "steps"
     text = model_tables(rows)
     assert " T " in text + " " and "T = training-limited" in text
