@@ -41,6 +41,7 @@ from reports.render import (
 from reports.study_table import latest_runs, study_pivots, study_series_figure
 from reports.tables import Pivot, grid_pivots, grid_runs, solver_pivots, solver_runs
 from reports.text_table import precision_order
+from reports.time_to_floor import time_to_floor_figure, time_to_floor_pivots
 from results.records import result_of
 from results.store import Store
 
@@ -180,6 +181,15 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
             sec.figures.append((f"{task}: log10 test MSE against depth, a panel per model on "
                                 "one shared axis, a line per width (hollow: training-limited); "
                                 "grey: the float32 / float64 rounding levels", line))
+        series_of = lambda rid, name: store.series(rid, name).get(name, [])  # noqa: E731
+        timed = time_to_floor_pivots(rows, task, series_of)
+        sec.tables.extend(timed)
+        clock = time_to_floor_figure(rows, task, series_of, figures / f"{stem}-time.png") \
+            if timed else None
+        if clock is not None:
+            sec.figures.append((f"{task}: held-out log10 MSE against wall seconds of "
+                                "training, a panel per model on one shared axis, a line per "
+                                "depth and width (dotted: other seeds)", clock))
         length = plots.training_length(task, grid, figures / f"{stem}-length.png")
         if length is not None:
             sec.figures.append((f"{task}: log10 test MSE against training length", length))

@@ -1,0 +1,79 @@
+"""Time to floor: wall seconds of training to each held-out MSE level per depth x width cell,
+read from the stored validation curve and the seconds of its points."""
+
+import pytest
+
+from precision_cli.main import main
+from reports.build import build_report
+from reports.time_to_floor import LEVELS, time_to, time_to_floor_pivots
+from results.store import Store
+
+
+def test_time_to_is_the_first_point_at_or_below_the_level():
+    curve = [(0, 0.0), (10, -2.5), (20, -4.0), (30, -3.0), (40, -6.5)]
+    seconds = [(0, 0.0), (10, 1.5), (20, 3.0), (30, 4.5), (40, 6.0)]
+    assert time_to(curve, seconds, -2) == 1.5
+    assert time_to(curve, seconds, -4) == 3.0          # reached exactly: counts
+    assert time_to(curve, seconds, -6) == 6.0
+    assert time_to(curve, seconds, -8) is None
+    assert time_to([(0, None), (10, -3.0)], seconds, -2) == 1.5   # a 0 MSE has no log
+
+
+SUITE = """
+name = "tiny_timed"
+precisions = ["float64"]
+[tasks.affine]
+task = "affine"
+dim = 3
+n = 4
+[models.baseconv]
+family = "baseconv"
+tasks = ["affine"]
+depth = [1, 2]
+width = 8
+layernorm = false
+train = { recipe = "paper", steps = 60, batch_size = 8 }
+test_size = 8
+"""
+
+
+@pytest.fixture(scope="module")
+def timed_store(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("timed")
+    suite = folder / "tiny.toml"
+    suite.write_text(SUITE)
+    db = folder / "r.db"
+    assert main(["run", str(suite), "--db", str(db), "--no-progress", "--no-report"]) == 0
+    return db
+
+
+def test_a_row_per_cell_with_the_seconds_to_each_level(timed_store):
+    with Store(timed_store) as store:
+        rows = store.runs()
+        pivots = time_to_floor_pivots(rows, "affine",
+                                      lambda rid, name: store.series(rid, name).get(name, []))
+        trained = {r["config"]["depth"]: r["result"]["train_wall_time"] for r in rows}
+    (pivot,) = pivots
+    frame = pivot.frame
+    assert list(frame.index) == ["d1 w8", "d2 w8"]
+    assert list(frame.columns) == [f"to 1e{lv}" for lv in LEVELS] + [
+        "lowest held-out MSE", "stopped by"]
+    assert set(frame["stopped by"]) == {"steps"}
+    for depth, cells in zip((1, 2), frame.itertuples(index=False), strict=True):
+        # 60 Adam steps do not reach 1e-12: the cell shows the budget it had
+        assert cells[-3] == f"> {trained[depth]:.1f} s"
+        assert 0 < float(cells[-2]) < 10
+
+
+def test_the_report_shows_the_table_and_the_figure(timed_store, tmp_path):
+    with Store(timed_store) as store:
+        report = build_report(store, None, tmp_path / "rep")
+    text = report.markdown.read_text()
+    assert "affine / baseconv, no LN: wall seconds of training to each held-out MSE" in text
+    assert list((tmp_path / "rep").rglob("*-time.png")), "no time-to-floor figure"
+
+
+def test_records_stored_before_the_seconds_give_no_row(timed_store):
+    with Store(timed_store) as store:
+        rows = store.runs()
+        assert time_to_floor_pivots(rows, "affine", lambda rid, name: []) == []
