@@ -41,11 +41,12 @@ class Run:
     trains and evaluates its float precisions (:mod:`precision.devices`; not part of the id).
     ``time_limit``: seconds the run may take before it is stopped and stored as ``timeout``
     (None: the default of its kind, :mod:`experiments.isolation`); ``weights_dir``: the folder a
-    trained job saves its weights into (``--save-weights``; None: not saved). Neither is part
-    of the id. ``spec``: the kind's typed description of the work (a trained run's
-    :class:`~experiments.trained.job.Job`), made once when the suite is expanded; ``config`` is its
-    stored,
-    hashed form.
+    trained job saves its weights into (``--save-weights``; None: not saved);
+    ``checkpoint_dir``: where a trained job keeps its training state (``--checkpoints``,
+    :mod:`experiments.trained.checkpoint`) and ``pause_at`` the wall-clock time at which its
+    training pauses (``--slice``). None of these is part of the id. ``spec``: the kind's
+    typed description of the work (a trained run's :class:`~experiments.trained.job.Job`),
+    made once when the suite is expanded; ``config`` is its stored, hashed form.
     """
 
     run_id: str
@@ -59,6 +60,8 @@ class Run:
     device: str = "cpu"
     time_limit: float | None = None
     weights_dir: str | None = None
+    checkpoint_dir: str | None = None
+    pause_at: float | None = None
     spec: Any = field(default=None, compare=False, hash=False)
 
     @property

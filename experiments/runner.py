@@ -45,6 +45,8 @@ class SweepSummary:
     computed: int
     statuses: dict[str, int]
     reasons: list[str] = field(default_factory=list)
+    #: runs whose training paused at the end of the slice (``--slice``): nothing stored yet
+    paused: int = 0
 
     @property
     def all_failed(self) -> bool:
@@ -143,6 +145,8 @@ def run_suite(
     progress: Callable[[int, int, RunRecord], None] | None = None,
     time_limit: float | None = None,
     weights_dir: str | None = None,
+    checkpoint_dir: str | None = None,
+    pause_at: float | None = None,
 ) -> SweepSummary:
     """Compute and store every run of ``suite`` missing from ``store``.
 
@@ -150,13 +154,18 @@ def run_suite(
     ``dask``: a LocalCluster of ``jobs`` workers, or the scheduler at ``address``
     (:mod:`experiments.executors`). Whatever computes, this driver alone writes the store.
     ``time_limit`` replaces every run's time limit (``--time-limit``); ``weights_dir`` is
-    where trained jobs save their weights (``--save-weights``). Ctrl-C or SIGTERM stops the
-    workers and raises :class:`SweepInterrupted`; the runs written so far are whole.
+    where trained jobs save their weights (``--save-weights``); ``checkpoint_dir`` where they
+    keep their training state and ``pause_at`` (wall-clock seconds) when they pause
+    (``--checkpoints``, ``--slice``): a paused run returns no records and is counted in
+    ``paused``. Ctrl-C or SIGTERM stops the workers and raises :class:`SweepInterrupted`; the
+    runs written so far are whole.
     """
     todo, skipped = pending_runs(suite, store)
-    if time_limit is not None or weights_dir is not None:
+    if time_limit is not None or weights_dir is not None or checkpoint_dir is not None:
         todo = [replace(r, time_limit=time_limit if time_limit is not None else r.time_limit,
-                        weights_dir=weights_dir) for r in todo]
+                        weights_dir=weights_dir, checkpoint_dir=checkpoint_dir,
+                        pause_at=pause_at) for r in todo]
+    paused = 0
     statuses: dict[str, int] = {}
     reasons: list[str] = []
     reasons_seen: set[str] = set()
@@ -172,6 +181,9 @@ def run_suite(
                             f"{', '.join(EXECUTORS)})")
     try:
         for _run, records in results:
+            if not records:   # paused at the end of the slice: its state is checkpointed
+                paused += 1
+                continue
             with _signals_deferred():
                 store.write_runs(records)
                 done += 1
@@ -192,4 +204,4 @@ def run_suite(
     finally:
         results.close()
     return SweepSummary(total=len(todo) + skipped, skipped=skipped, computed=done,
-                        statuses=statuses, reasons=reasons)
+                        statuses=statuses, reasons=reasons, paused=paused)

@@ -337,25 +337,18 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
             raise UsageError(f"cannot write the report to {report_folder}: "
                              f"{exc.strerror or exc} (use --report-dir or --no-report)") from None
     _check_time_limit(args)
-    weights_dir = None
-    if args.save_weights:
-        import tempfile
+    weights_dir = _writable_folder("--save-weights", args.save_weights)
+    checkpoint_dir = _writable_folder("--checkpoints", args.checkpoints)
+    pause_at = None
+    if args.slice is not None:
+        import math
+        import time
 
-        folder = Path(args.save_weights).resolve()
-        if folder.exists() and not folder.is_dir():
-            raise UsageError(f"--save-weights {args.save_weights} is not a folder")
-        try:  # now, not after the first model has trained
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"--save-weights {args.save_weights}: cannot create the folder: "
-                             f"{exc.strerror or exc}") from None
-        try:  # writable: a file can be created in it
-            with tempfile.NamedTemporaryFile(dir=folder, prefix=".precision-check-"):
-                pass
-        except OSError as exc:
-            raise UsageError(f"--save-weights {args.save_weights}: cannot write into the "
-                             f"folder: {exc.strerror or exc}") from None
-        weights_dir = str(folder)   # travels with each run, to any worker
+        if checkpoint_dir is None:
+            raise UsageError("--slice needs --checkpoints DIR (where paused trainings wait)")
+        if not (math.isfinite(args.slice) and args.slice >= 0):
+            raise UsageError(f"--slice must be a number of seconds >= 0, not {args.slice:g}")
+        pause_at = time.time() + args.slice
     with Store(args.db) as store:
         store.check_writable()  # a damaged or read-only store fails here, before the work
         todo, skipped = pending_runs(suite, store)
@@ -388,7 +381,8 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
         try:
             summary = run_suite(suite, store, jobs=args.jobs, executor=args.executor,
                                 address=args.address, progress=progress,
-                                time_limit=args.time_limit, weights_dir=weights_dir)
+                                time_limit=args.time_limit, weights_dir=weights_dir,
+                                checkpoint_dir=checkpoint_dir, pause_at=pause_at)
         except SweepInterrupted as exc:
             exc.db = args.db  # type: ignore[attr-defined]
             raise
@@ -413,6 +407,9 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
     if n_records != summary.computed:  # a trained job stores a record per precision
         statuses = f"{n_records} records: {statuses}"
     print(f"\n{summary.computed} computed ({statuses}), {summary.skipped} reused; store: {args.db}")
+    if summary.paused:
+        print(f"{summary.paused} paused at the end of the slice (their training state is in "
+              f"{args.checkpoints}); run the same command again to go on")
     if report is not None:
         print(f"report: {report.markdown} (also {report.html.name}, {report.latex.name}, "
               "figures/, tables/, data/)")
@@ -428,7 +425,35 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
               "reasons above; 'precision delete --status failed' or '--status timeout' drops "
               "them to recompute)", file=sys.stderr)
         return 1
-    return 0
+    return EXIT_PAUSED if summary.paused else 0
+
+
+#: Exit code of a ``run`` whose slice ended with trainings paused (EX_TEMPFAIL: run it again).
+EXIT_PAUSED = 75
+
+
+def _writable_folder(flag: str, value: str | None) -> str | None:
+    """``value`` as an absolute folder, created and checked writable now (not after the first
+    model has trained); None when not given; a one-line UsageError otherwise."""
+    if not value:
+        return None
+    import tempfile
+
+    folder = Path(value).resolve()
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{flag} {value} is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{flag} {value}: cannot create the folder: "
+                         f"{exc.strerror or exc}") from None
+    try:  # writable: a file can be created in it
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".precision-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{flag} {value}: cannot write into the folder: "
+                         f"{exc.strerror or exc}") from None
+    return str(folder)   # travels with each run, to any worker
 
 
 def _store_exists(db: str) -> bool:
@@ -654,6 +679,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --executor dask: a running scheduler (tcp://host:8786)")
     run.add_argument("--save-weights", default=None, metavar="DIR",
                      help="save each newly trained model to DIR/<job id>.safetensors")
+    run.add_argument("--checkpoints", default=None, metavar="DIR",
+                     help="keep each trained job's training state in DIR (every minute, at "
+                     "the end of its Adam phase and when done): a killed, interrupted or "
+                     "paused run goes on from it when the same command runs again")
+    run.add_argument("--slice", type=float, default=None, metavar="SECONDS",
+                     help="with --checkpoints: pause every training still going SECONDS after "
+                     "the command started (nothing is stored for it; exit code 75: run the "
+                     "same command again to go on)")
     run.add_argument("--device", default=None,
                      help="where trained models train and evaluate their float precisions: "
                      "cpu or cuda[:N] (replaces the suite's 'device'; mpN runs on the CPU)")

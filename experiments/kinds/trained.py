@@ -46,6 +46,7 @@ from experiments.factory import FactoryError, is_factory_spec
 from experiments.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
 from experiments.names import axis_length, list_length
 from experiments.run import Run, SuiteError, check_time_limit, make_record, new_run
+from experiments.trained.checkpoint import Checkpoint, CheckpointError, Paused
 from experiments.trained.job import Job
 from experiments.trained.measure import run_trained
 from experiments.trained.train_config import SECOND_ORDER, TrainConfig, TrainConfigError
@@ -309,8 +310,17 @@ def _validate_job(job: Job, where: str) -> None:
 def compute(run: Run) -> list[RunRecord]:
     """Train and measure the job of ``run``; one record per evaluation precision."""
     job = {k: v for k, v in run.config.items() if k != "precisions"}
-    outcome = run_trained(run.spec, run.precisions, save_as=job, device=run.device,
-                          weights_dir=run.weights_dir)
+    checkpoint = None if run.checkpoint_dir is None else \
+        Checkpoint.in_folder(run.checkpoint_dir, config_hash(job), run.pause_at)
+    try:
+        outcome = run_trained(run.spec, run.precisions, save_as=job, device=run.device,
+                              weights_dir=run.weights_dir, checkpoint=checkpoint)
+    except Paused:
+        return []      # nothing to store yet: the next run of the command goes on
+    except CheckpointError as exc:
+        from experiments.executors import status_records
+
+        return status_records(run, "failed", str(exc))
     tr = outcome.training
     curve = [(s, math.log10(v) if v > 0 else None) for s, v in tr.curve
              if v is not None and math.isfinite(v)]
@@ -358,6 +368,8 @@ def compute(run: Run) -> list[RunRecord]:
             error=out.error, mse=out.total, log10_mse=out.log10_total, floor=floor,
             steps=tr.steps, wall_time=outcome.wall_time,
             config={**job, "precision": p.name}, result=result.to_json(), series=series))
+    if checkpoint is not None:   # the records go to the store next; the state is not needed
+        checkpoint.remove()
     return records
 
 

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from experiments.trained.checkpoint import Checkpoint
 from experiments.trained.convergence_check import Check, convergence_check
 from experiments.trained.job import Job
 from experiments.trained.recipes import TrainResult, train
@@ -180,19 +181,21 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, p: Precision
 
 def run_trained(job: Job, precisions: Sequence[Precision], *,
                 save_as: dict[str, Any] | None = None, device: str = "cpu",
-                weights_dir: str | Path | None = None) -> TrainedOutcome:
+                weights_dir: str | Path | None = None,
+                checkpoint: Checkpoint | None = None) -> TrainedOutcome:
     """Train ``job`` and measure it in each of ``precisions``, training and float evaluation
     on ``device`` (:mod:`precision.devices`; mpN on the CPU). When the sweep saves weights
     (``--save-weights``: ``weights_dir``), a job of a suite (``save_as``: its config) writes
     them to ``weights_dir/<hash of save_as>.safetensors`` with ``save_as`` as the file's
     metadata; a failed write (a full disk) is the outcome's ``weights_error``, and the job's
-    measurements go on."""
+    measurements go on. ``checkpoint``: the training's state (:func:`train`; raises
+    :class:`~experiments.trained.checkpoint.Paused` at the end of its slice)."""
     t0 = time.perf_counter()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small models: 1 thread beats 2 (see docs/architecture.md)
     try:
         return _run_trained(job, list(precisions), save_as, t0, device,
-                            Path(weights_dir) if weights_dir else None)
+                            Path(weights_dir) if weights_dir else None, checkpoint)
     finally:
         torch.set_num_threads(threads)
 
@@ -214,18 +217,20 @@ def _save(model: nn.Module, folder: Path, save_as: dict[str, Any]) -> str | None
     return None
 
 
-def train_job(job: Job, device: str = "cpu") -> tuple[Task, nn.Module, TrainResult]:
+def train_job(job: Job, device: str = "cpu", checkpoint: Checkpoint | None = None
+              ) -> tuple[Task, nn.Module, TrainResult]:
     """The task of ``job`` and its model trained on ``device`` (seeded: every call trains the
-    same weights), with the training result."""
+    same weights), with the training result; ``checkpoint``: see :func:`train`."""
     task, model = job.build()
     result = train(model, task.sample, lambda m, x: task.select(m(x)),
-                   replace(job.train, seed=job.seed, device=device))
+                   replace(job.train, seed=job.seed, device=device), checkpoint)
     return task, model, result
 
 
 def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] | None,
-                 t0: float, device: str, folder: Path | None) -> TrainedOutcome:
-    task, model, result = train_job(job, device)
+                 t0: float, device: str, folder: Path | None,
+                 checkpoint: Checkpoint | None) -> TrainedOutcome:
+    task, model, result = train_job(job, device, checkpoint)
     predict = lambda m, x: task.select(m(x))  # noqa: E731
     cfg = replace(job.train, seed=job.seed, device=device)
     check = None

@@ -21,11 +21,13 @@ import copy
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
+from experiments.trained.checkpoint import Checkpoint, Paused
 from experiments.trained.convergence_check import Check, convergence_check
 from experiments.trained.levenberg_marquardt import Diverged, Predict, Sampler, levenberg_marquardt
 from experiments.trained.recipe_book import RECIPES as RECIPE_BOOK
@@ -294,13 +296,22 @@ def scheduled_rate(cfg: TrainConfig, step: int) -> float:
     return cfg.lr
 
 
+#: save(done, tensors, state): write a checkpoint of the training after step ``done`` with the
+#: phase's own ``tensors`` and ``state`` added to the common ones (:func:`train`)
+Save = Callable[[int, dict[str, torch.Tensor], dict[str, Any]], None]
+
+
 def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                  scheduler: str, dtype: torch.dtype, gen: torch.Generator, curve: _Curve,
                  lr_trace: list[tuple[int, float]], deadline: float | None,
-                 val: Validation | None = None) -> int:
+                 val: Validation | None = None, checkpoint: Checkpoint | None = None,
+                 save: Save | None = None,
+                 resume: tuple[dict[str, torch.Tensor], dict[str, Any]] | None = None) -> int:
     """Adam for cfg.steps steps with ``scheduler`` "step" (StepLR), "adaptive", "constant" or
     "cosine" (:func:`scheduled_rate`); returns the steps done; raises :class:`Diverged` on a
-    non-finite loss or parameters."""
+    non-finite loss or parameters. With a ``checkpoint``, ``save`` writes the state when due
+    and at the end of the slice (then :class:`Paused` is raised); ``resume``: the saved
+    tensors and state to go on from (the model, data and curves already restored)."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr)
     periods = RECIPE_BOOK[cfg.recipe].step_periods   # 001 App. E.2: the period scales
@@ -309,7 +320,27 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
         if scheduler == "step" else None
     adaptive = AdaptiveLR(opt, cfg) if scheduler == "adaptive" else None
     done = 0
-    for step in range(1, cfg.steps + 1):
+    if resume is not None:
+        done = _restore_adam(resume, opt, steplr, adaptive)
+
+    def save_adam(step: int) -> None:
+        if save is None:
+            return
+        sd = opt.state_dict()
+        tensors = {f"adam.{i}.{k}": v for i, st in sd["state"].items() for k, v in st.items()}
+        state: dict[str, Any] = {"adam_groups": sd["param_groups"],
+                                 "adam_keys": sorted(sd["state"])}
+        if steplr is not None:
+            state["steplr"] = steplr.state_dict()
+        if adaptive is not None:
+            state["adaptive"] = {"lr": adaptive.lr, "sqsum": adaptive.sqsum,
+                                 "losses": adaptive.losses, "snr": adaptive.last_snr,
+                                 "trend": adaptive.last_trend}
+            if adaptive.gsum is not None:
+                tensors["adaptive.gsum"] = adaptive.gsum
+        save(step, tensors, state)
+
+    for step in range(done + 1, cfg.steps + 1):
         if deadline is not None and time.perf_counter() > deadline:
             break
         if scheduler in ("constant", "cosine"):
@@ -341,32 +372,68 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
                 lr_trace.append((step, adaptive.lr))
         if val is not None and val.after_step(step):
             break
+        if checkpoint is not None:
+            if checkpoint.pause_due():
+                save_adam(step)
+                raise Paused(f"paused after step {step}")
+            if checkpoint.save_due():
+                save_adam(step)
     return done
 
 
-def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
-          ) -> TrainResult:
+def _restore_adam(resume: tuple[dict[str, torch.Tensor], dict[str, Any]],
+                  opt: torch.optim.Optimizer, steplr: Any, adaptive: AdaptiveLR | None) -> int:
+    """Adam's moments, the schedule and the adaptive rate's window from a checkpoint; the
+    steps done."""
+    tensors, state = resume
+    opt.load_state_dict({
+        "state": {i: {k.rsplit(".", 1)[1]: v for k, v in tensors.items()
+                      if k.startswith(f"adam.{i}.")} for i in state["adam_keys"]},
+        "param_groups": state["adam_groups"]})
+    if steplr is not None:
+        steplr.load_state_dict(state["steplr"])
+    if adaptive is not None:
+        a = state["adaptive"]
+        adaptive.lr, adaptive.sqsum, adaptive.losses = a["lr"], a["sqsum"], list(a["losses"])
+        adaptive.last_snr, adaptive.last_trend = a["snr"], a["trend"]
+        adaptive.gsum = tensors.get("adaptive.gsum")
+    return int(state["done"])
+
+
+def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
+          checkpoint: Checkpoint | None = None) -> TrainResult:
     """Train ``model`` in place with recipe ``cfg.recipe``; never raises on divergence.
 
     The model is cast to ``cfg.dtype`` for training (high-precision: float64 throughout) and
     moved to ``cfg.device``; it is left in float64 on the CPU at the end. Loss: mean over all
     entries of (predict(model, x) - y)^2, x (batch, N, d_in) and y from ``sample`` (float64,
     drawn on the CPU, cast to the training dtype).
+
+    ``checkpoint`` (:mod:`experiments.trained.checkpoint`): go on from its saved state, save
+    the state as training goes, and raise :class:`~experiments.trained.checkpoint.Paused` at
+    the end of its slice; a finished training is saved with its result and returned as it was.
     """
     second_order = cfg.second_order  # cfg was validated when it was made
     check_cfg = cfg
     cfg = cfg.resolved()
     dtype = torch.float64 if second_order else DTYPES[cfg.dtype]
-    start = time.perf_counter()
+    saved = checkpoint.load() if checkpoint is not None else None
+    phase = saved[1]["phase"] if saved is not None else "first_order"
+    if saved is not None and phase == "done":
+        return _finished(model, saved)
+    start = time.perf_counter() - (float(saved[1]["elapsed"]) if saved is not None else 0.0)
     deadline = None if cfg.time_limit is None else start + cfg.time_limit
     total = cfg.steps + (cfg.second_order_steps if second_order else 0)
     curve = _Curve(max(total, 1), cfg.curve_points)
+    curve.t0 = start
     lr_trace: list[tuple[int, float]] = [(0, cfg.lr)]
     status, message, done = "ok", "", 0
     model.to(device=cfg.device, dtype=dtype)
     model.train()
     val = Validation(model, sample, predict, cfg, max(total, 1)) \
         if cfg.validation_size > 0 else None
+    if val is not None:
+        val.t0 = start
     if val is not None and second_order:
         val.until_floor = False   # Adam only warms the engine up: its plateau is not a floor
     confirmed: list[Check] = []
@@ -387,6 +454,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
 
     def after_lm_step(step: int, loss: float, sync: Callable[[], None]) -> bool:
         curve.add(step, loss)
+        if checkpoint is not None and checkpoint.pause_due():
+            raise Paused(f"paused in the second-order phase at step {step}")
         if val is None or step % val.every:
             return False
         sync()
@@ -395,10 +464,25 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         gen = torch.Generator().manual_seed(cfg.seed)
+        if saved is not None:
+            done = _restore_common(saved, model, gen, curve, lr_trace, val)
+
+        def save(step: int, tensors: dict[str, torch.Tensor], state: dict[str, Any],
+                 at: str = "first_order") -> None:
+            assert checkpoint is not None
+            common_t, common_s = _common_state(model, gen, curve, lr_trace, val)
+            checkpoint.save({**common_t, **tensors},
+                            {**common_s, **state, "phase": at, "done": step,
+                             "elapsed": time.perf_counter() - start})
+
         try:
-            done = _first_order(model, sample, predict, cfg, RECIPE_BOOK[cfg.recipe].schedule,
-                                dtype, gen, curve,
-                                lr_trace, deadline, val)
+            if phase == "first_order":
+                done = _first_order(model, sample, predict, cfg,
+                                    RECIPE_BOOK[cfg.recipe].schedule, dtype, gen, curve,
+                                    lr_trace, deadline, val, checkpoint,
+                                    save if checkpoint is not None else None, saved)
+                if checkpoint is not None and second_order and not (val is not None and val.stop):
+                    save(done, {}, {}, at="second_order")   # a pause later resumes here
             if val is not None and second_order:   # the engine's plateau is the floor
                 val.until_floor, val.floor_from = cfg.until == "floor", len(val.curve)
             if second_order and not (val is not None and val.stop):
@@ -420,13 +504,83 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig
         converged = val.plateaued()
     model.to(device="cpu", dtype=torch.float64)
     points, times = curve.finish()
-    return TrainResult(curve=points, curve_times=times, steps=done, status=status, message=message,
-                       wall_time=time.perf_counter() - start, lr_trace=lr_trace,
-                       val_curve=list(val.curve) if val is not None else [],
-                       val_times=list(val.times) if val is not None else [],
-                       converged=converged, stop_reason=stop,
-                       check=confirmed[0] if stop == "floor" and confirmed else None,
-                       refused_floors=val.refused if val is not None else 0)
+    result = TrainResult(curve=points, curve_times=times, steps=done, status=status,
+                         message=message, wall_time=time.perf_counter() - start,
+                         lr_trace=lr_trace,
+                         val_curve=list(val.curve) if val is not None else [],
+                         val_times=list(val.times) if val is not None else [],
+                         converged=converged, stop_reason=stop,
+                         check=confirmed[0] if stop == "floor" and confirmed else None,
+                         refused_floors=val.refused if val is not None else 0)
+    if checkpoint is not None:   # kept until the job's records are stored
+        state = {k: v for k, v in asdict(result).items() if k != "check"}
+        checkpoint.save(_model_tensors(model), {"phase": "done", "result": state})
+    return result
+
+
+def _model_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {f"model.{k}": v for k, v in model.state_dict().items()}
+
+
+def _common_state(model: nn.Module, gen: torch.Generator, curve: _Curve,
+                  lr_trace: list[tuple[int, float]], val: Validation | None
+                  ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """What every phase's checkpoint holds: the model, the random states, the curves."""
+    tensors = {**_model_tensors(model), "gen": gen.get_state(), "rng": torch.get_rng_state()}
+    state: dict[str, Any] = {
+        "curve": {"points": curve.points, "times": curve.times, "last": curve.last,
+                  "last_time": curve.last_time},
+        "lr_trace": lr_trace}
+    if val is not None:
+        state["val"] = {"curve": val.curve, "times": val.times, "refused": val.refused,
+                        "floor_from": val.floor_from, "best": None}
+        if val.best is not None:
+            state["val"]["best"] = [val.best[0], val.best[1]]
+            tensors.update({f"best.{i}": b for i, b in enumerate(val.best[2])})
+    return tensors, state
+
+
+def _pairs(values: list[Any]) -> list[tuple[Any, ...]]:
+    return [tuple(v) for v in values]
+
+
+def _restore_common(saved: tuple[dict[str, torch.Tensor], dict[str, Any]], model: nn.Module,
+                    gen: torch.Generator, curve: _Curve, lr_trace: list[tuple[int, float]],
+                    val: Validation | None) -> int:
+    """Put the state of :func:`_common_state` back; the steps done."""
+    tensors, state = saved
+    model.load_state_dict({k[len("model."):]: v for k, v in tensors.items()
+                           if k.startswith("model.")})
+    gen.set_state(tensors["gen"])
+    torch.set_rng_state(tensors["rng"])
+    c = state["curve"]
+    curve.points, curve.times = _pairs(c["points"]), list(c["times"])
+    curve.last = tuple(c["last"]) if c["last"] is not None else None
+    curve.last_time = c["last_time"]
+    lr_trace[:] = _pairs(state["lr_trace"])
+    if val is not None and "val" in state:
+        v = state["val"]
+        val.curve, val.times = _pairs(v["curve"]), list(v["times"])
+        val.refused, val.floor_from = int(v["refused"]), int(v["floor_from"])
+        if v["best"] is not None:
+            n = sum(1 for k in tensors if k.startswith("best."))
+            weights = [tensors[f"best.{i}"].to(next(model.parameters()).device)
+                       for i in range(n)]
+            val.best = (float(v["best"][0]), int(v["best"][1]), weights)
+    return int(state["done"])
+
+
+def _finished(model: nn.Module, saved: tuple[dict[str, torch.Tensor], dict[str, Any]]
+              ) -> TrainResult:
+    """A training that was over when it was saved: its final weights and its result."""
+    tensors, state = saved
+    model.to(device="cpu", dtype=torch.float64)
+    model.load_state_dict({k[len("model."):]: v for k, v in tensors.items()
+                           if k.startswith("model.")})
+    r = dict(state["result"])
+    for key in ("curve", "lr_trace", "val_curve"):
+        r[key] = _pairs(r[key])
+    return TrainResult(**r)
 
 
 __all__ = ["DTYPES", "RECIPES", "SECOND_ORDER", "UNTIL",

@@ -1,0 +1,167 @@
+"""A training paused (or killed) and resumed from its checkpoint computes the numbers of an
+uninterrupted one, bit for bit; a finished training is returned as it was; a checkpoint of
+another job or an unreadable one is a one-line error."""
+
+import math
+
+import pytest
+import torch
+
+from experiments.trained.checkpoint import Checkpoint, CheckpointError, Paused
+from experiments.trained.recipes import TrainConfig, train
+from precision.models import build_model
+from precision.tasks import make_task
+
+
+class _PauseAfter(Checkpoint):
+    """Pauses at the ``n``-th look at the clock (a slice that ends after a fixed number of
+    steps, so the test does not depend on the machine's speed)."""
+
+    def __init__(self, path, job, n):
+        super().__init__(path, job)
+        self.n = n
+
+    def pause_due(self):
+        self.n -= 1
+        return self.n == 0
+
+
+def _job():
+    task = make_task("affine", dim=4, n=6)
+    torch.manual_seed(0)
+    model = build_model("transformer", d_in=task.d_in, d_out=task.d_out, depth=1, width=8)
+    return task, model
+
+
+def _train(cfg, checkpoint=None):
+    task, model = _job()
+    result = train(model, task.sample, lambda m, x: task.select(m(x)), cfg, checkpoint)
+    return result, [p.detach().clone() for p in model.parameters()]
+
+
+def _same(a, b):
+    (ra, wa), (rb, wb) = a, b
+    assert ra.curve == rb.curve and ra.val_curve == rb.val_curve and ra.lr_trace == rb.lr_trace
+    assert ra.steps == rb.steps and ra.stop_reason == rb.stop_reason
+    assert all(torch.equal(x, y) for x, y in zip(wa, wb, strict=True))
+
+
+@pytest.mark.parametrize("recipe", [
+    {"recipe": "paper", "steps": 120, "batch_size": 8, "step_size": 20},
+    {"recipe": "adaptive", "steps": 120, "batch_size": 8, "window": 8},
+    {"recipe": "engine", "steps": 40, "batch_size": 8, "second_order_steps": 4,
+     "second_order_batch": 8},
+])
+def test_a_paused_training_resumes_bit_identically(tmp_path, recipe):
+    cfg = TrainConfig(**recipe)
+    whole = _train(cfg)
+    path = tmp_path / "job.ckpt.safetensors"
+    pauses = []
+    for n in (35, 8, 1000):           # three slices; the engine's second pause is in its
+        ck = _PauseAfter(path, "job", n)   # second-order phase: it resumes from Adam's end
+        try:
+            resumed = _train(cfg, ck)
+            break
+        except Paused as exc:
+            pauses.append(str(exc))
+            assert path.exists()
+    assert pauses[0] == "paused after step 35"
+    if cfg.second_order:
+        assert pauses[1].startswith("paused in the second-order phase")
+    _same(whole, resumed)
+    # the finished training is saved with its result: asked again, it is returned as it was
+    again = _train(cfg, Checkpoint(path, "job"))
+    _same(resumed, again)
+    assert again[0].val_times == resumed[0].val_times
+
+
+def test_periodic_saves_let_a_killed_training_go_on(tmp_path):
+    """A save every step (``every`` 0) and no pause: the file after the run is the finished
+    training; one written mid-way (copied before the end) resumes to the same numbers."""
+    cfg = TrainConfig(recipe="paper", steps=60, batch_size=8, step_size=10)
+    whole = _train(cfg)
+    path = tmp_path / "job.ckpt.safetensors"
+    mid = tmp_path / "mid.ckpt.safetensors"
+
+    class _CopyAt(Checkpoint):
+        def save(self, tensors, state):
+            super().save(tensors, state)
+            if state.get("done") == 25:
+                mid.write_bytes(self.path.read_bytes())
+
+    _train(cfg, _CopyAt(path, "job", every=0.0))
+    killed = _train(cfg, Checkpoint(mid, "job"))    # as if killed after step 25's save
+    _same(whole, killed)
+
+
+def test_a_checkpoint_of_another_job_or_unreadable_is_refused(tmp_path):
+    cfg = TrainConfig(recipe="paper", steps=10, batch_size=8)
+    path = tmp_path / "a.ckpt.safetensors"
+    _train(cfg, Checkpoint(path, "job-a"))
+    with pytest.raises(CheckpointError, match="not one of job job-b"):
+        _train(cfg, Checkpoint(path, "job-b"))
+    path.write_bytes(b"\x80\x04 a pickle, not a checkpoint")
+    with pytest.raises(CheckpointError, match="cannot be read.*delete it"):
+        _train(cfg, Checkpoint(path, "job-a"))
+    assert path.exists()            # never silently replaced
+
+
+def test_no_checkpoint_no_files(tmp_path):
+    cfg = TrainConfig(recipe="paper", steps=5, batch_size=8)
+    result, _ = _train(cfg)
+    assert result.status == "ok" and math.isfinite(result.curve[-1][1])
+    assert not list(tmp_path.iterdir())
+
+
+SUITE = """
+name = "tiny_sliced"
+precisions = ["float64"]
+[tasks.affine]
+task = "affine"
+dim = 3
+n = 4
+[models.baseconv]
+family = "baseconv"
+tasks = ["affine"]
+depth = [1, 2]
+width = 8
+layernorm = false
+train = { recipe = "paper", steps = 80, batch_size = 8, step_size = 20 }
+test_size = 8
+"""
+
+
+def test_a_sliced_sweep_pauses_then_goes_on_to_the_numbers_of_an_unsliced_one(tmp_path):
+    from precision_cli.main import EXIT_PAUSED, main
+    from results.store import Store
+
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    ck = tmp_path / "ck"
+    args = ["run", str(suite), "--no-progress", "--no-report"]
+    assert main([*args, "--db", str(tmp_path / "plain.db")]) == 0
+    sliced = [*args, "--db", str(tmp_path / "sliced.db"), "--checkpoints", str(ck)]
+    # a slice of 0 s: every training pauses after its first step, nothing is stored
+    assert main([*sliced, "--slice", "0"]) == EXIT_PAUSED
+    assert len(list(ck.glob("*.ckpt.safetensors"))) == 2
+    with Store(tmp_path / "sliced.db") as store:
+        assert store.runs() == []
+    assert main(sliced) == 0
+    assert not list(ck.glob("*.ckpt.safetensors"))     # stored: the state is gone
+
+    def numbers(db):
+        with Store(db) as store:
+            return sorted((r["run_id"], r["log10_mse"], r["result"]["train_steps_done"])
+                          for r in store.runs())
+
+    assert numbers(tmp_path / "sliced.db") == numbers(tmp_path / "plain.db")
+
+
+def test_slice_needs_checkpoints(tmp_path, capsys):
+    from precision_cli.main import main
+
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    code = main(["run", str(suite), "--db", str(tmp_path / "r.db"), "--slice", "10",
+                 "--no-progress", "--no-report"])
+    assert code == 2 and "--slice needs --checkpoints" in capsys.readouterr().err
