@@ -428,9 +428,13 @@ def grid_heatmap(task: str, subject: str, precision: str, runs: pd.DataFrame, pa
 
 def training_length(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
     """Final log10 MSE against training steps (log scale), one line per subject x precision
-    (001 Fig. 9); only runs whose config records ``train_steps``."""
+    (001 Fig. 9); only runs whose config records ``train_steps``, and only subjects trained
+    at two lengths or more (a subject at one length, such as the engine after its fixed Adam
+    phase, is no line against length: its held-out curve is 001's Fig. 9 side by side)."""
     sub = runs[(runs["task"] == task) & (runs["status"] == "ok") & runs["train_steps"].notna()]
-    if sub.empty or sub["train_steps"].nunique() < 2:
+    lengths = sub.groupby("subject")["train_steps"].nunique()
+    sub = sub[sub["subject"].isin(lengths[lengths >= 2].index)]
+    if sub.empty:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for subject, g in sub.groupby("subject", sort=True):   # its highest precision

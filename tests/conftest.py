@@ -1,7 +1,9 @@
-"""Shared fixtures: small solver stores filled through the real CLI."""
+"""Shared fixtures: small solver stores filled through the real CLI; the figures a report
+module draws, kept open for inspection."""
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from precision_cli.main import main
@@ -32,3 +34,24 @@ def solver_store(folder: Path, solvers: str) -> Path:
                "--precisions", "float32,mp50", "--no-progress", "--no-report"])
     assert rc == 0
     return db
+
+
+@pytest.fixture
+def drawn_from(monkeypatch):
+    """``drawn_from(module)``: the list the figures ``module`` draws go into, left open
+    (its ``_save`` writes and closes nothing); closed after the test."""
+    figures = []
+
+    def keep(fig, path):
+        figures.append(fig)
+        return path
+
+    def capture(module):
+        monkeypatch.setattr(module, "_save", keep)
+        return figures
+
+    yield capture
+    import matplotlib.pyplot as plt
+
+    for fig in figures:
+        plt.close(fig)

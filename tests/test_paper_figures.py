@@ -11,7 +11,6 @@ import matplotlib
 import pytest
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 from reports import paper_figures as pf  # noqa: E402
 from reports.build import build_report  # noqa: E402
@@ -134,18 +133,9 @@ def series(store_path):
 
 
 @pytest.fixture
-def drawn(monkeypatch):
+def drawn(drawn_from):
     """The figures drawn, left open (``_save`` writes nothing)."""
-    figures = []
-
-    def keep(fig, path):
-        figures.append(fig)
-        return path
-
-    monkeypatch.setattr(pf, "_save", keep)
-    yield figures
-    for fig in figures:
-        plt.close(fig)
+    return drawn_from(pf)
 
 
 def _without(rows, spec_number):

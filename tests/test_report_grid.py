@@ -10,7 +10,6 @@ import pytest
 from grid_store import write_grid_store
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 from reports import plots  # noqa: E402
 from reports.floor_cells import format_log10  # noqa: E402
@@ -25,18 +24,9 @@ def grid(tmp_path_factory):
 
 
 @pytest.fixture
-def drawn(monkeypatch):
-    """The figures a plot function made, left open (``_save`` does not write or close them)."""
-    figures = []
-
-    def keep(fig, path):
-        figures.append(fig)
-        return path
-
-    monkeypatch.setattr(plots, "_save", keep)
-    yield figures
-    for fig in figures:
-        plt.close(fig)
+def drawn(drawn_from):
+    """The figures drawn, left open (``_save`` writes nothing)."""
+    return drawn_from(plots)
 
 
 def _panels(fig):
@@ -174,3 +164,19 @@ def test_report_tables_carry_labels_and_the_evidence(grid):
     keys = list(pivots)   # after the subject's precisions, before the next subject
     assert keys.index("grid-read-transformer, LN-evidence") == keys.index(
         "grid-read-transformer, LN-mp50-rounding") + 1
+
+
+def test_training_length_draws_only_subjects_trained_at_several_lengths(drawn, tmp_path):
+    """An engine subject has one Adam length: it is no line against training length (it was
+    drawn as a lone point at its 200 Adam steps, left of the Adam runs)."""
+    rows = [("transformer, LN", 100, -1.0), ("transformer, LN", 1000, -2.0),
+            ("transformer, LN", 10000, -3.0), ("transformer, LN, engine", 200, -6.0)]
+    runs = pd.DataFrame([{"task": "multiply", "status": "ok", "precision": "float64",
+                          "subject": s, "train_steps": n, "log10_mse": v} for s, n, v in rows])
+    assert plots.training_length("multiply", runs, tmp_path / "l.png") is not None
+    (ax,) = _panels(drawn[-1])
+    lines = [line for line in ax.get_lines() if len(line.get_xdata()) > 1]
+    assert len(lines) == 1 and list(lines[0].get_xdata()) == [100, 1000, 10000]
+    assert all("engine" not in t.get_text() for t in ax.get_legend().get_texts())
+    only_engine = runs[runs["subject"].str.contains("engine")]
+    assert plots.training_length("multiply", only_engine, tmp_path / "e.png") is None
