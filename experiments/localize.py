@@ -4,10 +4,12 @@
 The module is built as ``precision evaluate`` builds it: ``FACTORY(d_in, d_out, depth, width)``
 (a ``MODULE:FACTORY`` / ``file.py:FACTORY`` / ``hf:ClassName`` spec, or a built-in family of
 the grid such as ``transformer``), seeded, not trained, in float64, and run on one seeded
-(batch, tokens, d_in) standard normal input. A localization writes one record per unit
-(:class:`~results.records.LocalizeConfig`: the whole setting plus the ``unit``, hashed into
-the record's id; :class:`~results.records.LocalizeResult`: the unit's errors and the
-localization's totals) under the suite ``localize``, the subject being the model's label.
+(batch, tokens, d_in) standard normal input; or, with ``--weights``, the trained model of a
+``--save-weights`` file, run on seeded sequences of the task it was trained on. A
+localization writes one record per unit (:class:`~results.records.LocalizeConfig`: the whole
+setting plus the ``unit``, hashed into the record's id;
+:class:`~results.records.LocalizeResult`: the unit's errors and the localization's totals)
+under the suite ``localize``, the subject being the model's label.
 """
 
 from __future__ import annotations
@@ -56,6 +58,11 @@ class LocalizeSpec:
     tokens: int = 40
     batch: int = 1
     seed: int = 0
+    #: a weights file of ``precision run --save-weights`` (the trained model; its job config
+    #: gives the shapes, and its task draws the input) and its job id; None: untrained
+    weights: str | None = None
+    weights_job: str | None = None
+    weights_task: str | None = None   # the task it was trained on (the records' task)
 
     def config(self, unit: str) -> dict[str, Any]:
         """The config of the record of ``unit`` (its id is the hash)."""
@@ -65,12 +72,26 @@ class LocalizeSpec:
                 "tokens": self.tokens, "batch": self.batch, "seed": self.seed,
                 "precision": self.low.name, "reference": self.reference.name,
                 "truth": "", "target": self.target, "unit_depth": self.unit_depth,
-                "modules": list(self.modules) if self.modules else None, "unit": unit}
+                "modules": list(self.modules) if self.modules else None, "unit": unit,
+                **({"weights": self.weights_job} if self.weights_job else {})}
 
 
 def build(spec: LocalizeSpec) -> tuple[torch.nn.Module, torch.Tensor]:
     """The seeded module and input of ``spec``; FactoryError (one line) if it cannot be
-    built."""
+    built. With ``weights``: the trained model (float64) and ``batch`` seeded sequences of
+    the task it was trained on."""
+    if spec.weights is not None:
+        from experiments.trained.job import Job
+        from experiments.trained.weights import WeightsError, load_trained_model
+
+        try:
+            model, job = load_trained_model(
+                spec.weights, factory=spec.factory if is_factory_spec(spec.factory) else None)
+        except WeightsError as exc:
+            raise FactoryError(str(exc)) from None
+        task = Job.from_config(job).build_task()
+        x, _ = task.sample(spec.batch, torch.Generator().manual_seed(spec.seed + 1))
+        return model.double().eval(), x.to(torch.float64)
     family: Any = spec.factory
     if not is_factory_spec(family):
         if family not in MODELS:
@@ -107,11 +128,12 @@ def records(spec: LocalizeSpec, loc: Localization, wall_time: float) -> list[Run
     ranks = {u.path: i + 1 for i, u in enumerate(loc.ranked())}
     kept = set(loc.kept or [])
     where = {"provenance": provenance(), "worker": f"{socket.gethostname()}:{os.getpid()}"}
+    task = spec.weights_task or TASK
     out = []
     for u in loc.units:
         config = {**spec.config(u.path), "truth": loc.truth}
         result = LocalizeResult(
-            problem_label=TASK, provenance=where["provenance"], unit=u.path, block=u.block,
+            problem_label=task, provenance=where["provenance"], unit=u.path, block=u.block,
             ops=u.ops, weights=u.weights, alone_low=_finite(loc.alone_low[u.path]),
             alone_reference=_finite(loc.alone_reference[u.path]), rank=ranks[u.path],
             kept=None if loc.kept is None else u.path in kept, all_low=_finite(loc.all_low),
@@ -120,7 +142,7 @@ def records(spec: LocalizeSpec, loc: Localization, wall_time: float) -> list[Run
             kept_error=None if loc.kept_error is None else _finite(loc.kept_error))
         out.append(RunRecord(
             run_id=config_hash(config), suite=SUITE, kind="localize", subject=spec.label,
-            task=TASK, precision=spec.low.name, status="ok", wall_time=wall_time,
+            task=task, precision=spec.low.name, status="ok", wall_time=wall_time,
             worker=where["worker"], config=config, result=result.to_json()))
     return out
 

@@ -53,6 +53,11 @@ def add_parser(sub: Any, default_db: str) -> argparse.ArgumentParser:
     loc.add_argument("--modules", default=None, metavar="GLOB,...",
                      help="only the units these globs match (over module paths) are "
                      "attributed and searched; the others stay in --precision")
+    loc.add_argument("--weights", default=None, metavar="FILE",
+                     help="localize the trained model of a 'precision run --save-weights' "
+                     "file (its shapes come from the file, its input from the task it was "
+                     "trained on); FACTORY is then its family, or the user factory it was "
+                     "trained from")
     loc.add_argument("--label", default=None,
                      help="the model name its records are stored under (default: FACTORY's "
                      "name)")
@@ -96,6 +101,10 @@ def spec_of(args: argparse.Namespace) -> LocalizeSpec:
         modules = tuple(g.strip() for g in args.modules.split(",") if g.strip())
         if not modules:
             raise LocalizeUsageError("--modules: empty list (give comma-separated globs)")
+    shapes = (args.d_in, args.d_out, args.depth, args.width, args.tokens)
+    weights_job = weights_task = None
+    if args.weights is not None:
+        shapes, weights_job, weights_task = _weights_shapes(args.weights, args.factory)
     label = args.label if args.label is not None else args.factory.rpartition(":")[2]
     try:
         label = check_name(label, "--label" if args.label is not None else
@@ -103,8 +112,31 @@ def spec_of(args: argparse.Namespace) -> LocalizeSpec:
     except ValueError as exc:
         raise LocalizeUsageError(str(exc)) from None
     return LocalizeSpec(args.factory, label, low, reference, args.target, args.unit_depth,
-                        modules, args.d_in, args.d_out, args.depth, args.width, args.tokens,
-                        args.batch, args.seed)
+                        modules, *shapes, args.batch, args.seed,
+                        weights=args.weights, weights_job=weights_job,
+                        weights_task=weights_task)
+
+
+def _weights_shapes(path: str, factory: str) -> tuple[tuple[int, int, int, int, int], str, str]:
+    """(d_in, d_out, depth, width, tokens), the job id and the task of the weights file
+    ``path`` (its header only: nothing is built or imported); LocalizeUsageError when it
+    cannot be read or FACTORY is not its family."""
+    from experiments.factory import is_factory_spec
+    from experiments.trained.job import Job
+    from experiments.trained.weights import WeightsError, weights_job
+    from precision.tasks import TaskError
+    from results.canonical import config_hash
+
+    try:
+        job = weights_job(path)
+        task = Job.from_config(job).build_task()
+    except (WeightsError, TaskError, TypeError, ValueError) as exc:
+        raise LocalizeUsageError(f"--weights: {(str(exc).splitlines() or [''])[0]}") from None
+    if not is_factory_spec(factory) and factory != job["family"]:
+        raise LocalizeUsageError(f"--weights {path} holds a '{job['family']}' model, not "
+                                 f"'{factory}'")
+    return ((task.d_in, task.d_out, int(job["depth"]), int(job["width"]), task.n_tokens),
+            config_hash(job), str(job.get("problem_label") or job["task"]))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -131,3 +131,46 @@ def test_the_command_stores_records_the_report_shows(tmp_path, capsys):
         assert main(["localize", *bad, "--precision", "bf16", "--db", str(db)]) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_localize_a_trained_model_from_its_weights_file(tmp_path, capsys):
+    """--weights: the trained model of a --save-weights file, its shapes from the file, its
+    input from its task; the records name the task and the weights' job; a file of another
+    family, or not a weights file, is one line."""
+    suite = tmp_path / "tiny.toml"
+    suite.write_text("""
+name = "tiny_weights"
+precisions = ["float64"]
+[tasks.affine]
+task = "affine"
+dim = 3
+n = 4
+[models.baseconv]
+family = "baseconv"
+tasks = ["affine"]
+depth = 1
+width = 8
+layernorm = false
+train = { recipe = "paper", steps = 20, batch_size = 8 }
+test_size = 4
+""")
+    weights = tmp_path / "w"
+    db = tmp_path / "r.db"
+    assert main(["run", str(suite), "--db", str(db), "--save-weights", str(weights),
+                 "--no-progress", "--no-report"]) == 0
+    (file,) = weights.glob("*.safetensors")
+    capsys.readouterr()
+    assert main(["localize", "baseconv", "--weights", str(file), "--precision", "bf16",
+                 "--db", str(db)]) == 0
+    assert "(a) alone bfloat16" in capsys.readouterr().out
+    with Store(db, create=False) as store:
+        rows = store.runs(suite="localize")
+    assert rows and {r["task"] for r in rows} == {"affine"}
+    assert {r["config"]["weights"] for r in rows} == {file.stem}
+    assert {tuple(r["config"][k] for k in ("d_in", "d_out", "depth", "width", "tokens"))
+            for r in rows} == {(3, 1, 1, 8, 4)}          # from the file, not the defaults
+    for bad, message in ((["transformer", "--weights", str(file)], "holds a 'baseconv' model"),
+                         (["baseconv", "--weights", str(suite)], "--weights:")):
+        assert main(["localize", *bad, "--precision", "bf16", "--db", str(db)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1

@@ -213,6 +213,14 @@ def _job_config(path: Path, meta: dict[str, str]) -> dict[str, Any]:
     return job
 
 
+def weights_job(path: str | Path) -> dict[str, Any]:
+    """The job config a weights file was trained from, checked field by field (only the
+    header is read: no tensor, no model, no code); WeightsError (one line) otherwise."""
+    path = Path(path).expanduser()
+    _, meta = read_header(path)
+    return _job_config(path, meta)
+
+
 def load_trained_model(path: str | Path, factory: Factory | str | None = None,
                        ) -> tuple[nn.Module, dict[str, Any]]:
     """The trained model of a weights file (rebuilt from its job config, weights loaded,
