@@ -19,6 +19,7 @@ from typing import Any
 import matplotlib
 import pandas as pd
 
+from experiments.trained.recipe_book import RECIPES
 from reports.plots import _save, figure_legend, label
 from reports.tables import Pivot, _model_label
 from results.records import TrainedConfig, TrainedResult
@@ -73,9 +74,29 @@ def curves(rows: list[dict[str, Any]], task: str, series_of: SeriesOf
         res = TrainedResult.from_json(r.get("result"))
         out.append({"subject": _model_label(str(r["subject"]), cfg), "depth": cfg.depth,
                     "width": cfg.width, "seed": cfg.seed, "stop": res.train_stop or "",
-                    "trained_s": res.train_wall_time, "curve": curve, "seconds": seconds})
+                    "trained_s": res.train_wall_time, "curve": curve, "seconds": seconds,
+                    "second_order": _second_order_pace(cfg, res, seconds)})
     return sorted(out, key=lambda c: (c["subject"], c["depth"] or 0, c["width"] or 0,
                                       c["seed"] or 0))
+
+
+def _second_order_pace(cfg: TrainedConfig, res: TrainedResult,
+                       seconds: list[tuple[int, Any]]) -> str:
+    """``"k x t s"``: the second-order iterations a run did after its Adam steps and their
+    mean wall seconds (from the last validation point of the Adam phase: the few Adam steps
+    after it are counted with them, an over-estimate); "" for first-order
+    recipes or when it cannot be told."""
+    recipe = RECIPES.get(cfg.recipe)
+    adam = cfg.train_steps
+    if recipe is None or not recipe.second_order or adam is None or \
+            res.train_steps_done is None or res.train_wall_time is None:
+        return ""
+    iterations = res.train_steps_done - adam
+    adam_end = [float(t) for s, t in seconds if t is not None and int(s) <= adam]
+    if iterations <= 0 or not adam_end:
+        return "0" if iterations == 0 else ""
+    each = (res.train_wall_time - adam_end[-1]) / iterations
+    return f"{iterations} x {each:.2g} s" if each < 10 else f"{iterations} x {each:.0f} s"
 
 
 def _format(seconds: float | None, trained: float | None) -> str:
@@ -89,21 +110,26 @@ def _format(seconds: float | None, trained: float | None) -> str:
 def time_to_floor_pivots(rows: list[dict[str, Any]], task: str, series_of: SeriesOf
                          ) -> list[Pivot]:
     """Per subject (model, LayerNorm, recipe) on ``task``: a row per (depth, width, seed),
-    the seconds to each of :data:`LEVELS`, the lowest held-out MSE and why training stopped."""
+    the seconds to each of :data:`LEVELS`, the lowest held-out MSE, why training stopped and,
+    for the engine, how many second-order iterations it did and their mean wall time (the
+    pace that decides what a time budget can reach)."""
     jobs = curves(rows, task, series_of)
     out = []
     for subject in sorted({c["subject"] for c in jobs}):
         mine = [c for c in jobs if c["subject"] == subject]
+        paced = any(c["second_order"] for c in mine)   # a column only for the engine
         index, body = [], []
         for c in mine:
             index.append(f"d{c['depth']} w{c['width']}" + (f" s{c['seed']}" if c["seed"] else ""))
             finite = [float(v) for _, v in c["curve"] if v is not None and math.isfinite(v)]
             body.append([_format(time_to(c["curve"], c["seconds"], lv), c["trained_s"])
                          for lv in LEVELS]
-                        + [f"{10.0 ** min(finite):.1e}" if finite else "", c["stop"]])
+                        + [f"{10.0 ** min(finite):.1e}" if finite else "", c["stop"]]
+                        + ([c["second_order"]] if paced else []))
         frame = pd.DataFrame(body, index=pd.Index(index, name="depth, width"),
                              columns=[f"to 1e{lv}" for lv in LEVELS]
-                             + ["lowest held-out MSE", "stopped by"])
+                             + ["lowest held-out MSE", "stopped by"]
+                             + (["second-order iterations"] if paced else []))
         out.append(Pivot(f"time-{task}-{subject}",
                          f"{task} / {subject}: wall seconds of training to each held-out MSE",
                          frame, {"task": task, "subject": subject}))

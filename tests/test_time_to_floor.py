@@ -34,6 +34,19 @@ width = 8
 layernorm = false
 train = { recipe = "paper", steps = 60, batch_size = 8 }
 test_size = 8
+[models.baseconv_engine]
+family = "baseconv"
+tasks = ["affine"]
+depth = 1
+width = 8
+layernorm = false
+test_size = 8
+[models.baseconv_engine.train]
+recipe = "engine"
+steps = 30
+batch_size = 8
+second_order_steps = 4
+second_order_batch = 8
 """
 
 
@@ -52,9 +65,11 @@ def test_a_row_per_cell_with_the_seconds_to_each_level(timed_store):
         rows = store.runs()
         pivots = time_to_floor_pivots(rows, "affine",
                                       lambda rid, name: store.series(rid, name).get(name, []))
-        trained = {r["config"]["depth"]: r["result"]["train_wall_time"] for r in rows}
-    (pivot,) = pivots
-    frame = pivot.frame
+        trained = {r["config"]["depth"]: r["result"]["train_wall_time"] for r in rows
+                   if r["subject"] == "baseconv"}
+    paper, engine = pivots
+    assert engine.meta["subject"] == "baseconv_engine, no LN, engine, trained in float64"
+    frame = paper.frame
     assert list(frame.index) == ["d1 w8", "d2 w8"]
     assert list(frame.columns) == [f"to 1e{lv}" for lv in LEVELS] + [
         "lowest held-out MSE", "stopped by"]
@@ -63,6 +78,10 @@ def test_a_row_per_cell_with_the_seconds_to_each_level(timed_store):
         # 60 Adam steps do not reach 1e-12: the cell shows the budget it had
         assert cells[-3] == f"> {trained[depth]:.1f} s"
         assert 0 < float(cells[-2]) < 10
+    # the engine's row says how many second-order iterations it did, and their pace
+    pace = engine.frame.loc["d1 w8", "second-order iterations"]
+    count, _, each = pace.partition(" x ")
+    assert int(count) == 4 and each.endswith(" s") and float(each[:-2]) > 0
 
 
 def test_the_report_shows_the_table_and_the_figure(timed_store, tmp_path):
