@@ -77,8 +77,10 @@ class Validation:
 
     The set is drawn once from its own generator (seed + :data:`VALIDATION_SEED_OFFSET`), so
     the training batches, and so every trained number, are the same with or without it. A
-    measurement is taken every ``every`` steps and at the end. :meth:`plateaued` applies the
-    one floor detector (:func:`precision.metrics.detect_floor`) to the curve: *converged*
+    measurement is taken every ``every`` Adam steps, every ``second_every`` iterations of the
+    second-order phase (``validation_points`` in each phase) and at the end.
+    :meth:`plateaued` applies the one floor detector (:func:`precision.metrics.detect_floor`)
+    to the curve: *converged*
     means the held-out error stopped falling, whatever the training loss does; a run whose
     curve is still falling at the end was cut by its budget (training-limited).
 
@@ -96,6 +98,11 @@ class Validation:
         self.x, self.y = (t.to(cfg.device) for t in sample(cfg.validation_size, gen))
         self.model, self.predict = model, predict
         self.every = max(1, math.ceil(total_steps / max(cfg.validation_points, 1)))
+        #: the second-order phase's own cadence: its iterations are few and each costs far
+        #: more than a measurement, so they get ``validation_points`` of their own
+        self.second_every = max(1, math.ceil(cfg.second_order_steps
+                                             / max(cfg.validation_points, 1)))
+        self.second_from = 0   # the step the second-order phase starts after
         self.until_floor = cfg.until == "floor"
         self.curve: list[tuple[int, float]] = []
         self.times: list[float] = []
@@ -430,7 +437,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
     status, message, done = "ok", "", 0
     model.to(device=cfg.device, dtype=dtype)
     model.train()
-    val = Validation(model, sample, predict, cfg, max(total, 1)) \
+    val = Validation(model, sample, predict, cfg, max(cfg.steps if second_order else total, 1)) \
         if cfg.validation_size > 0 else None
     if val is not None:
         val.t0 = start
@@ -456,7 +463,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
         curve.add(step, loss)
         if checkpoint is not None and checkpoint.pause_due():
             raise Paused(f"paused in the second-order phase at step {step}")
-        if val is None or step % val.every:
+        if val is None or (step - val.second_from) % val.second_every:
             return False
         sync()
         return val.after_step(step)
@@ -485,6 +492,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                     save(done, {}, {}, at="second_order")   # a pause later resumes here
             if val is not None and second_order:   # the engine's plateau is the floor
                 val.until_floor, val.floor_from = cfg.until == "floor", len(val.curve)
+                val.second_from = done
             if second_order and not (val is not None and val.stop):
                 done += levenberg_marquardt(model, sample, predict, cfg, gen, done, deadline,
                                             after_lm_step)

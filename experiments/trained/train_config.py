@@ -70,7 +70,8 @@ class TrainConfig:
     # held-out sequences of the validation curve (0 = none). Cost: validation_points forward
     # passes of this size, ~20% of a 2000-step batch-32 run, ~1% at the paper's batch 1024
     validation_size: int = _setting(128, count(None, lo=0, hi=65_536))
-    validation_points: int = _setting(100, count(None))  # at most this many measurements
+    # at most this many measurements in the Adam phase, and as many in the second-order one
+    validation_points: int = _setting(100, count(None))
     # --- adaptive scheduler (experiments.trained.recipes.AdaptiveLR) ---
     window: int = _setting(50, count(None), suite=False)         # steps per decision
     lr_up: float = _setting(1.5, positive(None), suite=False)    # signal dominates, loss falls
