@@ -112,7 +112,8 @@ class Precision:
         format: the number format, e.g. ``"float32"`` or ``"mp50"``.
         digits: decimal digits of ``mpN``; ``None`` for the float formats.
         rounding: one of :data:`ROUNDINGS` (``"rne"``: round to nearest, ties to even).
-        seed: seed of stochastic rounding (``rounding == "sr"`` only).
+        seed: seed of stochastic rounding (``rounding == "sr"``, or a module's: one seed
+            seeds every stochastic rounding of the precision).
         accumulate: the format sums and matrix products accumulate in (``None``: the
             torch kernels' own for a torch dtype, the carrier dtype for a simulated format;
             see :attr:`accumulation_format`).
@@ -147,7 +148,9 @@ class Precision:
             text += f"+casts={self.casts}"
         if self.seed is not None:
             text += f"+seed={self.seed}"
-        return text + "".join(f"+mod[{glob}]={p.name}" for glob, p in self.modules)
+        # the seed is spelled once, at the top: it also seeds the modules' stochastic rounding
+        return text + "".join(f"+mod[{glob}]={replace(p, seed=None).name}"
+                              for glob, p in self.modules)
 
     @property
     def is_mp(self) -> bool:
@@ -333,9 +336,14 @@ def parse_spelling(spec: str) -> Precision:
                 raise PrecisionError(f"seed must be an integer in [0, 2^32) in {spec!r}")
             fields[key] = int(value)
     seed = fields.get("seed")
-    if (seed is not None) != (p.rounding == "sr"):
+    module_sr = any(q.rounding == "sr" for _, q in modules)
+    if (seed is None and p.rounding == "sr") or \
+            (seed is not None and p.rounding != "sr" and not module_sr):
         raise PrecisionError(f"{spec!r}: stochastic rounding (':sr') needs '+seed=N', and "
                              "'+seed' is only for stochastic rounding")
+    if seed is not None:   # one seed for every stochastic rounding of the precision (a
+        modules = [(g, replace(q, seed=seed) if q.rounding == "sr" else q)  # module's sr
+                   for g, q in modules]                                    # without it: 0)
     return Precision(p.format, p.digits, rounding=p.rounding, seed=seed,
                      accumulate=fields.get("acc"), casts=fields.get("casts", "keep"),
                      modules=tuple(modules), activations=fields.get("act"))
@@ -380,10 +388,11 @@ def check_computable(p: Precision) -> Precision:
     integer weights, ``+acc=``/``+act=`` and float32 or float64 under another rounding are not
     assigned per module yet); the mpN formats it names must all be the same mpN (one working
     precision)."""
-    _check_arithmetic(replace(p, modules=()))
+    own_seed = p.seed if p.rounding == "sr" else None   # a seed only for the modules' sr
+    _check_arithmetic(replace(p, modules=(), seed=own_seed))
     if not p.modules:
         return p
-    formats = (replace(p, modules=(), casts="keep"), *(q for _, q in p.modules))
+    formats = (replace(p, modules=(), casts="keep", seed=own_seed), *(q for _, q in p.modules))
     names_mp = any(q.is_mp for q in formats)
     for q in formats:
         plain = not q.is_simulated and with_casts(q, "keep").is_plain   # a torch format, mpN

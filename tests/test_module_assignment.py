@@ -158,3 +158,23 @@ def test_probe_checks_an_assignment_on_one_sample_before_training(tmp_path, caps
     err = capsys.readouterr().err
     assert code == 2 and "+mod[*.nothing] matches no module" in err and "before training" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "p.db").exists()
+
+
+def test_the_top_seed_seeds_the_modules_stochastic_rounding():
+    """A module's ':sr' had no seed of its own (always stream 0): '+seed=N' at the top now
+    seeds it, is spelled once, and reads back; without it the module keeps seed 0."""
+    p = parse_precision("float32+seed=3+mod[*.mlp]=bfloat16:sr")
+    assert p.name == "float32+seed=3+mod[*.mlp]=bfloat16:sr"
+    assert dict(p.modules)["*.mlp"].seed == 3 and parse_precision(p.name) == p
+    model = TwoLayers().double().eval()
+    x = _x()
+    runs = {s: evaluate(model, x, f"float32+seed={s}+mod[*.mlp]=bfloat16:sr").astype(float)
+            for s in (0, 1)}
+    unseeded = evaluate(model, x, "float32+mod[*.mlp]=bfloat16:sr").astype(float)
+    assert np.array_equal(unseeded, runs[0])                # no seed: seed 0, as before
+    assert not np.array_equal(runs[0], runs[1])             # another seed, other bits
+    again = evaluate(model, x, "float32+seed=1+mod[*.mlp]=bfloat16:sr").astype(float)
+    assert np.array_equal(again, runs[1])                   # and the same seed, the same
+    for bad in ("float32+seed=3+mod[*.mlp]=bfloat16", "float32+seed=3"):
+        with pytest.raises(PrecisionError, match="only for stochastic rounding"):
+            parse_precision(bad)

@@ -65,7 +65,7 @@ class AssignmentError(PrecisionError):
 def base_of(p: Precision) -> Precision:
     """The precision of the ops no glob claims: ``p`` without its assignment and cast
     policy (the format with its rounding options)."""
-    return replace(p, modules=(), casts="keep")
+    return replace(p, modules=(), casts="keep", seed=p.seed if p.rounding == "sr" else None)
 
 
 def formats_of(p: Precision) -> list[Precision]:
