@@ -403,7 +403,9 @@ def _restore_adam(resume: tuple[dict[str, torch.Tensor], dict[str, Any]],
         a = state["adaptive"]
         adaptive.lr, adaptive.sqsum, adaptive.losses = a["lr"], a["sqsum"], list(a["losses"])
         adaptive.last_snr, adaptive.last_trend = a["snr"], a["trend"]
-        adaptive.gsum = tensors.get("adaptive.gsum")
+        gsum = tensors.get("adaptive.gsum")
+        device = opt.param_groups[0]["params"][0].device
+        adaptive.gsum = None if gsum is None else gsum.to(device)
     return int(state["done"])
 
 
