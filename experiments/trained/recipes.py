@@ -522,7 +522,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                          converged=converged, stop_reason=stop,
                          check=confirmed[0] if stop == "floor" and confirmed else None,
                          refused_floors=val.refused if val is not None else 0)
-    if checkpoint is not None:   # kept until the job's records are stored
+    if checkpoint is not None:   # kept until the job's records are made
         state = {k: v for k, v in asdict(result).items() if k != "check"}
         checkpoint.save(_model_tensors(model), {"phase": "done", "result": state})
     return result
