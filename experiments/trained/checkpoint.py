@@ -4,10 +4,11 @@
 ``DIR/<job id>.ckpt.safetensors`` every :data:`CHECKPOINT_EVERY` seconds of its Adam phase, at
 the end of that phase, and when training is over (with the training result, so that the
 evaluation after training can be killed without losing the training; the file is deleted
-when the job's records are made, just before the driver stores them). A run that was killed, interrupted or paused starts from that state the
-next time the same command runs. ``--slice SECONDS`` pauses every training still going
-SECONDS after the command started (GPU time comes in slices of minutes): its state is saved,
-nothing is stored for it, and re-running the command goes on.
+when the job's records are made, just before the driver stores them). A run that was
+killed, interrupted or paused starts from that state the next time the same command runs.
+``--slice SECONDS`` pauses every training still going SECONDS after the command started (GPU
+time comes in slices of minutes): its state is saved, nothing is stored for it, and
+re-running the command goes on.
 
 What is saved is everything the next step depends on: the model's tensors, Adam's moments
 and step counts, the learning-rate schedule's state, the data generator's and the global
