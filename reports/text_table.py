@@ -8,11 +8,12 @@ from typing import Any
 from precision.precisions import parse_precision
 
 
-def precision_order(name: str) -> tuple[int, int]:
+def precision_order(name: str) -> tuple[int, int, str]:
     """Sort key of precision names (columns, legends): float formats by bits, then mpN by
-    digits."""
+    digits, formats of as many bits by name (float8_e4m3 before mxfp8_e4m3: a set of names
+    has no order of its own, and the columns moved from one run to the next)."""
     p = parse_precision(name)
-    return (1 if p.is_mp else 0, p.bits)
+    return (1 if p.is_mp else 0, p.bits, p.name)
 
 
 def text_table(title: str, head: Sequence[Any], body: Sequence[Sequence[Any]]) -> str:
