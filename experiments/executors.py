@@ -38,7 +38,7 @@ from typing import Any
 
 from experiments.isolation import die_with_parent
 from experiments.kinds import kind_of
-from experiments.run import Run
+from experiments.run import Run, status_records
 from results.store import RunRecord
 
 #: Computes one run into its store records (``experiments.runner.compute_records``).
@@ -100,15 +100,6 @@ def dask_setup(worker: Any) -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def status_records(run: Run, status: str, message: str) -> list[RunRecord]:
-    """Store records saying ``run`` produced no measurement (one per record id):
-    ``status`` ``failed`` or ``timeout``, ``message`` why (one line)."""
-    return [RunRecord(run_id=rid, suite=run.suite, kind=run.kind, subject=run.subject,
-                      task=run.label, precision=p.name, status=status, error=message,
-                      config={**run.config, "precision": p.name}, result={})
-            for rid, p in zip(run.ids, run.precisions, strict=True)]
 
 
 def failed_records(run: Run, message: str) -> list[RunRecord]:

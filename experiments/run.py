@@ -142,3 +142,12 @@ def make_record(run: Run, *, status: str, error: str | None = None,
         conv_order=floor.order if floor else None, steps=steps, wall_time=wall_time,
         worker=f"{socket.gethostname()}:{os.getpid()}", config=config or run.config,
         result=result or {}, series=series or {})
+
+
+def status_records(run: Run, status: str, message: str) -> list[RunRecord]:
+    """Store records saying ``run`` produced no measurement (one per record id):
+    ``status`` ``failed`` or ``timeout``, ``message`` why (one line)."""
+    return [RunRecord(run_id=rid, suite=run.suite, kind=run.kind, subject=run.subject,
+                      task=run.label, precision=p.name, status=status, error=message,
+                      config={**run.config, "precision": p.name}, result={})
+            for rid, p in zip(run.ids, run.precisions, strict=True)]

@@ -45,7 +45,14 @@ from typing import Any
 from experiments.factory import FactoryError, is_factory_spec
 from experiments.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
 from experiments.names import axis_length, list_length
-from experiments.run import Run, SuiteError, check_time_limit, make_record, new_run
+from experiments.run import (
+    Run,
+    SuiteError,
+    check_time_limit,
+    make_record,
+    new_run,
+    status_records,
+)
 from experiments.trained.checkpoint import Checkpoint, CheckpointError, Paused
 from experiments.trained.job import Job
 from experiments.trained.measure import run_trained
@@ -318,8 +325,6 @@ def compute(run: Run) -> list[RunRecord]:
     except Paused:
         return []      # nothing to store yet: the next run of the command goes on
     except CheckpointError as exc:
-        from experiments.executors import status_records
-
         return status_records(run, "failed", str(exc))
     tr = outcome.training
     curve = [(s, math.log10(v) if v > 0 else None) for s, v in tr.curve
