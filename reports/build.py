@@ -151,6 +151,10 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
     names = FileNames()
     figures = folder / FIGURES
 
+    def series_of(rid: str, name: str) -> list[tuple[int, Any]]:
+        """One stored trace of a run (empty when it has none)."""
+        return store.series(rid, name).get(name, [])
+
     runs = solver_runs(rows)
     for pivot in solver_pivots(runs):
         suite, problem = pivot.meta["suite"], pivot.meta["problem"]
@@ -181,7 +185,6 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
             sec.figures.append((f"{task}: log10 test MSE against depth, a panel per model on "
                                 "one shared axis, a line per width (hollow: training-limited); "
                                 "grey: the float32 / float64 rounding levels", line))
-        series_of = lambda rid, name: store.series(rid, name).get(name, [])  # noqa: E731
         timed = time_to_floor_pivots(rows, task, series_of)
         sec.tables.extend(timed)
         clock = time_to_floor_figure(rows, task, series_of, figures / f"{stem}-time.png") \
@@ -251,7 +254,7 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
                                 "per trace, a line per grid point and precision", fig))
         sections.append(sec)
 
-    side = side_by_side_section(rows, lambda rid, name: store.series(rid, name).get(name, []),
+    side = side_by_side_section(rows, series_of,
                                 figures, names)
     if side is not None:   # 001's figures redrawn, after the results, before the claims
         sections.append(side)

@@ -14,6 +14,29 @@ from precision_cli.main import main
 torch.set_num_threads(1)
 
 
+def tiny_affine_suite(name: str, train: str, depth: str = "1", precisions: str = '"float64"',
+                      test_size: int = 8, extra: str = "") -> str:
+    """The text of a suite that trains a width-8 BaseConv on AFFINE (D = 3, N = 4) in seconds:
+    ``train`` is its inline ``train`` table, ``depth`` a TOML value (``"[1, 2]"``: an axis),
+    ``extra`` more TOML appended (another model entry)."""
+    return f"""
+name = "{name}"
+precisions = [{precisions}]
+[tasks.affine]
+task = "affine"
+dim = 3
+n = 4
+[models.baseconv]
+family = "baseconv"
+tasks = ["affine"]
+depth = {depth}
+width = 8
+layernorm = false
+train = {{ {train} }}
+test_size = {test_size}
+{extra}"""
+
+
 def one_seed_solvers_suite(folder: Path) -> Path:
     """The shipped ``solvers`` suite (same name, problems and solvers) with one seed instead of
     five: a fifth of the cost for tests that need its numbers, not its spread."""

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from conftest import tiny_affine_suite
 
 from experiments.trained.checkpoint import Checkpoint, CheckpointError, Paused
 from experiments.trained.recipes import TrainConfig, train
@@ -113,22 +114,9 @@ def test_no_checkpoint_no_files(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-SUITE = """
-name = "tiny_sliced"
-precisions = ["float64"]
-[tasks.affine]
-task = "affine"
-dim = 3
-n = 4
-[models.baseconv]
-family = "baseconv"
-tasks = ["affine"]
-depth = [1, 2]
-width = 8
-layernorm = false
-train = { recipe = "paper", steps = 80, batch_size = 8, step_size = 20 }
-test_size = 8
-"""
+SUITE = tiny_affine_suite("tiny_sliced",
+                          'recipe = "paper", steps = 80, batch_size = 8, step_size = 20',
+                          depth="[1, 2]")
 
 
 def test_a_sliced_sweep_pauses_then_goes_on_to_the_numbers_of_an_unsliced_one(tmp_path):

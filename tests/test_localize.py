@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from conftest import tiny_affine_suite
 from torch import nn
 
 from precision.evaluate import evaluate, evaluate_assigned
@@ -138,22 +139,8 @@ def test_localize_a_trained_model_from_its_weights_file(tmp_path, capsys):
     input from its task; the records name the task and the weights' job; a file of another
     family, or not a weights file, is one line."""
     suite = tmp_path / "tiny.toml"
-    suite.write_text("""
-name = "tiny_weights"
-precisions = ["float64"]
-[tasks.affine]
-task = "affine"
-dim = 3
-n = 4
-[models.baseconv]
-family = "baseconv"
-tasks = ["affine"]
-depth = 1
-width = 8
-layernorm = false
-train = { recipe = "paper", steps = 20, batch_size = 8 }
-test_size = 4
-""")
+    suite.write_text(tiny_affine_suite(
+        "tiny_weights", 'recipe = "paper", steps = 20, batch_size = 8', test_size=4))
     weights = tmp_path / "w"
     db = tmp_path / "r.db"
     assert main(["run", str(suite), "--db", str(db), "--save-weights", str(weights),

@@ -2,6 +2,7 @@
 read from the stored validation curve and the seconds of its points."""
 
 import pytest
+from conftest import tiny_affine_suite
 
 from precision_cli.main import main
 from reports.build import build_report
@@ -19,21 +20,8 @@ def test_time_to_is_the_first_point_at_or_below_the_level():
     assert time_to([(0, None), (10, -3.0)], seconds, -2) == 1.5   # a 0 MSE has no log
 
 
-SUITE = """
-name = "tiny_timed"
-precisions = ["float64"]
-[tasks.affine]
-task = "affine"
-dim = 3
-n = 4
-[models.baseconv]
-family = "baseconv"
-tasks = ["affine"]
-depth = [1, 2]
-width = 8
-layernorm = false
-train = { recipe = "paper", steps = 60, batch_size = 8 }
-test_size = 8
+SUITE = tiny_affine_suite("tiny_timed", 'recipe = "paper", steps = 60, batch_size = 8',
+                          depth="[1, 2]", extra="""
 [models.baseconv_engine]
 family = "baseconv"
 tasks = ["affine"]
@@ -47,7 +35,7 @@ steps = 30
 batch_size = 8
 second_order_steps = 4
 second_order_batch = 8
-"""
+""")
 
 
 @pytest.fixture(scope="module")

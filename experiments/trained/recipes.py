@@ -453,9 +453,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
             label's, so a run never stops where its label would be ``T``."""
             trial = copy.deepcopy(model).to(device="cpu", dtype=torch.float64)
             if val.best is not None:
-                with torch.no_grad():
-                    for p, b in zip(trial.parameters(), val.best[2], strict=True):
-                        p.copy_(b)
+                _copy_weights(trial, val.best[2])
             check = convergence_check(trial, sample, predict, check_cfg)
             confirmed[:] = [check] if check.converged else []
             return check.converged
@@ -507,9 +505,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
     if val is not None and status == "ok":
         val.measure(done)   # the curve ends at the final model
         if val.best is not None and val.best[1] != done:   # keep_best: end on the best weights
-            with torch.no_grad():
-                for p, b in zip(model.parameters(), val.best[2], strict=True):
-                    p.copy_(b)
+            _copy_weights(model, val.best[2])
             val.curve[-1] = (done, val.best[0])   # the curve ends at the final model
         converged = val.plateaued()
     model.to(device="cpu", dtype=torch.float64)
@@ -528,8 +524,21 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
     return result
 
 
+def _copy_weights(model: nn.Module, weights: list[torch.Tensor]) -> None:
+    """Put ``weights`` (one per parameter, in order) into ``model``'s parameters."""
+    with torch.no_grad():
+        for p, b in zip(model.parameters(), weights, strict=True):
+            p.copy_(b)
+
+
 def _model_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     return {f"model.{k}": v for k, v in model.state_dict().items()}
+
+
+def _load_model_tensors(model: nn.Module, tensors: dict[str, torch.Tensor]) -> None:
+    """The inverse of :func:`_model_tensors` (the checkpoint's other tensors left alone)."""
+    model.load_state_dict({k[len("model."):]: v for k, v in tensors.items()
+                           if k.startswith("model.")})
 
 
 def _common_state(model: nn.Module, gen: torch.Generator, curve: _Curve,
@@ -559,8 +568,7 @@ def _restore_common(saved: tuple[dict[str, torch.Tensor], dict[str, Any]], model
                     val: Validation | None) -> int:
     """Put the state of :func:`_common_state` back; the steps done."""
     tensors, state = saved
-    model.load_state_dict({k[len("model."):]: v for k, v in tensors.items()
-                           if k.startswith("model.")})
+    _load_model_tensors(model, tensors)
     gen.set_state(tensors["gen"])
     torch.set_rng_state(tensors["rng"])
     c = state["curve"]
@@ -585,8 +593,7 @@ def _finished(model: nn.Module, saved: tuple[dict[str, torch.Tensor], dict[str, 
     """A training that was over when it was saved: its final weights and its result."""
     tensors, state = saved
     model.to(device="cpu", dtype=torch.float64)
-    model.load_state_dict({k[len("model."):]: v for k, v in tensors.items()
-                           if k.startswith("model.")})
+    _load_model_tensors(model, tensors)
     r = dict(state["result"])
     for key in ("curve", "lr_trace", "val_curve"):
         r[key] = _pairs(r[key])
