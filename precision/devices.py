@@ -28,7 +28,9 @@ def resolve_device(name: str) -> torch.device:
         raise DeviceError(f"unknown device {name!r} (choose cpu, cuda or cuda:N)")
     device = torch.device(name)
     if device.type == "cuda":
-        if not torch.cuda.is_available():
+        # device_count asks NVML where it can, which leaves CUDA uninitialised in this process:
+        # the worker processes forked after this check can still use the GPU
+        if torch.cuda.device_count() == 0:
             raise DeviceError(f"device '{name}' is not available here (this torch "
                               f"{torch.__version__} sees no CUDA device); use --device cpu")
         index = device.index or 0

@@ -54,7 +54,17 @@ def _same(a, b):
      "second_order_batch": 8},
 ])
 def test_a_paused_training_resumes_bit_identically(tmp_path, recipe):
-    cfg = TrainConfig(**recipe)
+    _resumes_bit_identically(TrainConfig(**recipe), tmp_path)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_engine_on_a_gpu_resumes_bit_identically(tmp_path):
+    _resumes_bit_identically(TrainConfig(recipe="engine", steps=40, batch_size=8,
+                                         second_order_steps=4, second_order_batch=8,
+                                         device="cuda"), tmp_path)
+
+
+def _resumes_bit_identically(cfg, tmp_path):
     whole = _train(cfg)
     path = tmp_path / "job.ckpt.safetensors"
     pauses = []

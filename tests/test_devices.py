@@ -103,6 +103,19 @@ def test_a_job_trains_on_the_gpu_and_records_it(tmp_path: Path) -> None:
     assert on_gpu.status == "ok" and on_gpu.total < 1e-6
 
 
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_worker_processes_train_on_the_gpu(tmp_path: Path) -> None:
+    """The device check leaves CUDA uninitialised in the parent: forked workers can use it."""
+    path = tmp_path / "on_device.toml"
+    path.write_text(SUITE.replace("depth = 1", "depth = [1, 2]"), encoding="utf-8")
+    db = tmp_path / "r.db"
+    assert main(["run", str(path), "--device", "cuda", "--jobs", "2", "--db", str(db),
+                 "--no-report", "--no-progress"]) == 0
+    rows = Store(str(db), read_only=True).runs()
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    assert {r["result"]["provenance"]["device"][:5] for r in rows} == {"cuda:"}
+
+
 def test_provenance_names_the_device_only_off_the_cpu() -> None:
     from precision.provenance import provenance, provenance_line
 
