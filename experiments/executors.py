@@ -36,7 +36,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from experiments.isolation import die_with_parent
+from experiments.isolation import die_with_parent, process_context
 from experiments.kinds import kind_of
 from experiments.run import Run, status_records
 from results.store import RunRecord
@@ -142,7 +142,7 @@ def run_local_pool(todo: list[Run], compute: Compute, jobs: int
     while pending:
         broken = False
         pool = ProcessPoolExecutor(max_workers=jobs, initializer=worker_init,
-                                   initargs=(os.getpid(),))
+                                   initargs=(os.getpid(),), mp_context=process_context())
         try:
             futures = {pool.submit(compute_in_worker, compute, run): run for run in pending}
             while futures:

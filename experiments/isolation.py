@@ -90,10 +90,15 @@ def die_with_parent(parent_pid: int) -> None:
         threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
-def _context() -> Any:
+def process_context() -> Any:
+    """The start method of child and worker processes: ``fork`` on Linux (no re-import),
+    ``spawn`` elsewhere and in a process that has initialised CUDA (a forked child cannot use
+    it: the parent of a GPU run that computed in-process first, or a worker after a GPU run)."""
     methods = multiprocessing.get_all_start_methods()
+    torch = sys.modules.get("torch")
+    cuda_live = torch is not None and torch.cuda.is_initialized()
     return multiprocessing.get_context("fork" if sys.platform.startswith("linux") and
-                                       "fork" in methods else "spawn")
+                                       "fork" in methods and not cuda_live else "spawn")
 
 
 def _child_main(conn: Any, parent_pid: int, fn: Callable[..., Any], args: tuple,
@@ -147,7 +152,7 @@ def call_isolated(fn: Callable[..., Any], *args: Any, time_limit: float | None =
     """``fn(*args, **kwargs)`` computed in a child process; its value, or :class:`ChildFailure`
     (``failed``: its exception, exit or crash; ``timeout``: past ``time_limit`` seconds,
     None = no limit). An interrupt of this process (Ctrl-C) kills the child and propagates."""
-    ctx = _context()
+    ctx = process_context()
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child_main, args=(send, os.getpid(), fn, args, kwargs),
                        name="precision-isolated", daemon=False)

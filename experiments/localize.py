@@ -99,7 +99,7 @@ def build(spec: LocalizeSpec) -> tuple[torch.nn.Module, torch.Tensor]:
                                "path/to/file.py:FACTORY, hf:ClassName or a built-in family "
                                f"({', '.join(sorted(MODELS))})")
         family = MODELS[family]
-    with torch.random.fork_rng():
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
         try:
             model = build_from_factory(family, spec.d_in, spec.d_out, spec.depth, spec.width,

@@ -274,7 +274,7 @@ def _evaluate_sample(spec: str, precisions: list, reference: object, d_in: int, 
     from precision.metrics import error_summary
 
     try:
-        with torch.random.fork_rng():
+        with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = build_from_factory(spec, d_in, d_out, depth, width, tokens).eval()
     except FactoryError as exc:

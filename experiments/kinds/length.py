@@ -91,7 +91,7 @@ def model_for_length(job: Job, task: Task, model: nn.Module, longest: int) -> nn
         return model
     opts = dict(job.model_options)
     try:
-        with torch.random.fork_rng():
+        with torch.random.fork_rng(devices=[]):
             if is_factory_spec(job.family):
                 longer = build_from_factory(job.family, task.d_in, task.d_out, job.depth,
                                             job.width, longest, **opts)

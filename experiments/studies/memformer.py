@@ -173,7 +173,7 @@ def evaluation_set(params: dict[str, Any], seed: int) -> tuple[torch.Tensor, tor
 
 def build(params: dict[str, Any], seed: int) -> Memformer:
     """The float64 Memformer of ``params['model']`` with seeded initial weights."""
-    with torch.random.fork_rng():
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Memformer(params["d"], depth=params["depth"], heads=params["heads"],
                           max_len=params["n"] + 1, init_scale=params["init_scale"],

@@ -90,7 +90,7 @@ class Job:
         """The task instance and the freshly initialised float64 model (seeded)."""
         opts = dict(self.model_options)
         task = self.build_task()
-        with torch.random.fork_rng():
+        with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             if is_factory_spec(self.family):
                 return task, build_from_factory(self.family, task.d_in, task.d_out, self.depth,

@@ -41,7 +41,7 @@ class BaseConvConfig:
 
 def toeplitz_causal(k: torch.Tensor, n: int) -> torch.Tensor:
     """(channels, n, n) lower-triangular Toeplitz matrices T[c, t, s] = k[c, t - s] (t >= s)."""
-    idx = torch.arange(n)
+    idx = torch.arange(n, device=k.device)
     diff = idx[:, None] - idx[None, :]  # t - s
     taps = k[:, diff.clamp(min=0)]      # (channels, n, n)
     return taps * (diff >= 0).to(k.dtype)
@@ -51,7 +51,7 @@ def toeplitz_full(k: torch.Tensor, n: int) -> torch.Tensor:
     """(channels, n, n) two-sided Toeplitz matrices T[c, t, s] = k[c, t - s + center] for a
     filter k of 2 center + 1 taps (center >= n - 1): tap ``center`` is lag 0."""
     center = (k.shape[1] - 1) // 2
-    idx = torch.arange(n)
+    idx = torch.arange(n, device=k.device)
     return k[:, idx[:, None] - idx[None, :] + center]
 
 

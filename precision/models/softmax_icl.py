@@ -55,7 +55,7 @@ class SoftmaxICL(nn.Module):
         dictionary ``tokens`` (K, d) and prompt labels ``y`` (batch, N); query labels are 0."""
         batch, N = y.shape
         K, d = tokens.shape
-        e = torch.zeros(batch, K, d + 1, dtype=tokens.dtype)
+        e = torch.zeros(batch, K, d + 1, dtype=tokens.dtype, device=tokens.device)
         e[:, :, :d] = tokens
         e[:, :N, d] = y
         return e
