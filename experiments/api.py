@@ -119,9 +119,9 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
     where it trains and evaluates its float precisions (``"cuda"`` on a GPU; mpN on the CPU).
     Bad arguments (an unknown precision, a task name that is not a name, a factory that
     cannot be found) raise a ``ValueError`` with one line before anything is built.
-    A user factory (a callable or a spec) runs in a child process stopped after
-    ``time_limit`` seconds (None: no limit); its failure is every outcome's ``status``
-    (``failed`` / ``timeout``) and ``error``. A built-in family name runs in this process.
+    A ``MODULE:FACTORY`` spec runs in a child process stopped after ``time_limit`` seconds
+    (None: no limit); its failure is every outcome's ``status`` (``failed`` / ``timeout``) and
+    ``error``. A callable runs in this process (a child could not be given it to call).
     """
     factory = resolve_factory(factory, _caller_dir())
     check_name(task, "task name")

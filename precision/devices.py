@@ -33,7 +33,7 @@ def resolve_device(name: str) -> torch.device:
         if torch.cuda.device_count() == 0:
             raise DeviceError(f"device '{name}' is not available here (this torch "
                               f"{torch.__version__} sees no CUDA device); use --device cpu")
-        index = device.index or 0
+        index = int(name.partition(":")[2] or 0)   # torch.device keeps the index in 8 bits
         if index >= torch.cuda.device_count():
             raise DeviceError(f"device '{name}' is not available here (CUDA devices: "
                               f"{torch.cuda.device_count()})")
