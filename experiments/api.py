@@ -121,7 +121,7 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
     cannot be found) raise a ``ValueError`` with one line before anything is built.
     A ``MODULE:FACTORY`` spec runs in a child process stopped after ``time_limit`` seconds
     (None: no limit); its failure is every outcome's ``status`` (``failed`` / ``timeout``) and
-    ``error``. A callable runs in this process (a child could not be given it to call).
+    ``error``. A callable runs in this process.
     """
     factory = resolve_factory(factory, _caller_dir())
     check_name(task, "task name")
