@@ -86,6 +86,34 @@ def _resumes_bit_identically(cfg, tmp_path):
     assert again[0].val_times == resumed[0].val_times
 
 
+@pytest.mark.parametrize("settings", [
+    # the engine (dense Cholesky steps, a fresh batch each iteration, the next one held out)
+    {"recipe": "engine"},
+    # matrix-free Krylov steps with remembered steps, three iterations per batch
+    {"recipe": "high-precision", "dense_max_params": 0, "krylov_dim": 6, "lm_memory": 3,
+     "lm_refresh": 3},
+])
+def test_the_second_order_phase_resumes_bit_identically_after_any_iteration(tmp_path,
+                                                                             settings):
+    """A slice that ends after every step: 30 Adam steps and 7 second-order iterations, each
+    in its own slice, compute what one uninterrupted training computes."""
+    cfg = TrainConfig(steps=30, batch_size=8, second_order_steps=7, second_order_batch=8,
+                      validation_points=3, **settings)
+    whole = _train(cfg)
+    path = tmp_path / "job.ckpt.safetensors"
+    pauses = 0
+    while True:
+        try:
+            resumed = _train(cfg, _PauseAfter(path, "job", 1))
+            break
+        except Paused:
+            pauses += 1
+            assert pauses < 100
+    assert pauses == 37   # one after each step
+    assert whole[0].steps == 37 and len(whole[0].val_curve) >= 4
+    _same(whole, resumed)
+
+
 def test_periodic_saves_let_a_killed_training_go_on(tmp_path):
     """A save every step (``every`` 0) and no pause: the file after the run is the finished
     training; one written mid-way (copied before the end) resumes to the same numbers."""

@@ -1,8 +1,8 @@
 """Checkpoints of a training in progress, so that a long run goes on where it stopped.
 
 ``precision run SUITE --checkpoints DIR`` makes every trained job save its state to
-``DIR/<job id>.ckpt.safetensors`` every :data:`CHECKPOINT_EVERY` seconds of its Adam phase, at
-the end of that phase, and when training is over (with the training result, so that the
+``DIR/<job id>.ckpt.safetensors`` every :data:`CHECKPOINT_EVERY` seconds of training, at
+the end of its Adam phase, and when training is over (with the training result, so that the
 evaluation after training can be killed without losing the training; the file is deleted
 when the job's records are made, just before the driver stores them). A run that was
 killed, interrupted or paused starts from that state the next time the same command runs.
@@ -13,11 +13,12 @@ re-running the command goes on.
 What is saved is everything the next step depends on: the model's tensors, Adam's moments
 and step counts, the learning-rate schedule's state, the data generator's and the global
 random state, the training and validation curves with their wall times, and the best
-validation weights. So a resumed run computes bit-for-bit the numbers of an uninterrupted
-one (the wall times, and what a ``time_limit`` cuts, aside). The second-order phase keeps
-its state inside one call (damping, Krylov memory): a pause there resumes from the end of the
-Adam phase and repeats the second-order iterations, with the same result; a slice must be
-longer than the engine's ``time_limit`` for that phase to finish.
+validation weights. In the second-order phase the Levenberg-Marquardt iterations' state
+is saved with them (:class:`~experiments.trained.levenberg_marquardt.LMState`: the damping,
+the remembered steps, the batch in use and the one drawn ahead), every
+:data:`CHECKPOINT_EVERY` seconds and at a pause. So a resumed run computes bit-for-bit the
+numbers of an uninterrupted one (the wall times, and what a ``time_limit`` cuts, aside), in
+either phase.
 
 A checkpoint is a safetensors file (raw tensors and a JSON header; nothing in it is
 executed) whose metadata names its job: a file of another job, of another format or that
@@ -96,7 +97,9 @@ class Checkpoint:
         try:
             with safe_open(str(self.path), framework="pt") as f:
                 meta = f.metadata() or {}
-                tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+                # cloned: a tensor read in place sits wherever the header's length put it,
+                # and BLAS kernels round differently on memory of another alignment
+                tensors = {k: f.get_tensor(k).clone() for k in f.keys()}  # noqa: SIM118
             state = json.loads(meta.get("state", ""))
         except Exception as exc:  # noqa: BLE001 - safetensors' and json's own errors
             raise CheckpointError(f"checkpoint {self.path} cannot be read "

@@ -23,7 +23,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -358,12 +358,58 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
     return _Model2(V=Vm, evals=evals.clamp(min=0.0), b=bvec)
 
 
+@dataclass
+class LMState:
+    """Everything one iteration hands the next (the parameters aside: they are the model's),
+    so that iterations resumed from it compute what uninterrupted ones would, bit for bit:
+    the iterations done, the damping ``mu`` and its growth ``nu``, the remembered steps, the
+    batch in use and the one drawn ahead (``held``), and which Jacobian paths still work."""
+
+    it: int = 0
+    mu: float | None = None
+    nu: float = 2.0
+    memory: list[torch.Tensor] = field(default_factory=list)
+    batch: tuple[torch.Tensor, torch.Tensor] | None = None
+    held: tuple[torch.Tensor, torch.Tensor] | None = None
+    per_sample: bool = True
+    dense_ok: bool = True
+
+    def to_checkpoint(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """(tensors, JSON-able scalars) for a checkpoint (floats are exact in JSON)."""
+        tensors = {f"lm.memory.{i}": m for i, m in enumerate(self.memory)}
+        for name, pair in (("batch", self.batch), ("held", self.held)):
+            if pair is not None:
+                tensors[f"lm.{name}.x"], tensors[f"lm.{name}.y"] = pair
+        return tensors, {"it": self.it, "mu": self.mu, "nu": self.nu,
+                         "memory": len(self.memory), "per_sample": self.per_sample,
+                         "dense_ok": self.dense_ok}
+
+    @classmethod
+    def from_checkpoint(cls, tensors: dict[str, torch.Tensor], state: dict[str, Any],
+                        device: str | torch.device) -> LMState:
+        """The state :meth:`to_checkpoint` wrote, its tensors on ``device``."""
+        def pair(name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+            if f"lm.{name}.x" not in tensors:
+                return None
+            return tensors[f"lm.{name}.x"].to(device), tensors[f"lm.{name}.y"].to(device)
+
+        return cls(it=int(state["it"]),
+                   mu=None if state["mu"] is None else float(state["mu"]),
+                   nu=float(state["nu"]),
+                   memory=[tensors[f"lm.memory.{i}"].to(device)
+                           for i in range(int(state["memory"]))],
+                   batch=pair("batch"), held=pair("held"),
+                   per_sample=bool(state["per_sample"]), dense_ok=bool(state["dense_ok"]))
+
+
 def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg: Any,
                         gen: torch.Generator, first_steps: int, deadline: float | None,
-                        after_step: Callable[[int, float, Callable[[], None]], bool]) -> int:
+                        after_step: Callable[[int, float, Callable[[], None]], bool],
+                        st: LMState) -> int:
     """Levenberg-Marquardt on fixed float64 batches of ``sample`` (see the module docstring)
-    with the settings of ``cfg`` (a :class:`~experiments.trained.recipes.TrainConfig`); returns the
-    iterations done, the model holding the final parameters.
+    with the settings of ``cfg`` (a :class:`~experiments.trained.recipes.TrainConfig`), from
+    the iterations state ``st`` (updated in place after each iteration); returns the
+    iterations done in all (``st.it``), the model holding the final parameters.
 
     After iteration i, ``after_step(first_steps + i, loss of the batch, sync)`` is called;
     ``sync()`` copies the current parameters into the model; True stops the iterations.
@@ -372,13 +418,9 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
     flat = _Flat(model)
     theta = flat.get()
     P = theta.numel()
-    mu: float | None = None
-    nu = 2.0
-    done = 0
+    mu, nu, memory = st.mu, st.nu, list(st.memory)
+    per_sample, dense_ok = st.per_sample, st.dense_ok
     f = math.inf
-    memory: list[torch.Tensor] = []
-    per_sample = True
-    dense_ok = True
     linears = _linear_slices(model, flat) if cfg.lm_precondition == "kfac" else None
 
     def res_one(th: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
@@ -386,13 +428,15 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
         return (functional_call(wrapper, flat.as_dict(th), (xb[None],)) - yb[None]).flatten()
 
     batch = lm_batch_size(cfg, P, per_sample_residuals(sample))
-    held: tuple[torch.Tensor, torch.Tensor] | None = None   # the next batch, drawn ahead
+    held = st.held   # the next batch, drawn ahead
+    if st.batch is not None:
+        x, y = st.batch
 
     def draw() -> tuple[torch.Tensor, torch.Tensor]:
         xb, yb = sample(batch, gen)             # drawn on the CPU, then moved
         return tuple(t.to(device=theta.device, dtype=torch.float64) for t in (xb, yb))
 
-    for it in range(cfg.second_order_steps):
+    for it in range(st.it, cfg.second_order_steps):
         if deadline is not None and time.perf_counter() > deadline:
             break
         if it % max(cfg.lm_refresh, 1) == 0:
@@ -494,11 +538,12 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
                        "dense" if dense else f"krylov {q.evals.numel()}",
                        time.perf_counter() - t_it)
         mu = min(max(mu, 1e-300), 1e300)
-        done = it + 1
-        if after_step(first_steps + done, 2.0 * f / M, functools.partial(flat.set, theta)):
+        st.it, st.mu, st.nu, st.memory = it + 1, mu, nu, memory
+        st.batch, st.held, st.per_sample, st.dense_ok = (x, y), held, per_sample, dense_ok
+        if after_step(first_steps + st.it, 2.0 * f / M, functools.partial(flat.set, theta)):
             break
     flat.set(theta)
-    return done
+    return st.it
 
 
 def per_sample_residuals(sample: Sampler) -> int:
@@ -518,10 +563,12 @@ def lm_batch_size(cfg: Any, n_params: int, residuals: int) -> int:
 
 def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg: Any,
                         gen: torch.Generator, first_steps: int, deadline: float | None,
-                        after_step: Callable[[int, float, Callable[[], None]], bool]) -> int:
+                        after_step: Callable[[int, float, Callable[[], None]], bool],
+                        state: LMState | None = None) -> int:
     """The iterations of :func:`_levenberg_marquardt` (its docstring) with scaled dot-product
     attention computed by its composite (math) kernel: the fused CPU kernels have no second
-    derivative, and the Krylov path's J v is a double backward pass."""
+    derivative, and the Krylov path's J v is a double backward pass. ``state``: go on from it
+    (and keep it current, for a checkpoint); None starts afresh."""
     with sdpa_kernel(SDPBackend.MATH):
         return _levenberg_marquardt(model, sample, predict, cfg, gen, first_steps, deadline,
-                                    after_step)
+                                    after_step, LMState() if state is None else state)

@@ -29,7 +29,13 @@ from torch import nn
 
 from experiments.trained.checkpoint import Checkpoint, Paused
 from experiments.trained.convergence_check import Check, convergence_check
-from experiments.trained.levenberg_marquardt import Diverged, Predict, Sampler, levenberg_marquardt
+from experiments.trained.levenberg_marquardt import (
+    Diverged,
+    LMState,
+    Predict,
+    Sampler,
+    levenberg_marquardt,
+)
 from experiments.trained.recipe_book import RECIPES as RECIPE_BOOK
 from experiments.trained.train_config import RECIPES, SECOND_ORDER, UNTIL, TrainConfig
 from precision.metrics import detect_floor
@@ -459,14 +465,24 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
             return check.converged
         val.confirm = confirm
 
+    lm_state = LMState()
+    if saved is not None and phase == "second_order_running":
+        lm_state = LMState.from_checkpoint(saved[0], saved[1]["lm"], cfg.device)
+
     def after_lm_step(step: int, loss: float, sync: Callable[[], None]) -> bool:
         curve.add(step, loss)
-        if checkpoint is not None and checkpoint.pause_due():
-            raise Paused(f"paused in the second-order phase at step {step}")
-        if val is None or (step - val.second_from) % val.second_every:
-            return False
-        sync()
-        return val.after_step(step)
+        if val is not None and (step - val.second_from) % val.second_every == 0:
+            sync()
+            if val.after_step(step):
+                return True
+        pause = checkpoint is not None and checkpoint.pause_due()
+        if pause or (checkpoint is not None and checkpoint.save_due()):
+            sync()   # the model holds the parameters; lm_state the rest
+            lm_t, lm_s = lm_state.to_checkpoint()
+            save(step, lm_t, {"lm": lm_s}, at="second_order_running")
+            if pause:
+                raise Paused(f"paused in the second-order phase at step {step}")
+        return False
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
@@ -490,12 +506,15 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                                     save if checkpoint is not None else None, saved)
                 if checkpoint is not None and second_order and not (val is not None and val.stop):
                     save(done, {}, {}, at="second_order")   # a pause later resumes here
+            adam_done = done - lm_state.it
             if val is not None and second_order:   # the engine's plateau is the floor
-                val.until_floor, val.floor_from = cfg.until == "floor", len(val.curve)
-                val.second_from = done
+                val.until_floor, val.second_from = cfg.until == "floor", adam_done
+                if phase != "second_order_running":   # (a resumed one's is in its state)
+                    val.floor_from = len(val.curve)
             if second_order and not (val is not None and val.stop):
-                done += levenberg_marquardt(model, sample, predict, cfg, gen, done, deadline,
-                                            after_lm_step)
+                done = adam_done + levenberg_marquardt(model, sample, predict, cfg, gen,
+                                                       adam_done, deadline, after_lm_step,
+                                                       lm_state)
         except Diverged as exc:
             status, message = "diverged", str(exc)
             done = curve.last[0] if curve.last is not None else 0
