@@ -89,9 +89,10 @@ def _resumes_bit_identically(cfg, tmp_path):
 @pytest.mark.parametrize("settings", [
     # the engine (dense Cholesky steps, a fresh batch each iteration, the next one held out)
     {"recipe": "engine"},
-    # matrix-free Krylov steps with remembered steps, three iterations per batch
+    # matrix-free Krylov steps with remembered steps, three iterations per batch, the
+    # curvature on a growing part of it
     {"recipe": "high-precision", "dense_max_params": 0, "krylov_dim": 6, "lm_memory": 3,
-     "lm_refresh": 3},
+     "lm_refresh": 3, "lm_curvature": 0.25},
 ])
 def test_the_second_order_phase_resumes_bit_identically_after_any_iteration(tmp_path,
                                                                              settings):

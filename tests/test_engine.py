@@ -252,3 +252,40 @@ def test_until_floor_does_not_stop_at_a_plateau_the_check_refuses() -> None:
     assert minimum.stop_reason == "floor" and minimum.steps < 300
     assert minimum.refused_floors == 0 and minimum.check is not None
     assert minimum.check.converged and minimum.check.curvature >= -1e-9
+
+
+def test_the_curvature_sub_batch_grows_when_no_step_is_accepted() -> None:
+    """lm_curvature is where the Krylov path's curvature fraction starts: steps are placed
+    from that part of each batch while they are accepted, and each iteration with no
+    acceptable step doubles it (up to the whole batch). A linear model on exact linear data:
+    the first steps reach the solution from an eighth of the batch, then nothing can lower
+    the loss, and the fraction grows 1/8 -> 1/4 -> 1/2 -> 1."""
+    from experiments.trained import levenberg_marquardt as lm
+
+    W = torch.randn(3, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+    def sample(n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(n, 6, generator=gen, dtype=torch.float64)
+        return x, x @ W.T
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(6, 3).double()
+    cfg = TrainConfig(recipe="high-precision", steps=0, batch_size=8, second_order_steps=60,
+                      second_order_batch=512, dense_max_params=0, lm_curvature=0.125,
+                      lm_refresh=1, lm_holdout=True, krylov_dim=21, lm_memory=2,
+                      lm_damping=1e-9, lm_scan=2)
+    losses: list[float] = []
+    state = lm.LMState()
+    fractions: list[float | None] = []
+
+    def after(step: int, loss: float, sync) -> bool:
+        losses.append(loss)
+        fractions.append(state.curvature)
+        return False
+
+    lm.levenberg_marquardt(model, sample, lambda m, x: m(x), cfg,
+                           torch.Generator().manual_seed(2), 0, None, after, state)
+    solved = next(i for i, v in enumerate(losses) if v < 1e-20)
+    assert fractions[solved] == 0.125     # the solution was reached from an eighth
+    assert fractions[-1] == 1.0 and 0.25 in fractions and 0.5 in fractions
+    assert fractions == sorted(fractions)

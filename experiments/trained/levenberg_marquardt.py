@@ -373,6 +373,7 @@ class LMState:
     held: tuple[torch.Tensor, torch.Tensor] | None = None
     per_sample: bool = True
     dense_ok: bool = True
+    curvature: float | None = None   # the Krylov path's curvature fraction (None: the setting's)
 
     def to_checkpoint(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         """(tensors, JSON-able scalars) for a checkpoint (floats are exact in JSON)."""
@@ -382,7 +383,7 @@ class LMState:
                 tensors[f"lm.{name}.x"], tensors[f"lm.{name}.y"] = pair
         return tensors, {"it": self.it, "mu": self.mu, "nu": self.nu,
                          "memory": len(self.memory), "per_sample": self.per_sample,
-                         "dense_ok": self.dense_ok}
+                         "dense_ok": self.dense_ok, "curvature": self.curvature}
 
     @classmethod
     def from_checkpoint(cls, tensors: dict[str, torch.Tensor], state: dict[str, Any],
@@ -399,7 +400,9 @@ class LMState:
                    memory=[tensors[f"lm.memory.{i}"].to(device)
                            for i in range(int(state["memory"]))],
                    batch=pair("batch"), held=pair("held"),
-                   per_sample=bool(state["per_sample"]), dense_ok=bool(state["dense_ok"]))
+                   per_sample=bool(state["per_sample"]), dense_ok=bool(state["dense_ok"]),
+                   curvature=None if state.get("curvature") is None
+                   else float(state["curvature"]))
 
 
 def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg: Any,
@@ -420,6 +423,7 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
     P = theta.numel()
     mu, nu, memory = st.mu, st.nu, list(st.memory)
     per_sample, dense_ok = st.per_sample, st.dense_ok
+    frac = cfg.lm_curvature if st.curvature is None else st.curvature
     f = math.inf
     linears = _linear_slices(model, flat) if cfg.lm_precondition == "kfac" else None
 
@@ -478,7 +482,7 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
         if jac is not None:
             q = (_CholeskyModel if cfg.lm_solve == "cholesky" else _dense_model)(jac, r)
         else:
-            sub = max(1, round(cfg.lm_curvature * x.shape[0]))
+            sub = max(1, round(frac * x.shape[0]))
             curvature = None
             if sub < x.shape[0]:
                 def res_c(th: torch.Tensor, x: torch.Tensor = x[:sub], y: torch.Tensor = y[:sub]
@@ -530,6 +534,8 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
             nu = 2.0
         if not accepted:
             nu = 2.0    # keep mu large; the next batch / linearisation starts from it
+            if not dense:   # the sub-batch's curvature cannot place a step: use more of it
+                frac = min(1.0, 2.0 * frac)
         if _log.isEnabledFor(logging.DEBUG):   # q.top() is a power iteration on the dense path
             _log.debug("iteration %d: batch loss %.3e, %s, mu %.2e (top curvature %.2e), "
                        "rho %.2f, held-out %s, %s, %.2f s", it + 1, 2.0 * f / M,
@@ -540,6 +546,7 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
         mu = min(max(mu, 1e-300), 1e300)
         st.it, st.mu, st.nu, st.memory = it + 1, mu, nu, memory
         st.batch, st.held, st.per_sample, st.dense_ok = (x, y), held, per_sample, dense_ok
+        st.curvature = frac
         if after_step(first_steps + st.it, 2.0 * f / M, functools.partial(flat.set, theta)):
             break
     flat.set(theta)

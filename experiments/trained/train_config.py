@@ -102,8 +102,9 @@ class TrainConfig:
     # lm_max_batch samples (experiments.trained.levenberg_marquardt.lm_batch_size)
     lm_residuals: float = _setting(0.0, Param(None, lo=0.0), suite=False)
     lm_max_batch: int = _setting(4096, count(None, hi=65_536), suite=False)
-    # Krylov path: the curvature products (and the scaling's probes) use this fraction of the
-    # batch, the gradient all of it (Hessian-free's curvature minibatch, Martens 2010)
+    # Krylov path: the curvature products (and the scaling's probes) start on this fraction of
+    # the batch, the gradient on all of it (Hessian-free's curvature minibatch, Martens 2010);
+    # an iteration with no acceptable step doubles it, up to the whole batch
     lm_curvature: float = _setting(1.0, Param(None, lo=1e-3, hi=1.0), suite=False)
     # lm_refresh = 1: a step is accepted only when it also lowers the loss of the next batch
     lm_holdout: bool = _setting(False, suite=False)
