@@ -597,6 +597,21 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_merge(args: argparse.Namespace) -> int:
+    for source in args.sources:
+        if not _store_exists(source):
+            raise UsageError(f"no results store at {source}")
+    with Store(args.db) as target:
+        for source in args.sources:
+            with Store(source, create=False, read_only=True) as other:
+                copied, present, differing = target.merge_from(other)
+            kept = (f", {differing} of them with other numbers (kept {args.db}'s)"
+                    if differing else "")
+            print(f"merged {copied} run{'' if copied == 1 else 's'} from {source} into "
+                  f"{args.db}; {present} already there{kept}")
+    return 0
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     what = args.what
     if what in ("suites", "all"):
@@ -806,6 +821,18 @@ def build_parser() -> argparse.ArgumentParser:
     dele.add_argument("--dry-run", action="store_true",
                       help="print how many runs match, delete nothing")
     dele.set_defaults(func=_cmd_delete)
+
+    merge = sub.add_parser("merge", help="copy the runs of other stores into this one",
+                           description="Copy every run of each SOURCE store that the --db "
+                           "store lacks (with its traces), one transaction per SOURCE: e.g. "
+                           "the runs a lent GPU computed into the store the CPU fills. A run "
+                           "already in --db is never replaced; the SOURCE stores are only "
+                           "read.")
+    merge.add_argument("sources", nargs="+", metavar="SOURCE", help="a results store to copy")
+    merge.add_argument("--db", default=DEFAULT_DB,
+                       help=f"SQLite results store to copy into (default {DEFAULT_DB}; "
+                       "created if absent)")
+    merge.set_defaults(func=_cmd_merge)
 
     lst = sub.add_parser("list", help="list suites, solvers, precisions and claims",
                          description="List shipped suites, reference solvers, precisions "

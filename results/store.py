@@ -417,6 +417,39 @@ class Store:
         return written
 
     @_guarded
+    def merge_from(self, other: Store) -> tuple[int, int, int]:
+        """Copy every run of ``other`` whose id this store lacks, with its traces and its
+        original ``created_at``, in ONE transaction (all of them or none survive a kill);
+        a run already here is never replaced. A malformed run of ``other`` is skipped (and
+        named on stderr, as when reading it). Returns (copied, already here, already here
+        with other numbers: the same run computed elsewhere, e.g. on another device)."""
+        if other.path.resolve() == self.path.resolve():
+            raise StoreError(f"cannot merge results store {self.path} into itself")
+        rows = other._con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs "
+                                  f"ORDER BY {_ORDER}").fetchall()
+        copied = present = differing = 0
+        with self._transaction() as con:
+            for row in rows:
+                if other._decoded(row) is None:
+                    continue
+                run_id = row[0]
+                mine = con.execute("SELECT mse, status FROM runs WHERE run_id = ?",
+                                   (run_id,)).fetchone()
+                if mine is not None:
+                    present += 1
+                    theirs = (row[RUN_COLUMNS.index("mse")], row[RUN_COLUMNS.index("status")])
+                    differing += tuple(mine) != theirs
+                    continue
+                con.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) "
+                            f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})", tuple(row))
+                con.executemany(
+                    "INSERT INTO series (run_id, name, step, value) VALUES (?, ?, ?, ?)",
+                    other._con.execute("SELECT run_id, name, step, value FROM series "
+                                       "WHERE run_id = ?", (run_id,)).fetchall())
+                copied += 1
+        return copied, present, differing
+
+    @_guarded
     def delete_suite(self, suite: str) -> int:
         """Remove every run of ``suite`` and its series in one transaction; returns how many
         runs were removed."""
