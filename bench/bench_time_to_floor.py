@@ -15,7 +15,7 @@ not reached), the lowest held-out MSE, the convergence check's gain; then per ce
 paper / engine of the time to 1e-6 (a lower bound when the paper recipe did not reach it).
 
 Usage: python bench/bench_time_to_floor.py [--cells C1,C2,...] [--budget 600] [--threads 1]
-       [--recipes engine,paper] [--json OUT.json]
+       [--recipes engine,paper] [--json OUT.json] [--device cuda]
 """
 
 from __future__ import annotations
@@ -51,14 +51,15 @@ def first_below(res: TrainResult, level: float) -> float | None:
                  if v <= level), None)
 
 
-def run_cell(cell: str, recipe: str, budget: float, paper_batch: int) -> dict:
+def run_cell(cell: str, recipe: str, budget: float, paper_batch: int,
+             device: str = "cpu") -> dict:
     family, ln, task, depth, width = cell.rsplit(":", 4)   # a factory spec holds a ':'
     options = {} if is_factory_spec(family) else {"layernorm": ln == "1"}
     cfg = replace(floor_setting(), time_limit=budget, until="steps",
-                  second_order_steps=1_000_000)
+                  second_order_steps=1_000_000, device=device)
     if recipe == "paper":
         cfg = TrainConfig(recipe="paper", steps=10_000_000, batch_size=paper_batch,
-                          time_limit=budget, validation_points=1000)
+                          time_limit=budget, validation_points=1000, device=device)
     job = Job(family=family, task=task, depth=int(depth), width=int(width), train=cfg,
               task_options={"dim": 20, "n": 40}, model_options=options)
     t, model = job.build()
@@ -84,15 +85,17 @@ def main() -> None:
     ap.add_argument("--recipes", default="engine,paper")
     ap.add_argument("--paper-batch", type=int, default=1024)
     ap.add_argument("--json", default=None, help="also write every row and curve here")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda: where both recipes train")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    rows = [run_cell(c, r, args.budget, args.paper_batch)
+    rows = [run_cell(c, r, args.budget, args.paper_batch, args.device)
             for c in args.cells.split(",") for r in args.recipes.split(",")]
 
     def secs(v: float | None) -> str:
         return f"{v:7.0f} s" if v is not None else "> budget"
 
-    print(f"budget {args.budget:.0f} s per cell and recipe, {args.threads} thread(s)")
+    print(f"budget {args.budget:.0f} s per cell and recipe, {args.threads} thread(s), "
+          f"on {args.device}")
     print(f"{'cell':28s} {'recipe':7s} {'steps':>8s} {'to 1e-6':>9s} {'to 1e-8':>9s} "
           f"{'best MSE':>9s} {'gain':>6s}")
     for r in rows:
