@@ -93,6 +93,9 @@ def _resumes_bit_identically(cfg, tmp_path):
     # curvature on a growing part of it
     {"recipe": "high-precision", "dense_max_params": 0, "krylov_dim": 6, "lm_memory": 3,
      "lm_refresh": 3, "lm_curvature": 0.25},
+    # the Krylov products in float32 (exact again after a rejected iteration)
+    {"recipe": "high-precision", "dense_max_params": 0, "krylov_dim": 6, "lm_memory": 3,
+     "lm_refresh": 1, "lm_holdout": True, "lm_curvature_dtype": "float32"},
 ])
 def test_the_second_order_phase_resumes_bit_identically_after_any_iteration(tmp_path,
                                                                              settings):

@@ -289,3 +289,37 @@ def test_the_curvature_sub_batch_grows_when_no_step_is_accepted() -> None:
     assert fractions[solved] == 0.125     # the solution was reached from an eighth
     assert fractions[-1] == 1.0 and 0.25 in fractions and 0.5 in fractions
     assert fractions == sorted(fractions)
+
+
+def test_float32_curvature_products_give_the_float64_krylov_model_to_float32_accuracy() -> None:
+    """``low``: the Krylov products from the same residuals computed in float32 (the gradient
+    stays float64): the curvature eigenvalues and the damped step agree with the float64
+    model's to float32's relative accuracy, and the gradient side is untouched."""
+    from experiments.trained import levenberg_marquardt as lm
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(),
+                              torch.nn.Linear(16, 2)).double()
+    wrapper = lm._Predictor(net, lambda m, xb: m(xb))
+    flat = lm._Flat(net)
+    theta = flat.get()
+    x, y = torch.randn(64, 5, dtype=torch.float64), torch.randn(64, 2, dtype=torch.float64)
+
+    def res(th: torch.Tensor) -> torch.Tensor:
+        return (torch.func.functional_call(wrapper, flat.as_dict(th), (x,)) - y).flatten()
+
+    def low(th: torch.Tensor) -> torch.Tensor:
+        out = torch.func.functional_call(wrapper, flat.as_dict(th.float()), (x.float(),))
+        assert out.dtype == torch.float32
+        return (out - y.float()).flatten()
+
+    exact = lm._krylov_model(res, theta, 12, 0, [], None)
+    cheap = lm._krylov_model(res, theta, 12, 0, [], None, low=low)
+    top = float(exact.evals.max())
+    assert cheap.V.dtype == torch.float64
+    assert not torch.equal(cheap.evals, exact.evals)     # the products were float32's
+    assert torch.allclose(cheap.evals, exact.evals, rtol=1e-4, atol=1e-5 * top)
+    d_exact, pred_exact = exact.step(1e-2 * top)
+    d_cheap, pred_cheap = cheap.step(1e-2 * top)
+    assert float((d_cheap - d_exact).norm()) < 1e-4 * float(d_exact.norm())
+    assert math.isclose(pred_cheap, pred_exact, rel_tol=1e-4)

@@ -106,6 +106,9 @@ class TrainConfig:
     # the batch, the gradient on all of it (Hessian-free's curvature minibatch, Martens 2010);
     # an iteration with no acceptable step doubles it, up to the whole batch
     lm_curvature: float = _setting(1.0, Param(None, lo=1e-3, hi=1.0), suite=False)
+    # Krylov path: the curvature products in this precision (the gradient, the K-FAC factors
+    # and the steps stay float64); an iteration with no acceptable step makes them float64
+    lm_curvature_dtype: str = _setting("float64", ("float64", "float32"), suite=False)
     # lm_refresh = 1: a step is accepted only when it also lowers the loss of the next batch
     lm_holdout: bool = _setting(False, suite=False)
     # Krylov path's scaling: "diagonal" (Marquardt, Hutchinson) or "kfac" on nn.Linear layers
