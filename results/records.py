@@ -257,7 +257,10 @@ class TrainedResult(RecordResult):
     (``floor_source``), a weights file that could not be written (``weights_error``), and how
     many digits of the mp100 reference the decomposition is measured against are certain
     (``truth_digits``: its agreement with mp200 on one test sequence,
-    :mod:`precision.reference`; None: stored before it was checked, or no mp reference)."""
+    :mod:`precision.reference`; None: stored before it was checked, or no mp reference);
+    ``recipe_settings``: the settings the training's recipe fixes (the engine's, say: they
+    are not part of the run id, so a record names the ones it was trained with; None:
+    stored before they were recorded)."""
 
     METRICS: ClassVar[tuple[str, ...]] = ("approximation", "rounding", "digits", "n_params",
                                           "train_steps_done", "final_train_loss",
@@ -283,6 +286,7 @@ class TrainedResult(RecordResult):
     refused_floors: int | None = None
     weights_error: str | None = None
     truth_digits: float | None = None
+    recipe_settings: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> TrainedResult:
@@ -308,7 +312,9 @@ class TrainedResult(RecordResult):
                else {"check_curvature": self.check_curvature}),
             **({} if self.refused_floors is None else {"refused_floors": self.refused_floors}),
             **({} if self.weights_error is None else {"weights_error": self.weights_error}),
-            **({} if self.truth_digits is None else {"truth_digits": self.truth_digits}))
+            **({} if self.truth_digits is None else {"truth_digits": self.truth_digits}),
+            **({} if self.recipe_settings is None
+               else {"recipe_settings": dict(self.recipe_settings)}))
 
 
 @dataclass(frozen=True, kw_only=True)

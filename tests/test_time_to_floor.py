@@ -57,6 +57,11 @@ def test_a_row_per_cell_with_the_seconds_to_each_level(timed_store):
                    if r["subject"] == "baseconv"}
     paper, engine = pivots
     assert engine.meta["subject"] == "baseconv_engine, no LN, engine, trained in float64"
+    # each record names the settings its recipe fixed (not part of its id)
+    settings = {r["subject"]: r["result"]["recipe_settings"] for r in rows}
+    assert settings["baseconv"] == {}
+    assert settings["baseconv_engine"]["lm_curvature_dtype"] == "float32"
+    assert settings["baseconv_engine"]["keep_best"] is True
     frame = paper.frame
     assert list(frame.index) == ["d1 w8", "d2 w8"]
     assert list(frame.columns) == [f"to 1e{lv}" for lv in LEVELS] + [

@@ -88,5 +88,6 @@ def test_a_budget_cut_run_is_labelled_t_in_the_table(tmp_path):
     assert [s for s, _ in seconds] == [s for s, _ in series["val_log10_mse"]]
     assert all(0 <= a[1] <= b[1] for a, b in zip(seconds, seconds[1:], strict=False))
     assert all(r["result"].get("refused_floors") == 0 for r in rows)   # until = "steps"
+    assert all(r["result"]["recipe_settings"] == {} for r in rows)   # the paper fixes none
     text = model_tables(rows)
     assert " T " in text + " " and "T = training-limited" in text

@@ -56,6 +56,7 @@ from experiments.run import (
 from experiments.trained.checkpoint import Checkpoint, CheckpointError, Paused
 from experiments.trained.job import Job
 from experiments.trained.measure import run_trained
+from experiments.trained.recipe_book import RECIPES as RECIPE_BOOK
 from experiments.trained.train_config import SECOND_ORDER, TrainConfig, TrainConfigError
 from precision.lengths import LengthError, check_lengths
 from precision.metrics import detect_floor
@@ -367,7 +368,8 @@ def compute(run: Run) -> list[RunRecord]:
             or not math.isfinite(outcome.check.curvature) else outcome.check.curvature,
             refused_floors=tr.refused_floors,
             floor=floor.to_dict() if floor is not None else None,
-            weights_error=outcome.weights_error or None, truth_digits=out.truth_digits)
+            weights_error=outcome.weights_error or None, truth_digits=out.truth_digits,
+            recipe_settings=dict(RECIPE_BOOK[job["train"]["recipe"]].settings))
         records.append(make_record(
             run, record_id=record_id(job, p), precision=p, status=out.status,
             error=out.error, mse=out.total, log10_mse=out.log10_total, floor=floor,
