@@ -366,7 +366,8 @@ class LMState:
     """Everything one iteration hands the next (the parameters aside: they are the model's),
     so that iterations resumed from it compute what uninterrupted ones would, bit for bit:
     the iterations done, the damping ``mu`` and its growth ``nu``, the remembered steps, the
-    batch in use and the one drawn ahead (``held``), and which Jacobian paths still work."""
+    batch in use and the one drawn ahead (``held``), which Jacobian paths still work, and
+    where the Krylov path's curvature stands (its fraction of the batch, float32 products)."""
 
     it: int = 0
     mu: float | None = None
