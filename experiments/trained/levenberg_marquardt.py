@@ -1,5 +1,5 @@
-"""The Levenberg–Marquardt phase of the ``high-precision`` and ``gauss-newton`` training
-recipes (:mod:`experiments.trained.recipes`).
+"""The Levenberg–Marquardt phase of the second-order training recipes, ``engine`` and
+``high-precision`` (:mod:`experiments.trained.recipe_book`).
 
 Levenberg–Marquardt solves ``(J^T J + lam I) d = -J^T r`` for the residual vector r of the
 fixed batch (M = batch * |y entries| residuals, P parameters). Small problems form J
@@ -9,7 +9,8 @@ an operation cannot be vmapped) and diagonalise ``J^T J`` once per iteration (or
 large ones build a Krylov (Lanczos, fully reorthogonalised) basis of ``J^T J`` from ``J^T r``
 with matrix-free products (``J v`` by double backward, ``J^T u`` by backward), augmented by
 the last ``lm_memory`` accepted steps (their curvature is recomputed at the current point, so
-the subspace keeps the slow, low-curvature directions earlier Krylov spaces found). In both cases
+the subspace keeps the slow, low-curvature directions earlier Krylov spaces found; the products
+may run in float32, ``lm_curvature_dtype``, the gradient staying float64). In both cases
 the damped step for *any* lam is then a cheap solve in the stored eigenbasis, so a rejected
 step costs one forward pass, not a new factorisation. The damping follows Nielsen's rule
 (gain ratio rho = actual / predicted decrease: on success lam *= max(1/3, 1 - (2 rho - 1)^3),
