@@ -2,6 +2,7 @@
 and the T / A / R labels of the tables and claims."""
 
 import torch
+from conftest import tiny_affine_suite
 from torch import nn
 
 from experiments.trained.recipes import TrainConfig, train
@@ -53,22 +54,8 @@ def test_labels():
     assert limit_label(False, -16.0, -14.0) == "R"   # rounding dominates whatever training did
 
 
-SUITE = """
-name = "tiny_trained"
-precisions = ["float32", "mp30"]
-[tasks.affine]
-task = "affine"
-dim = 3
-n = 4
-[models.baseconv]
-family = "baseconv"
-tasks = ["affine"]
-depth = 1
-width = 8
-layernorm = false
-train = { recipe = "paper", steps = 30, batch_size = 8 }
-test_size = 8
-"""
+SUITE = tiny_affine_suite("tiny_trained", 'recipe = "paper", steps = 30, batch_size = 8',
+                          precisions='"float32", "mp30"')
 
 
 def test_a_budget_cut_run_is_labelled_t_in_the_table(tmp_path):
