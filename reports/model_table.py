@@ -14,9 +14,11 @@ nothing left to find), and ``grad_norm``, the held-out loss gradient's norm at t
 weights, ``check_drift``, the z-score of a nonzero expected gradient over independent
 batches (a slope that is not a floor shows it, :mod:`experiments.trained.convergence_check`),
 and ``check_curvature``, the held-out loss Hessian's most negative eigenvalue over its largest
-(a saddle shows it). Where a task's records hold them, its table has four columns more,
-``check gain``, ``|grad|``, ``drift`` and ``curvature``: one value per trained job, the
-same in every evaluation precision (records stored before the check have none: ``-``).
+(a saddle shows it), and ``check_power``, the residuals per parameter the check's
+Gauss-Newton batches held (too few, and the check cannot see: its verdict does not count).
+Where a task's records hold them, its table has five columns more, ``check gain``,
+``|grad|``, ``drift``, ``curvature`` and ``power``: one value per trained job, the same in
+every evaluation precision (records stored before the check have none: ``-``).
 Where the records store it, a column ``ref digits`` says how many digits of the mp100
 reference the decomposition is measured against are certain (the fewest over the line's
 precisions, :mod:`precision.reference`).
@@ -60,11 +62,12 @@ def _cell(row: dict[str, Any]) -> str:
 
 
 def _evidence(row: dict[str, Any]) -> tuple[float | None, ...]:
-    """The convergence check's (gain, gradient norm, drift, curvature) of a record (None
-    before it)."""
+    """The convergence check's (gain, gradient norm, drift, curvature, power) of a record
+    (None before it)."""
     res = TrainedResult.from_json(row.get("result"))
     return (stored_float(res.check_gain), stored_float(res.grad_norm),
-            stored_float(res.check_drift), stored_float(res.check_curvature))
+            stored_float(res.check_drift), stored_float(res.check_curvature),
+            stored_float(res.check_power))
 
 
 def format_drift(drift: float | None) -> str:
@@ -75,6 +78,11 @@ def format_drift(drift: float | None) -> str:
 def format_curvature(curvature: float | None) -> str:
     """lambda_min / lambda_max as text, two digits (``-`` when not stored)."""
     return "-" if curvature is None else f"{curvature:.1e}"
+
+
+def format_power(power: float | None) -> str:
+    """Residuals per parameter as text, two significant digits (``-`` when not stored)."""
+    return "-" if power is None else f"{power:.2g}"
 
 
 def format_gain(gain: float | None) -> str:
@@ -127,18 +135,20 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
         title = (f"task {task}: test MSE (T = training-limited, A = approximation-limited, "
                  "R = rounding-limited)")
         if evidence:
-            none = (None, None, None, None)
-            head += ["check gain", "|grad|", "drift", "curvature"]
+            none = (None, None, None, None, None)
+            head += ["check gain", "|grad|", "drift", "curvature", "power"]
             body = [[*line, format_gain(evidence.get(lab, none)[0]),
                      format_mse(evidence.get(lab, none)[1]),
                      format_drift(evidence.get(lab, none)[2]),
-                     format_curvature(evidence.get(lab, none)[3])]
+                     format_curvature(evidence.get(lab, none)[3]),
+                     format_power(evidence.get(lab, none)[4])]
                     for lab, line in zip(labels, body, strict=True)]
             title += ("; check gain = how many times a few Gauss-Newton steps from the final "
                       "weights lowered the held-out MSE, |grad| = its gradient norm there, "
                       "drift = z-score of a nonzero expected gradient (above 4: a slope), "
                       "curvature = the Hessian's most negative eigenvalue over its largest "
-                      "(below -1e-2: a saddle)")
+                      "(below -1e-2: a saddle), power = residuals per parameter in the "
+                      "check's batches (below 0.02: the check cannot see, T)")
         digits = _reference_digits(group)
         if digits:   # stored since the reference is checked: a column beside the results
             head.append("ref digits")

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from reports.floor_cells import floor_cell, floor_reached, format_log10, format_mse
-from reports.model_table import format_gain, limit_label, train_dtype
+from reports.model_table import format_gain, format_power, limit_label, train_dtype
 from reports.text_table import precision_order
 from results.frames import runs_frame
 from results.records import SubjectConfig, TrainedConfig, TrainedResult, stored_float
@@ -28,7 +28,8 @@ SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "
                   "run_id", "created_at"]
 GRID_COLUMNS = ["task", "subject", "precision", "depth", "width", "seed", "train_steps",
                 "status", "log10_mse", "approximation", "rounding", "converged", "check_gain",
-                "grad_norm", "check_drift", "check_curvature", "truth_digits", "run_id"]
+                "grad_norm", "check_drift", "check_curvature", "check_power", "truth_digits",
+                "run_id"]
 
 
 def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -111,6 +112,7 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
         grad_norm=[stored_float(res.grad_norm) for res in outcomes],
         check_drift=[stored_float(res.check_drift) for res in outcomes],
         check_curvature=[stored_float(res.check_curvature) for res in outcomes],
+        check_power=[stored_float(res.check_power) for res in outcomes],
         truth_digits=[stored_float(res.truth_digits) for res in outcomes])[GRID_COLUMNS]
     if not df.empty:
         df = df.sort_values(["task", "subject", "precision", "depth", "width", "seed",
@@ -242,10 +244,13 @@ def evidence_pivot(task: str, subject: str, runs: pd.DataFrame) -> Pivot | None:
             norms = sorted(float(v) for v in cell["grad_norm"] if _present(v))
             drifts = sorted(float(v) for v in cell["check_drift"] if _present(v))
             curvs = sorted(float(v) for v in cell["check_curvature"] if _present(v))
+            powers = sorted(float(v) for v in cell["check_power"] if _present(v))
             row.append("" if not gains else f"gain {format_gain(float(np.median(gains)))}, "
                        f"|grad| {format_mse(float(np.median(norms))) if norms else '-'}"
                        + (f", drift {float(np.median(drifts)):.1f}" if drifts else "")
-                       + (f", curvature {float(np.median(curvs)):.1e}" if curvs else ""))
+                       + (f", curvature {float(np.median(curvs)):.1e}" if curvs else "")
+                       + (f", power {format_power(float(np.median(powers)))}" if powers
+                          else ""))
         body.append(row)
     frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
                          columns=[f"width {w}" for w in widths])
@@ -255,5 +260,6 @@ def evidence_pivot(task: str, subject: str, runs: pd.DataFrame) -> Pivot | None:
                  "MSE by, near 1 when training converged; |grad|: the held-out gradient norm; "
                  "drift: z-score of a nonzero expected gradient, above 4 on a slope; "
                  "curvature: the Hessian's most negative eigenvalue over its largest, below "
-                 "-1e-2 at a saddle; "
+                 "-1e-2 at a saddle; power: residuals per parameter in the check's batches, "
+                 "below 0.02 where the check cannot see; "
                  "medians over seeds)", frame, {"task": task, "subject": subject})

@@ -251,7 +251,9 @@ class TrainedResult(RecordResult):
     held-out loss gradient at the final weights, ``check_drift``, the z-score of a nonzero
     expected gradient over independent batches, above 4 on a slope that is not a floor, and
     ``check_curvature``, the held-out loss Hessian's most negative eigenvalue over its largest,
-    below -1e-2 at a saddle; None: stored before it was measured); ``refused_floors``: how
+    below -1e-2 at a saddle, and ``check_power``, the residuals per parameter in one of the
+    check's Gauss-Newton batches, below 0.02 where the check could not see (its verdict does
+    not count); None: stored before it was measured); ``refused_floors``: how
     many plateaus of the held-out curve the check refused as a stop (``until = "floor"``;
     None: stored before it was counted); where the floor came from
     (``floor_source``), a weights file that could not be written (``weights_error``), and how
@@ -283,6 +285,7 @@ class TrainedResult(RecordResult):
     grad_norm: float | None = None
     check_drift: float | None = None
     check_curvature: float | None = None
+    check_power: float | None = None
     refused_floors: int | None = None
     weights_error: str | None = None
     truth_digits: float | None = None
@@ -310,6 +313,7 @@ class TrainedResult(RecordResult):
             **({} if self.check_drift is None else {"check_drift": self.check_drift}),
             **({} if self.check_curvature is None
                else {"check_curvature": self.check_curvature}),
+            **({} if self.check_power is None else {"check_power": self.check_power}),
             **({} if self.refused_floors is None else {"refused_floors": self.refused_floors}),
             **({} if self.weights_error is None else {"weights_error": self.weights_error}),
             **({} if self.truth_digits is None else {"truth_digits": self.truth_digits}),

@@ -13,6 +13,9 @@ from experiments.trained.convergence_check import (
     CHECK_CURVATURE,
     CHECK_DRIFT,
     CHECK_GAIN,
+    CHECK_MIN_BATCH,
+    CHECK_POWER,
+    check_sizes,
     convergence_check,
     gradient_drift,
 )
@@ -123,6 +126,60 @@ def test_the_convergence_check_refuses_a_symmetric_saddle_by_its_curvature() -> 
     assert not saddle.converged
     minimum = convergence_check(_Product(1.0, 1.0), _identity_sample, predict, cfg)
     assert minimum.curvature >= -1e-9 and minimum.converged
+
+
+class _Wide(torch.nn.Module):
+    """A 128 -> 56 -> 1 linear map per token: 7,281 parameters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(128, 56, dtype=torch.float64)
+        self.b = torch.nn.Linear(56, 1, dtype=torch.float64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x))
+
+
+def _teacher_sample(tokens: int):
+    """Data a copy of a seeded :class:`_Wide` fits exactly: ``tokens`` residuals a sample."""
+    torch.manual_seed(3)
+    teacher = _Wide()
+
+    def sample(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(n, tokens, 128, generator=g, dtype=torch.float64)
+        with torch.no_grad():
+            return x, teacher(x)
+    return sample
+
+
+def test_the_convergence_check_does_not_count_where_it_sees_too_few_residuals() -> None:
+    """The model is the teacher (held-out MSE 0: at its minimum). With one residual a
+    sample, 128 samples (the check's largest batch) hold 0.018 residuals per parameter: the
+    check cannot see, so it does not pass, whatever its measurements say; with 8 residuals
+    a sample its batches grow to hold CHECK_POWER per parameter and it passes."""
+    predict = lambda m, x: m(x)  # noqa: E731
+    cfg = TrainConfig(recipe="engine", steps=0, batch_size=8)
+    for tokens, powered in ((1, False), (8, True)):
+        torch.manual_seed(3)
+        check = convergence_check(_Wide(), _teacher_sample(tokens), predict, cfg)
+        assert check.before == 0.0 and check.gain == 1.0
+        assert check.powered is powered and check.converged is powered
+        assert (check.power >= CHECK_POWER) is powered
+
+
+def test_the_check_sizes_its_batches_in_residuals() -> None:
+    """READ's grid (800 residuals a sample) keeps the smallest batches; AFFINE at depth 3,
+    width 64 (40 a sample, 153k parameters) grows them to reach CHECK_POWER; fixed-N least
+    squares (1 a sample) cannot, and stays small and underpowered."""
+    engine = TrainConfig(recipe="engine", steps=0, batch_size=8, second_order_batch=8
+                         ).resolved()
+    read = check_sizes(155_284, 800, engine)
+    assert (read.batch, read.held_out, read.drift_batch) == (CHECK_MIN_BATCH, 128, 128)
+    affine = check_sizes(153_153, 40, engine)
+    assert affine.batch == math.ceil(CHECK_POWER * 153_153 / 40) > CHECK_MIN_BATCH
+    assert affine.power >= CHECK_POWER and affine.held_out > 128
+    fixed_n = check_sizes(201_921, 1, engine)
+    assert fixed_n.batch == CHECK_MIN_BATCH and fixed_n.power < CHECK_POWER
 
 
 def test_the_engine_ends_on_its_best_validation_weights() -> None:

@@ -132,17 +132,17 @@ def test_model_table_shows_the_label_evidence_where_stored(tmp_path):
         rows = store.runs()
     text = model_tables([r for r in rows if r["task"] == "multiply"])
     head = next(line for line in text.splitlines() if line.startswith("model "))
-    assert head.split()[-4:] == ["gain", "|grad|", "drift", "curvature"]
+    assert head.split()[-5:] == ["gain", "|grad|", "drift", "curvature", "power"]
     assert "check gain" in head
     lines = [line.split() for line in text.splitlines() if line.startswith(("transformer",
                                                                             "baseconv"))]
     # a Transformer job: its label in every precision, then its evidence (stored once per job)
-    # (stored before the curvature was measured: '-')
-    assert any(cols[8:] == ["9.3e-03", "A"] * 3 + ["1.2", "2.0e-09", "0.8", "-"]
+    # (stored before the curvature and the check's power were measured: '-')
+    assert any(cols[8:] == ["9.3e-03", "A"] * 3 + ["1.2", "2.0e-09", "0.8", "-", "-"]
                for cols in lines)
     # BaseConv records were stored without the check: '-', and the labels stay T
     conv = [cols for cols in lines if cols[0] == "baseconv"]
-    assert conv and all(cols[-4:] == ["-"] * 4 and cols[9] == "T" for cols in conv)
+    assert conv and all(cols[-5:] == ["-"] * 5 and cols[9] == "T" for cols in conv)
     # a store without any evidence keeps the old columns
     old = [{**r, "result": {k: v for k, v in r["result"].items()
                             if k not in ("check_gain", "grad_norm", "check_drift")}} for r in rows]

@@ -366,6 +366,8 @@ def compute(run: Run) -> list[RunRecord]:
             else outcome.check.drift,
             check_curvature=None if outcome.check is None
             or not math.isfinite(outcome.check.curvature) else outcome.check.curvature,
+            check_power=None if outcome.check is None
+            or not math.isfinite(outcome.check.power) else outcome.check.power,
             refused_floors=tr.refused_floors,
             floor=floor.to_dict() if floor is not None else None,
             weights_error=outcome.weights_error or None, truth_digits=out.truth_digits,

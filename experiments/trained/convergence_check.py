@@ -24,10 +24,21 @@ down). A point is a minimum only when the Hessian has no negative curvature, so 
 also measures the extreme eigenvalues of the held-out loss's Hessian (Lanczos on
 Hessian-vector products) and reports the most negative over the largest (``curvature``).
 
-Training has converged (the cell may be labelled ``A``) only when the gain is at most
-:data:`CHECK_GAIN`, the drift at most :data:`CHECK_DRIFT` and the curvature at least
-:data:`CHECK_CURVATURE`; the gain, the drift, the curvature and the norm of the held-out loss
-gradient are stored as the label's evidence.
+All three measurements see only the residuals of the check's batches, and a task whose
+sequence carries few of them (fixed-N least squares: one per sequence; in-context: 21; READ:
+800) gives the check too few to see anything: a depth-4, width-64 Transformer at the trivial
+predictor of in-context least squares (MSE 5.2, E[y^2] = 5) passed all three with Gauss-Newton
+batches of 32 sequences, 0.0033 residuals per parameter. So the check's batches are sized in
+residuals: a Gauss-Newton batch holds at least :data:`CHECK_POWER` residuals per parameter
+(the held-out set and the drift's batches grow in proportion), up to
+:data:`CHECK_MAX_BATCH` sequences; where that cap cannot reach it the check runs at its
+smallest size and is *underpowered* (``power``, its residuals per parameter, is stored):
+its verdict does not count.
+
+Training has converged (the cell may be labelled ``A``) only when the check is powered, the
+gain is at most :data:`CHECK_GAIN`, the drift at most :data:`CHECK_DRIFT` and the curvature
+at least :data:`CHECK_CURVATURE`; the power, the gain, the drift, the curvature and the norm of
+the held-out loss gradient are stored as the label's evidence.
 """
 
 from __future__ import annotations
@@ -40,7 +51,14 @@ import torch
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from experiments.trained.levenberg_marquardt import Diverged, Predict, Sampler, levenberg_marquardt
+from experiments.trained.levenberg_marquardt import (
+    Diverged,
+    Predict,
+    Sampler,
+    levenberg_marquardt,
+    lm_batch_size,
+    per_sample_residuals,
+)
 from experiments.trained.train_config import TrainConfig
 
 #: The largest factor by which the check may lower the held-out MSE of a converged model.
@@ -48,9 +66,16 @@ CHECK_GAIN = 2.0
 #: Engine iterations of the check (READ, D = 4, N = 8, on the plateau, batches of at most
 #: 32: 5 lowered the MSE 1.6x, 10 2.3x, 15 6.4x, 20 44x: a saddle is left slowly at first).
 CHECK_STEPS = 15
-#: Sequences per check batch at most (the engine's rule would give a 155k-parameter model
-#: ~200; the check must stay a small part of a cell's time).
-CHECK_MAX_BATCH = 32
+#: Sequences per check Gauss-Newton batch at least (the engine's rule would give a
+#: 155k-parameter model ~200; the check must stay a small part of a cell's time) ...
+CHECK_MIN_BATCH = 32
+#: ... and at most, where a batch of CHECK_MIN_BATCH holds too few residuals.
+CHECK_MAX_BATCH = 128
+#: Residuals per parameter a check Gauss-Newton batch must hold for the check's verdict to
+#: count (module docstring). Between where the check was seen to fail (in-context least
+#: squares, 0.0033: the trivial predictor passed) and where it was seen to work (READ's
+#: grid, 0.16 and more: saddles and slopes refused).
+CHECK_POWER = 0.02
 #: The largest z-score of |E g|^2 > 0 a converged model may show (measured, READ: models on
 #: the plateau 8.7 (D = 4, N = 8) and 16 (D = 20, N = 40, depth 2, width 32); after the engine
 #: 1.2).
@@ -78,7 +103,9 @@ class Check:
     before / after (inf when after is 0); grad_norm: norm of the gradient of the held-out
     MSE at the final weights; drift: z-score of the expected gradient; curvature: the most
     negative Hessian eigenvalue over the largest (module docstring; either NaN where it could
-    not be measured, which does not count against convergence)."""
+    not be measured, which does not count against convergence); power: residuals per
+    parameter in one of the check's Gauss-Newton batches (below :data:`CHECK_POWER`: the
+    check could not see, and its verdict does not count)."""
 
     before: float
     after: float
@@ -86,10 +113,16 @@ class Check:
     grad_norm: float
     drift: float = math.nan
     curvature: float = math.nan
+    power: float = math.inf
+
+    @property
+    def powered(self) -> bool:
+        """The check's batches held enough residuals for its verdict to count."""
+        return self.power >= CHECK_POWER
 
     @property
     def converged(self) -> bool:
-        return (self.gain <= CHECK_GAIN and not self.drift > CHECK_DRIFT
+        return (self.powered and self.gain <= CHECK_GAIN and not self.drift > CHECK_DRIFT
                 and not self.curvature < CHECK_CURVATURE)
 
 
@@ -186,19 +219,52 @@ def hessian_curvature(model: nn.Module, predict: Predict, x: torch.Tensor, y: to
     return float(evals[0]) / float(evals[-1]) if float(evals[-1]) > 0 else -math.inf
 
 
+@dataclass(frozen=True)
+class CheckSizes:
+    """Sequences in the check's Gauss-Newton batches (at most: the engine's own rule may take
+    fewer), its held-out set and each drift batch; ``power``: residuals per parameter in one
+    Gauss-Newton batch."""
+
+    batch: int
+    held_out: int
+    drift_batch: int
+    power: float
+
+
+def check_sizes(n_params: int, residuals: int, engine: TrainConfig) -> CheckSizes:
+    """The check's sizes for a model of ``n_params`` parameters whose samples hold
+    ``residuals`` residuals each (module docstring): Gauss-Newton batches of
+    :data:`CHECK_MIN_BATCH` sequences, raised to hold :data:`CHECK_POWER` residuals per
+    parameter where at most :data:`CHECK_MAX_BATCH` sequences do (the held-out set and the
+    drift batches grow by the same factor); else the smallest sizes, underpowered.
+    ``engine``: the check's resolved engine setting (its batch rule gives the batch used)."""
+    residuals = max(residuals, 1)
+    need = math.ceil(CHECK_POWER * n_params / residuals)
+    cap = max(CHECK_MIN_BATCH, need) if need <= CHECK_MAX_BATCH else CHECK_MIN_BATCH
+    used = lm_batch_size(replace(engine, lm_max_batch=cap), n_params, residuals)
+    scale = cap / CHECK_MIN_BATCH
+    return CheckSizes(batch=cap, held_out=math.ceil(CHECK_SIZE * scale),
+                      drift_batch=math.ceil(DRIFT_BATCH * scale),
+                      power=used * residuals / max(n_params, 1))
+
+
 def convergence_check(model: nn.Module, sample: Sampler, predict: Predict,
                       cfg: TrainConfig) -> Check:
     """The check of ``model`` (float64, on the CPU; left unchanged) trained with ``cfg`` (its
-    seed, batch size and device are used; the steps are the engine's)."""
-    engine = replace(TrainConfig(recipe="engine", steps=0, batch_size=cfg.batch_size,
-                                 second_order_steps=CHECK_STEPS, second_order_batch=8,
-                                 seed=cfg.seed).resolved(), lm_max_batch=CHECK_MAX_BATCH)
+    seed, batch size and device are used; the steps are the engine's); its sizes from
+    :func:`check_sizes`."""
+    engine = TrainConfig(recipe="engine", steps=0, batch_size=cfg.batch_size,
+                         second_order_steps=CHECK_STEPS, second_order_batch=8,
+                         seed=cfg.seed).resolved()
+    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    sizes = check_sizes(n_params, per_sample_residuals(sample), engine)
+    engine = replace(engine, lm_max_batch=sizes.batch)
     seed = cfg.seed + CHECK_SEED_OFFSET
-    x, y = sample(CHECK_SIZE, torch.Generator().manual_seed(seed))
+    x, y = sample(sizes.held_out, torch.Generator().manual_seed(seed))
     trial = copy.deepcopy(model).double()
     trial.eval()
     before, grad_norm = _held_out_mse(trial, predict, x, y, grad=True)
-    drift = gradient_drift(trial, sample, predict, seed + 2)
+    drift = gradient_drift(trial, sample, predict, seed + 2, batch=sizes.drift_batch)
     curvature = hessian_curvature(trial, predict, x, y)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -213,4 +279,4 @@ def convergence_check(model: nn.Module, sample: Sampler, predict: Predict,
         after = before
     gain = 1.0 if before == 0 else before / after if after > 0 else math.inf
     return Check(before=before, after=after, gain=gain, grad_norm=grad_norm, drift=drift,
-                 curvature=curvature)
+                 curvature=curvature, power=sizes.power)
