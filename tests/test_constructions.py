@@ -106,6 +106,7 @@ def test_lsa_runs_gd_layer_by_layer():
 
 def test_linear_attention_runs_newton_schulz():
     from precision.constructions import lsa_newton
+    from precision.constructions.layers import layerwise
     from precision.problems import spd_matrix
     from precision.solvers.newton_schulz import newton_schulz
 
@@ -125,9 +126,12 @@ def test_linear_attention_runs_newton_schulz():
     finally:
         flint.ctx.prec = old
     digits = {}
+    # the 30-layer model one layer at a time (one export a layer), read after every step
+    outs = layerwise(lsa_newton.newton_schulz(d, steps), x, parse_precision("mp50"),
+                     lambda h: h[:, :, :d], every=2)
+    assert len(outs) == steps
     for t in (12, 13, 14, 15):
-        model = lsa_newton.newton_schulz(d, t)
-        got = lsa_newton.read_inverse(evaluate(model, x, "mp50"), d)
+        got = lsa_newton.read_inverse(outs[t - 1][None], d)
         want = xp.to_exact(ref[t])
         assert error_summary(got, want).log10_mse < -95  # the construction = the algorithm
         digits[t] = error_summary(got, inv).digits
