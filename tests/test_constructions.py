@@ -548,3 +548,45 @@ def test_layerwise_evaluation_equals_whole_model(prec):
     for layers in (1, 5):
         whole = evaluate(preconditioned_gd(4, layers, 0.3), tok, prec)[0, -1]
         assert error_summary(per[layers - 1], whole).log10_mse == -np.inf
+
+
+# --- READ in one softmax-attention head (the `primitives` grid's depth-1 Transformer) ------
+
+def test_transformer_read_is_exact_up_to_its_logit_gap():
+    from precision.constructions.measure import run_construction
+    from precision.constructions.transformer_read import read
+
+    prob = {"kind": "read", "seed": 0}
+    mse = {p: run_construction("transformer_read", p, prob).steps[0].mse
+           for p in ("float32", "float64", "mp50")}
+    assert mse["float32"] < 1e-14        # the rounding of u_j - (u_i + u_j), u ~ N(0, 1)
+    assert mse["float64"] < 1e-28
+    assert mse["mp50"] < 1e-90
+    # the leak of every unwanted key is ~exp(-gap): MSE ~ exp(-2 gap)
+    m8, m12 = (run_construction("transformer_read", "float64", prob, {"gap": g}).steps[0].mse
+               for g in (8.0, 12.0))
+    assert 1e-8 < m8 < 1e-5 and 1e-5 * m8 < m12 < 1e-3 * m8
+    with pytest.raises(ValueError, match="width >= D \\+ 3"):
+        read(40, 20, 3, 9, width=22)
+    with pytest.raises(ValueError, match="i < j"):
+        read(40, 20, 9, 3)
+
+
+def test_the_depth_1_width_32_grid_cell_represents_read_exactly():
+    """The construction is the grid's cell itself (same parameter names and shapes, 15,188
+    parameters): a trained cell at MSE ~1/N (row j zeroed) is on a plateau, ~28 decades
+    above what the architecture holds."""
+    from experiments.trained.job import Job
+    from experiments.trained.train_config import TrainConfig
+    from precision.constructions.transformer_read import read
+
+    job = Job(family="transformer", task="read", depth=1, width=32,
+              train=TrainConfig(recipe="engine", steps=1, batch_size=8),
+              task_options={"dim": 20, "n": 40}, model_options={"layernorm": False})
+    task, model = job.build()
+    model.load_state_dict(read(40, 20, task.i, task.j, width=32).state_dict())
+    x, y = task.sample(256, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = task.select(model.double()(x.double()))
+    assert sum(p.numel() for p in model.parameters()) == 15188
+    assert float((out - y.double()).pow(2).mean()) < 1e-28

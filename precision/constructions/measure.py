@@ -16,6 +16,7 @@ from typing import Any
 
 from precision.backends import backend_for
 from precision.constructions import traces
+from precision.constructions.transformer_read import DEFAULT_GAP
 from precision.metrics import error_summary
 from precision.params import Param, count, positive
 from precision.precisions import Precision, as_precision
@@ -71,6 +72,11 @@ CONSTRUCTIONS: Registry[ConstructionSpec] = Registry(
             "baseconv_read", "primitive", {},
             "single-layer BaseConv READ(i, j, a, b) (001 App. C.1.1), one point",
             lambda p, prob: traces.trace_primitive(p, prob, "read")),
+        ConstructionSpec(
+            "transformer_read", "primitive", {"gap": Param(DEFAULT_GAP, lo=1.0, hi=4096.0)},
+            "READ(i, j, a, b) in one causal softmax-attention head, width max(32, D + 3), no "
+            "LayerNorm; every unwanted key `gap` logits down (leak ~exp(-gap)), one point",
+            lambda p, prob, gap: traces.trace_primitive(p, prob, "read", "transformer", gap)),
         ConstructionSpec(
             "baseconv_affine", "primitive", {},
             "single-layer BaseConv AFFINE(H) (001 App. C.1.2), one point",

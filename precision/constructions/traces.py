@@ -23,6 +23,7 @@ from precision.constructions import (
     lsa_gd,
     lsa_gdpp,
     lsa_newton,
+    transformer_read,
 )
 from precision.constructions.layers import PerLayer, blockwise_mp, layerwise
 from precision.evaluate import evaluate, evaluate_method
@@ -120,13 +121,16 @@ def trace_baseconv_gd(p: Any, prob: Any, iters: int, step: float | None, causal:
     return _query_trace(p, X, y, q, out, iterates, iters)
 
 
-def trace_primitive(p: Any, prob: Any, op: str) -> tuple[list[Any], list[Any], Any]:
-    """One point: the single-layer BaseConv primitive (001 App. C.1) on the seeded input u,
-    against the primitive computed directly in the same precision (a row copy, u H, or a
-    product of columns) and against the exact result from the rounded u (and H)."""
+def trace_primitive(p: Any, prob: Any, op: str, family: str = "baseconv",
+                    gap: float = transformer_read.DEFAULT_GAP
+                    ) -> tuple[list[Any], list[Any], Any]:
+    """One point: the single-layer primitive (001 App. C.1's BaseConv, or READ in one
+    softmax-attention head, :mod:`.transformer_read`, logit margin ``gap``) on the seeded
+    input u, against the primitive computed directly in the same precision (a row copy, u H,
+    or a product of columns) and against the exact result from the rounded u (and H)."""
     task = prob.task
     if task.name != op:
-        raise SolverError(f"construction 'baseconv_{op}' needs a primitive problem of kind "
+        raise SolverError(f"construction '{family}_{op}' needs a primitive problem of kind "
                           f"'{op}', not '{task.name}'")
     xp = backend_for(p)
     u = xp.asarray(prob.u)
@@ -135,7 +139,13 @@ def trace_primitive(p: Any, prob: Any, op: str) -> tuple[list[Any], list[Any], A
     bits = truth_bits(p)
     if op == "read":
         i, j, a, b = task.i, task.j, task.a, task.b
-        model = baseconv_primitives.read(n, d, i, j, a, b)
+        if family == "transformer":
+            if i >= j:
+                raise SolverError(f"construction 'transformer_read' is causal: it needs i < j "
+                                  f"(got i={i}, j={j})")
+            model = transformer_read.read(n, d, i, j, a, b, width=max(32, d + 3), gap=gap)
+        else:
+            model = baseconv_primitives.read(n, d, i, j, a, b)
         rows = np.arange(n)
         rows[j] = i
         ref = truth = ue[rows][:, a:b]      # a copy: exact in every precision
