@@ -282,27 +282,122 @@ def run_sample(info: Any, sample: Any) -> tuple[str | None, set[Any]]:
     return None, targets
 
 
+def _one_by_one(case: str) -> tuple[list[str], set[Any], int]:
+    """(failures, targets of the passing samples, samples checked) of one case, each sample
+    its own export; an unexportable sample is skipped for the next one."""
+    name = case.removesuffix("[complex]")
+    info = _BY_NAME[name]
+    fails, covered, n = [], set(), 0
+    for s in _samples(info, complex_=case != name):
+        if n == SAMPLES_PER_OP:
+            break
+        why, targets = run_sample(info, s)
+        if why == UNEXPORTABLE:
+            continue
+        n += 1
+        if why:
+            fails.append(why)
+        else:
+            covered |= targets
+    return fails, covered, n
+
+
+#: Cases exported together as one module. torch.export's ``run_decompositions`` costs ~0.4 s
+#: a call whatever the graph's size (it rebuilds its decomposition tables), ~90% of this
+#: file's time when every sample is exported alone.
+BATCH = 24
+
+
+class _Batch(torch.nn.Module):
+    """Several wrapped samples side by side: their inputs concatenated, their outputs too."""
+
+    def __init__(self, parts: list[_Wrapped], n_inputs: list[int]) -> None:
+        super().__init__()
+        self.parts, self.n_inputs = torch.nn.ModuleList(parts), n_inputs
+
+    def forward(self, *tensors: torch.Tensor) -> tuple[Any, ...]:
+        outs, k = [], 0
+        for part, n in zip(self.parts, self.n_inputs, strict=True):
+            outs.append(part(*tensors[k:k + n]))
+            k += n
+        return tuple(outs)
+
+
+def _batched(cases: list[str]) -> dict[str, tuple[list[str], set[Any], int]] | None:
+    """The verdicts of ``cases`` from one export of the first SAMPLES_PER_OP samples of each;
+    None unless every sample exports and passes (the caller then goes one by one, which
+    skips unexportable samples and attributes failures and targets to single samples)."""
+    parts, n_inputs, tensors, refs, owner = [], [], [], [], []
+    for case in cases:
+        name = case.removesuffix("[complex]")
+        info = _BY_NAME[name]
+        samples = _samples(info, complex_=case != name)[:SAMPLES_PER_OP]
+        if not samples:
+            return None
+        for s in samples:
+            leaves, spec = pytree.tree_flatten(((s.input, *s.args), s.kwargs))
+            ts = [t for t in leaves if isinstance(t, torch.Tensor)]
+            part = _Wrapped(info.op, spec, leaves)
+            with torch.no_grad():
+                ref = pytree.tree_leaves(part(*ts))
+            if not all(isinstance(t, torch.Tensor) for t in ref):
+                return None
+            parts.append(part)
+            n_inputs.append(len(ts))
+            tensors += ts
+            refs.append((ts, ref))
+            owner.append(case)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = MPProgram(_Batch(parts, n_inputs), tuple(tensors))
+        got = _mp_leaves(program(*tensors, precision=parse_precision("mp50")))
+        got_hi = _mp_leaves(program(*tensors, precision=parse_precision("mp100")))
+    except Exception:  # noqa: BLE001 - one by one says which sample and why
+        return None
+    if len(got) != sum(len(ref) for _, ref in refs):
+        return None
+    out: dict[str, tuple[list[str], set[Any], int]] = {c: ([], set(), 0) for c in cases}
+    k = 0
+    for case, (ts, ref) in zip(owner, refs, strict=True):
+        scale = _scale(ts, ref)
+        for r in ref:
+            if _compare(r, got[k], got_hi[k], scale):
+                return None
+            k += 1
+        fails, covered, n = out[case]
+        out[case] = (fails, covered, n + 1)
+    # A node's module path (parts.<i>) names the sample it came from.
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        paths = [p for p, _ in (node.meta.get("nn_module_stack") or {}).values()]
+        index = next((int(p.split(".")[1]) for p in paths if p.startswith("parts.")), None)
+        for case in ([owner[index]] if index is not None else cases):
+            out[case][1].add(node.target)
+    return out
+
+
 @functools.cache
 def results() -> dict[str, tuple[list[str], set[Any], int]]:
     """name -> (failures, targets of the passing samples, samples checked)."""
     out = {}
-    for case in CASES:
-        name = case.removesuffix("[complex]")
-        info = _BY_NAME[name]
-        fails, covered, n = [], set(), 0
-        for s in _samples(info, complex_=case != name):
-            if n == SAMPLES_PER_OP:
-                break
-            why, targets = run_sample(info, s)
-            if why == UNEXPORTABLE:
-                continue
-            n += 1
-            if why:
-                fails.append(why)
-            else:
-                covered |= targets
-        out[case] = (fails, covered, n)
+    for start in range(0, len(CASES), BATCH):
+        cases = CASES[start:start + BATCH]
+        verdicts = _batched(cases)
+        for case in cases:
+            out[case] = verdicts[case] if verdicts is not None else _one_by_one(case)
     return out
+
+
+def test_a_wrong_op_fails_its_batch_and_is_named_one_by_one(monkeypatch):
+    """The batched export is a shortcut only: any failure in it sends the cases one by one."""
+    assert _batched(["add", "sin", "mul"]) is not None
+    monkeypatch.setitem(OPS, torch.ops.aten.sin.default, OPS[torch.ops.aten.cos.default])
+    assert _batched(["add", "sin", "mul"]) is None
+    fails, _, n = _one_by_one("sin")
+    assert n == 1 and fails and fails[0].startswith("mp50 vs float64")
+    assert _one_by_one("add") == ([], {torch.ops.aten.add.Tensor}, 1)
 
 
 @pytest.mark.parametrize("name", CASES)
