@@ -302,10 +302,11 @@ def _one_by_one(case: str) -> tuple[list[str], set[Any], int]:
     return fails, covered, n
 
 
-#: Cases exported together as one module. torch.export's ``run_decompositions`` costs ~0.4 s
-#: a call whatever the graph's size (it rebuilds its decomposition tables), ~90% of this
-#: file's time when every sample is exported alone.
-BATCH = 24
+#: Cases exported together as one module (a failure sends the batch one by one).
+#: torch.export's ``run_decompositions`` costs ~0.4 s a call whatever the graph's size (it
+#: rebuilds its decomposition tables), ~90% of this file's time when every sample is
+#: exported alone.
+BATCH = 64
 
 
 class _Batch(torch.nn.Module):
