@@ -250,14 +250,26 @@ def _compare(ref: torch.Tensor, got: Any, got_hi: Any, scale: float) -> str | No
 UNEXPORTABLE = "unexportable"
 
 
-def run_sample(info: Any, sample: Any) -> tuple[str | None, set[Any]]:
-    """(failure or None, the graph's call_function targets)."""
+def _wrap(info: Any, sample: Any) -> tuple[_Wrapped, list[torch.Tensor], list[Any]]:
+    """The sample as a module of its tensors, those tensors, and PyTorch's output leaves."""
     leaves, spec = pytree.tree_flatten(((sample.input, *sample.args), sample.kwargs))
     tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
     module = _Wrapped(info.op, spec, leaves)
     with torch.no_grad():
-        ref = module(*tensors)
-    ref_leaves = [t for t in pytree.tree_leaves(ref)]
+        ref = pytree.tree_leaves(module(*tensors))
+    return module, tensors, ref
+
+
+def _case_samples(case: str) -> tuple[Any, list[Any]]:
+    """The OpInfo of a case (``name`` or ``name[complex]``) and its samples."""
+    name = case.removesuffix("[complex]")
+    info = _BY_NAME[name]
+    return info, _samples(info, complex_=case != name)
+
+
+def run_sample(info: Any, sample: Any) -> tuple[str | None, set[Any]]:
+    """(failure or None, the graph's call_function targets)."""
+    module, tensors, ref_leaves = _wrap(info, sample)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -285,10 +297,9 @@ def run_sample(info: Any, sample: Any) -> tuple[str | None, set[Any]]:
 def _one_by_one(case: str) -> tuple[list[str], set[Any], int]:
     """(failures, targets of the passing samples, samples checked) of one case, each sample
     its own export; an unexportable sample is skipped for the next one."""
-    name = case.removesuffix("[complex]")
-    info = _BY_NAME[name]
+    info, samples = _case_samples(case)
     fails, covered, n = [], set(), 0
-    for s in _samples(info, complex_=case != name):
+    for s in samples:
         if n == SAMPLES_PER_OP:
             break
         why, targets = run_sample(info, s)
@@ -330,17 +341,11 @@ def _batched(cases: list[str]) -> dict[str, tuple[list[str], set[Any], int]] | N
     skips unexportable samples and attributes failures and targets to single samples)."""
     parts, n_inputs, tensors, refs, owner = [], [], [], [], []
     for case in cases:
-        name = case.removesuffix("[complex]")
-        info = _BY_NAME[name]
-        samples = _samples(info, complex_=case != name)[:SAMPLES_PER_OP]
+        info, samples = _case_samples(case)
         if not samples:
             return None
-        for s in samples:
-            leaves, spec = pytree.tree_flatten(((s.input, *s.args), s.kwargs))
-            ts = [t for t in leaves if isinstance(t, torch.Tensor)]
-            part = _Wrapped(info.op, spec, leaves)
-            with torch.no_grad():
-                ref = pytree.tree_leaves(part(*ts))
+        for s in samples[:SAMPLES_PER_OP]:
+            part, ts, ref = _wrap(info, s)
             if not all(isinstance(t, torch.Tensor) for t in ref):
                 return None
             parts.append(part)
