@@ -5,6 +5,7 @@ with one setting."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 
@@ -240,6 +241,37 @@ def test_the_least_squares_floor_profile_shares_the_primitives_train_setting() -
     assert ("transformer", "ls_parallel") in forms
     assert max(r.spec.depth for r in engine if r.spec.task == "ls_parallel") <= 4
     assert {r.spec.width for r in engine if r.spec.task == "ls_fixed_n"} == {32, 64}
+
+
+def test_the_floor_setting_measures_on_a_cadence_its_iteration_cap_does_not_set() -> None:
+    """The floor profiles' cap of engine iterations is only a bound (the time limit or the
+    floor ends a cell first): the held-out curve is measured every ``validation_every``
+    iterations, not ``validation_points`` spread over the cap (over 3,000 that would be one
+    measurement per 30 iterations, too few for the plateau test inside 9 minutes)."""
+    prims = load_suite("primitives", profile="floor").runs
+    cfg = prims[0].spec.train
+    assert cfg.validation_every == 3 and cfg.second_order_steps >= 1000
+    # Training: measurements at every validation_every-th iteration after Adam, then the end.
+    every = replace(ENGINE, steps=20, second_order_steps=9, validation_every=4)
+    _, model, task = _read_job(every)
+    res = train(model, task.sample, lambda m, x: task.select(m(x)), every)
+    assert res.status == "ok", res.message
+    engine_steps = [step for step, _ in res.val_curve if step > 20]
+    assert engine_steps[:2] == [24, 28] and engine_steps[-1] == res.steps
+    assert all(s % 4 == 0 for s in engine_steps[:-1])
+
+
+def test_a_setting_added_later_keeps_older_records_ids() -> None:
+    """``validation_every`` came after stores existed: the stored (hashed) train table holds
+    it only when it is set, so a config that leaves it at its default has the same table,
+    and so the same record ids, as before the setting existed."""
+    from experiments.trained.train_config import SUITE_KEYS
+
+    table = ENGINE.table()
+    assert "validation_every" not in table
+    assert set(table) == set(SUITE_KEYS) - {"validation_every"}
+    assert replace(ENGINE, validation_every=3).table() == {**table, "validation_every": 3}
+    assert TrainConfig.from_table(table) == ENGINE
 
 
 def test_paper_length_scales_the_step_period_with_the_run() -> None:

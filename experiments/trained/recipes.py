@@ -105,9 +105,10 @@ class Validation:
         self.model, self.predict = model, predict
         self.every = max(1, math.ceil(total_steps / max(cfg.validation_points, 1)))
         #: the second-order phase's own cadence: its iterations are few and each costs far
-        #: more than a measurement, so they get ``validation_points`` of their own
-        self.second_every = max(1, math.ceil(cfg.second_order_steps
-                                             / max(cfg.validation_points, 1)))
+        #: more than a measurement, so they get ``validation_points`` of their own, or a
+        #: measurement every ``validation_every`` iterations where the count is only a cap
+        self.second_every = cfg.validation_every or max(
+            1, math.ceil(cfg.second_order_steps / max(cfg.validation_points, 1)))
         self.second_from = 0   # the step the second-order phase starts after
         self.until_floor = cfg.until == "floor"
         self.curve: list[tuple[int, float]] = []

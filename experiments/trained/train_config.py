@@ -6,7 +6,8 @@ table may set it. A config is validated when it is made (suite file, Python API,
 never again inside: :func:`experiments.trained.recipes.train` trusts it. A suite's table becomes
 one with
 :meth:`TrainConfig.from_table`; :meth:`TrainConfig.table` gives back the resolved table (every
-suite-settable field) that a trained job stores in its config and hashes into its id.
+suite-settable field, less the later additions left at their default) that a trained job
+stores in its config and hashes into its id.
 """
 
 from __future__ import annotations
@@ -31,10 +32,13 @@ class TrainConfigError(ValueError):
 
 
 def _setting(default: Any, check: Param | tuple[str, ...] | None = None, *,
-             suite: bool = True) -> Any:
-    """A field: its default, its check (a Param, or the names it may take) and whether a
-    suite's ``train`` table may set it."""
-    return field(default=default, metadata={"check": check, "suite": suite})
+             suite: bool = True, hashed_at_default: bool = True) -> Any:
+    """A field: its default, its check (a Param, or the names it may take), whether a
+    suite's ``train`` table may set it, and whether :meth:`TrainConfig.table` writes it when
+    it holds its default (False for a setting added after stores existed: a record that never
+    set it keeps its id)."""
+    return field(default=default, metadata={"check": check, "suite": suite,
+                                            "hashed_at_default": hashed_at_default})
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,11 @@ class TrainConfig:
     validation_size: int = _setting(128, count(None, lo=0, hi=65_536))
     # at most this many measurements in the Adam phase, and as many in the second-order one
     validation_points: int = _setting(100, count(None))
+    # second-order phase: a measurement every this many engine iterations (0: spread
+    # validation_points over second_order_steps). Set it where second_order_steps is only a
+    # cap that the time limit or the floor ends the run before.
+    validation_every: int = _setting(0, count(None, lo=0, hi=1_000_000),
+                                     hashed_at_default=False)
     # --- adaptive scheduler (experiments.trained.recipes.AdaptiveLR) ---
     window: int = _setting(50, count(None), suite=False)         # steps per decision
     lr_up: float = _setting(1.5, positive(None), suite=False)    # signal dominates, loss falls
@@ -143,8 +152,10 @@ class TrainConfig:
         return cls(**table, **outside)
 
     def table(self) -> dict[str, Any]:
-        """Every suite-settable field and its value (the stored, hashed form)."""
-        return {key: getattr(self, key) for key in SUITE_KEYS}
+        """Every suite-settable field and its value (the stored, hashed form); a field
+        declared with ``hashed_at_default=False`` only when it differs from its default."""
+        return {key: getattr(self, key) for key in SUITE_KEYS if key not in _OMIT_AT_DEFAULT
+                or getattr(self, key) != _OMIT_AT_DEFAULT[key]}
 
     @property
     def second_order(self) -> bool:
@@ -158,5 +169,8 @@ class TrainConfig:
 
 #: The keys a suite's ``train`` table may set, in declaration order.
 SUITE_KEYS = tuple(f.name for f in fields(TrainConfig) if f.metadata["suite"])
+#: The suite keys written to the stored table only when set (key -> default).
+_OMIT_AT_DEFAULT = {f.name: f.default for f in fields(TrainConfig)
+                    if f.metadata["suite"] and not f.metadata["hashed_at_default"]}
 #: The keys every ``train`` table must give.
 REQUIRED_KEYS = tuple(f.name for f in fields(TrainConfig) if f.default is MISSING)
