@@ -590,3 +590,37 @@ def test_the_depth_1_width_32_grid_cell_represents_read_exactly():
         out = task.select(model.double()(x.double()))
     assert sum(p.numel() for p in model.parameters()) == 15188
     assert float((out - y.double()).pow(2).mean()) < 1e-28
+
+
+def test_the_layernorm_cell_holds_read_to_its_constant_channels():
+    """LayerNorm is scale-free, so the LN cell holds READ only approximately: with constant
+    channels +-K the relative error is ~t^2 / (4 K^2), an MSE ~K^-4 (mp50: no rounding to
+    hide it; K = 1e4 -> 1e6 lowers it ~1e8x), ~1e-25 at the default K = 1e8, far below the
+    1e-8 the grid's training aims at; the weights load into the grid's LN cell (15,380
+    parameters). A single constant channel would leave an error first order in 1/K."""
+    from experiments.trained.job import Job
+    from experiments.trained.train_config import TrainConfig
+    from precision.constructions.measure import run_construction
+    from precision.constructions.transformer_read import read
+
+    prob = {"kind": "read", "seed": 0}
+    mse = {p: run_construction("transformer_read_ln", p, prob).steps[0].mse
+           for p in ("float32", "float64", "mp50")}
+    assert mse["float32"] < 1e-11 and mse["float64"] < 1e-22
+    assert 1e-28 < mse["mp50"] < 1e-22           # the construction's own error, not rounding
+    m4, m6 = (run_construction("transformer_read_ln", "mp50", prob, {"scale": k}).steps[0].mse
+              for k in (1e4, 1e6))
+    assert 1e7 < m4 / m6 < 1e9
+    with pytest.raises(ValueError, match="width >= D \\+ 6 = 26 with LayerNorm"):
+        read(40, 20, 3, 9, width=25, layernorm=True)
+
+    job = Job(family="transformer", task="read", depth=1, width=32,
+              train=TrainConfig(recipe="engine", steps=1, batch_size=8),
+              task_options={"dim": 20, "n": 40}, model_options={"layernorm": True})
+    task, model = job.build()
+    model.load_state_dict(read(40, 20, task.i, task.j, width=32, layernorm=True).state_dict())
+    x, y = task.sample(256, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = task.select(model.double()(x.double()))
+    assert sum(p.numel() for p in model.parameters()) == 15380
+    assert float((out - y.double()).pow(2).mean()) < 1e-20

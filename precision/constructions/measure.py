@@ -16,7 +16,7 @@ from typing import Any
 
 from precision.backends import backend_for
 from precision.constructions import traces
-from precision.constructions.transformer_read import DEFAULT_GAP
+from precision.constructions.transformer_read import DEFAULT_GAP, DEFAULT_SCALE
 from precision.metrics import error_summary
 from precision.params import Param, count, positive
 from precision.precisions import Precision, as_precision
@@ -77,6 +77,15 @@ CONSTRUCTIONS: Registry[ConstructionSpec] = Registry(
             "READ(i, j, a, b) in one causal softmax-attention head, width max(32, D + 3), no "
             "LayerNorm; every unwanted key `gap` logits down (leak ~exp(-gap)), one point",
             lambda p, prob, gap: traces.trace_primitive(p, prob, "read", "transformer", gap)),
+        ConstructionSpec(
+            "transformer_read_ln", "primitive",
+            {"gap": Param(DEFAULT_GAP, lo=1.0, hi=4096.0),
+             "scale": Param(DEFAULT_SCALE, lo=1.0, hi=1e30)},
+            "the same READ head in the LayerNorm cell (width max(32, D + 6); LN before the "
+            "attention, the MLP and the readout): two constant channels +-`scale`, relative "
+            "error ~t^2 / (4 scale^2), one point",
+            lambda p, prob, gap, scale: traces.trace_primitive(
+                p, prob, "read", "transformer", gap, layernorm=True, scale=scale)),
         ConstructionSpec(
             "baseconv_affine", "primitive", {},
             "single-layer BaseConv AFFINE(H) (001 App. C.1.2), one point",

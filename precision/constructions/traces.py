@@ -122,10 +122,12 @@ def trace_baseconv_gd(p: Any, prob: Any, iters: int, step: float | None, causal:
 
 
 def trace_primitive(p: Any, prob: Any, op: str, family: str = "baseconv",
-                    gap: float = transformer_read.DEFAULT_GAP
+                    gap: float = transformer_read.DEFAULT_GAP, layernorm: bool = False,
+                    scale: float = transformer_read.DEFAULT_SCALE
                     ) -> tuple[list[Any], list[Any], Any]:
     """One point: the single-layer primitive (001 App. C.1's BaseConv, or READ in one
-    softmax-attention head, :mod:`.transformer_read`, logit margin ``gap``) on the seeded
+    softmax-attention head, :mod:`.transformer_read`, logit margin ``gap``, with LayerNorm
+    and constant channels +-``scale`` when ``layernorm``) on the seeded
     input u, against the primitive computed directly in the same precision (a row copy, u H,
     or a product of columns) and against the exact result from the rounded u (and H)."""
     task = prob.task
@@ -140,7 +142,9 @@ def trace_primitive(p: Any, prob: Any, op: str, family: str = "baseconv",
     if op == "read":
         i, j, a, b = task.i, task.j, task.a, task.b
         if family == "transformer":    # the problem's READ is causal: i < j
-            model = transformer_read.read(n, d, i, j, a, b, width=max(32, d + 3), gap=gap)
+            width = max(32, d + (6 if layernorm else 3))
+            model = transformer_read.read(n, d, i, j, a, b, width=width, gap=gap,
+                                          layernorm=layernorm, scale=scale)
         else:
             model = baseconv_primitives.read(n, d, i, j, a, b)
         rows = np.arange(n)
