@@ -8,6 +8,7 @@ one per construction, on ``layers.py``; ``precision run constructions``):
 |-------------------------------|------------------------|--------------------|
 | READ / AFFINE / MULTIPLY      | baseconv_primitives.py | 001 App. C.1       |
 | READ in one softmax head      | transformer_read.py    | 001 eq. 5 (here)   |
+| ... with LayerNorm (+-K)      | transformer_read.py    | 001 eq. 5 (here)   |
 | GD in a causal BaseConv       | baseconv_gd.py         | 001 App. C.2.2     |
 | preconditioned GD as LSA      | lsa_gd.py              | 003 eq. 2.8-2.10   |
 | Newton–Schulz step, 2 layers  | lsa_newton.py          | 000 Lemma 4.1      |
