@@ -319,7 +319,20 @@ def test_curvature_minibatch_scales_the_subset_to_the_batch() -> None:
     sub = lm._krylov_model(residuals(x, y), theta, 21, 0, [], None,
                            curvature=(residuals(*half), 2.0))
     top = float(whole.evals.max())
-    assert torch.allclose(sub.evals, whole.evals, rtol=1e-9, atol=1e-9 * top)
+
+    def distinct(evals: torch.Tensor) -> list[float]:
+        """The eigenvalues without repeats. J^T J of a Linear(6, 3) is three copies of one
+        7 x 7 block, so Lanczos from the gradient sees 7 values; whether rounding noise
+        carries it on into the copies (all 21) depends on the CPU's kernels."""
+        out: list[float] = []
+        for v in sorted(float(e) for e in evals):
+            if not out or v - out[-1] > 1e-9 * top:
+                out.append(v)
+        return out
+
+    assert len(distinct(whole.evals)) == len(distinct(sub.evals)) == 7
+    assert all(math.isclose(a, b, rel_tol=1e-9)
+               for a, b in zip(distinct(sub.evals), distinct(whole.evals), strict=True))
     assert torch.allclose(sub.step(1e-3 * top)[0], whole.step(1e-3 * top)[0], rtol=1e-7)
     unscaled = lm._krylov_model(residuals(x, y), theta, 21, 0, [], None,
                                 curvature=(residuals(*half), 1.0))
