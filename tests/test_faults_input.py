@@ -485,7 +485,10 @@ def test_the_pytest_helper_from_another_working_directory(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            str(project / "tests" / "test_mine.py")], cwd=elsewhere,
                           capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          # no third-party pytest plugins: one installed on the machine (e.g.
+                          # pytest-benchmark's .benchmarks) may write into the directory
+                          env={**os.environ, "PYTHONPATH": str(ROOT),
+                               "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "2 passed" in proc.stdout
     assert not list(elsewhere.iterdir())

@@ -68,14 +68,15 @@ def test_divergence_is_a_status_not_an_exception():
 
 def test_iterated_explicit_gradient_converges_to_the_gradient_error():
     """001 Sec. 5.1.2: the trained gradient model, iterated w <- w - eta model(...), converges
-    like GD until the model's own gradient error stops it (a 1-layer BaseConv without
-    residual can represent the k = 2 gradient exactly; this short LM budget gets ~1e-9)."""
+    like GD (a 1-layer BaseConv without residual can represent the k = 2 gradient exactly).
+    300 LM iterations reach it (1e-30 seen); 150 left the run on its slope, where the number
+    depends on the CPU's kernels (1e-9 on one machine, 1.5e-7 on another)."""
     cfg = job(task="explicit_gradient", task_options={"dim": 2, "n": 8, "k": 2}, width=8,
               iterate=40, precisions=["float64", "mp50"], test_size=4)
-    cfg["train"]["second_order_steps"] = 150
+    cfg["train"]["second_order_steps"] = 300
     out = {o.precision: o for o in run_trained(cfg).per_precision}
     grad_mse = out["mp50"].total
-    assert grad_mse < 1e-7
+    assert grad_mse < 1e-12
     for prec in ("float64", "mp50"):
         trace, floor = out[prec].iterate_trace, out[prec].floor
         assert len(trace) == 40 and out[prec].status == "ok"
