@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch import nn
 
 from precision.models.transformer import Transformer, TransformerConfig
 
@@ -55,7 +56,7 @@ def read(n: int, d: int, i: int, j: int, a: int = 0, b: int | None = None, *,
     """A 1-layer, 1-head causal Transformer computing READ(i, j, a, b) on (batch, N, D)
     inputs, output (batch, N, b - a); float64 weights. Without LayerNorm exactly (up to the
     leak); with it (every LN of the block and the final one, unit gain and zero bias) to
-    relative error ~(t^2 + |u|^2) / (2 scale^2) (module docstring).
+    relative error ~(t^2 + |u|^2) / (4 scale^2) (module docstring).
 
     ``width`` defaults to D + 3 (D + 6 with LayerNorm: the least that holds the
     construction); the grid's cells use 32 and 64 with D = 20. ``gap`` is the logit margin of
@@ -92,8 +93,11 @@ def read(n: int, d: int, i: int, j: int, a: int = 0, b: int | None = None, *,
         return row
 
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.fill_(1.0 if ".ln" in f".{name}" and name.endswith("weight") else 0.0)
+        for p in model.parameters():
+            p.zero_()
+        for m in model.modules():
+            if isinstance(m, nn.LayerNorm):   # unit gain, zero bias
+                m.weight.fill_(1.0)
         model.inp.weight[:d, :d] = torch.eye(d, dtype=torch.float64)
         model.pos[:, pos_t] = torch.arange(n, dtype=torch.float64)
         model.pos[i, pos_i] = 1.0
