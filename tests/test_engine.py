@@ -425,3 +425,48 @@ def test_float32_curvature_products_give_the_float64_krylov_model_to_float32_acc
     d_cheap, pred_cheap = cheap.step(1e-2 * top)
     assert float((d_cheap - d_exact).norm()) < 1e-4 * float(d_exact.norm())
     assert math.isclose(pred_cheap, pred_exact, rel_tol=1e-4)
+
+
+def test_krylov_stopping_rule_is_hessian_free_relative_progress() -> None:
+    """q_j - q_(j-w) < w tol q_j with w = max(10, j / 10): a model decrease that still
+    grows by 1% a direction does not stop the basis, one that has levelled off does; fewer
+    than w + 1 directions never stop it."""
+    from experiments.trained import levenberg_marquardt as lm
+
+    growing = [1.0 + 0.01 * j for j in range(60)]
+    levelled = [1.0 - 0.5 ** j for j in range(1, 40)]
+    assert not lm._krylov_converged(growing, 5e-4)
+    assert lm._krylov_converged(levelled, 5e-4)
+    assert not lm._krylov_converged(levelled[:10], 5e-4)
+    first = next(j for j in range(11, 40) if lm._krylov_converged(levelled[:j], 5e-4))
+    # 0.5^(j-10) (1 - 0.5^10) < 10 * 5e-4 (1 - 0.5^j) first holds at j = 18
+    assert first == 18
+
+
+def test_adaptive_krylov_basis_stops_where_the_model_decrease_has_converged() -> None:
+    """krylov_tol: on least squares with singular values 1 .. 1e-3 and a gradient that
+    weights the large ones (y = A theta*), the damped model's decrease is reached by a few
+    Lanczos directions; the adaptive basis stops there, well short of the cap k = 40, and
+    its step's predicted decrease is within 1% of the full basis's. With tol = 0 the basis
+    takes every one of the k products."""
+    from experiments.trained import levenberg_marquardt as lm
+
+    gen = torch.Generator().manual_seed(0)
+    M, P = 200, 60
+    U = torch.linalg.qr(torch.randn(M, P, generator=gen, dtype=torch.float64))[0]
+    V = torch.linalg.qr(torch.randn(P, P, generator=gen, dtype=torch.float64))[0]
+    A = U @ torch.diag(torch.logspace(0, -3, P, dtype=torch.float64)) @ V.T
+    y = A @ torch.randn(P, generator=gen, dtype=torch.float64)
+    theta = torch.zeros(P, dtype=torch.float64)
+
+    def res(th: torch.Tensor) -> torch.Tensor:
+        return A @ th - y
+
+    mu = 1e-3
+    full = lm._krylov_model(res, theta, 40, 0, [], None)
+    short = lm._krylov_model(res, theta, 40, 0, [], None, tol=5e-4, damping=mu)
+    assert full.evals.numel() == 40
+    assert 10 < short.evals.numel() < 30
+    pred_full, pred_short = full.step(mu)[1], short.step(mu)[1]
+    assert pred_short <= pred_full * (1 + 1e-9)
+    assert pred_short > 0.99 * pred_full

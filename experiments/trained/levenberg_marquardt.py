@@ -285,12 +285,43 @@ def _kfac_blocks(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tenso
     return blocks
 
 
+def _model_decrease(proj: torch.Tensor, gnorm: float, damping: float | None) -> float:
+    """The decrease b^T z - z^T T z / 2, z = (T + mu I)^-1 b, of the damped model on a
+    Lanczos basis: T (j, j) its projected curvature (the upper triangle filled), b = |g| e_1.
+    mu = ``damping`` (None: the largest eigenvalue of T / 1e3)."""
+    t = torch.triu(proj) + torch.triu(proj, 1).T
+    evals, Q = torch.linalg.eigh(t)
+    evals = evals.clamp(min=0.0)
+    mu = damping if damping is not None else 1e-3 * float(evals.max())
+    b = gnorm * Q[0]
+    z = b / (evals + max(mu, 1e-300))
+    return float(b.dot(z) - 0.5 * (z * evals).dot(z))
+
+
+def _krylov_converged(decrease: list[float], tol: float) -> bool:
+    """Hessian-free's relative-progress test on the model decreases q_1..q_j: with
+    w = max(10, j / 10), True when q_j - q_(j-w) < w tol q_j."""
+    j = len(decrease)
+    w = max(10, j // 10)
+    if j <= w or decrease[-1] <= 0.0:
+        return False
+    return decrease[-1] - decrease[-1 - w] < w * tol * decrease[-1]
+
+
 def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor, k: int,
                   probes: int, memory: list[torch.Tensor], deadline: float | None,
                   linears: list[tuple[nn.Linear, slice, slice | None]] | None = None,
                   curvature: tuple[Callable[[torch.Tensor], torch.Tensor], float] | None = None,
-                  low: Callable[[torch.Tensor], torch.Tensor] | None = None) -> _Model2:
-    """Lanczos on S J^T J S started from S J^T r, k matrix-free products.
+                  low: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                  tol: float = 0.0, damping: float | None = None) -> _Model2:
+    """Lanczos on S J^T J S started from S J^T r, at most k matrix-free products.
+
+    ``tol`` > 0: the basis stops growing earlier, when the last directions no longer add to
+    the step's predicted decrease q_j (Hessian-free's CG stopping rule, Martens 2010 Sec. 4.4,
+    on the Lanczos model): after j products, with w = max(10, j / 10), stop when
+    q_j - q_(j-w) < w tol q_j. q_j is the decrease of the damped model on the first j
+    directions for the damping ``damping`` (None: ``lam_max / 1e3``, lam_max the largest
+    curvature found so far). 0: always k products.
 
     ``curvature`` = (res_c, c): the products, the K-FAC factors and the probes use the
     residuals ``res_c`` of a subset of the batch, J^T J ~ c J_c^T J_c with c = batch / subset
@@ -330,15 +361,21 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
     gnorm = float(gs.norm())
     basis = [gs / gnorm]
     images: list[torch.Tensor] = []              # S J^T J S applied to each basis vector
+    proj = torch.zeros(k, k, dtype=theta.dtype, device=theta.device)   # V^T S J^T J S V
+    decrease: list[float] = []                   # q_j of the stopping rule
     for j in range(k):
         w = sc(jtj(sc(basis[j])))
         images.append(w)
         Vm = torch.stack(basis, dim=1)
+        if tol > 0.0:
+            proj[: j + 1, j] = Vm.T @ w
+            decrease.append(_model_decrease(proj[: j + 1, : j + 1], gnorm, damping))
         for _ in range(2):                       # full reorthogonalisation, twice
             w = w - Vm @ (Vm.T @ w)
         beta = float(w.norm())
         if j == k - 1 or beta <= 1e-12 * float(images[0].norm()) or (
-                deadline is not None and time.perf_counter() > deadline):
+                deadline is not None and time.perf_counter() > deadline) or (
+                tol > 0.0 and _krylov_converged(decrease, tol)):
             break
         basis.append(w / beta)
     basis = basis[:len(images)]
@@ -508,8 +545,10 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
                         ) -> torch.Tensor:
                     weights = {**buffers32, **flat.as_dict(th.to(torch.float32))}
                     return (functional_call(wrapper, weights, (x,)) - y).flatten()
+            # the stopping rule's damping: the smallest this iteration tries
             q = _krylov_model(res, theta, cfg.krylov_dim, cfg.diag_probes, memory, deadline,
-                              linears, curvature, low)
+                              linears, curvature, low, cfg.krylov_tol,
+                              None if mu is None else mu * 10.0 ** -cfg.lm_scan)
         top = max(q.top(), 1e-300)
         if mu is None:
             mu = cfg.lm_damping * top

@@ -93,6 +93,9 @@ class TrainConfig:
     # --- second-order phase (experiments.trained.levenberg_marquardt) ---
     lm_refresh: int = _setting(10, count(None), suite=False)   # LM iterations per fixed batch
     krylov_dim: int = _setting(80, count(None), suite=False)   # Lanczos basis (matrix-free)
+    # > 0: the Lanczos basis stops before krylov_dim when its last directions add less than
+    # this (relative, per direction) to the step's predicted decrease (Hessian-free's rule)
+    krylov_tol: float = _setting(0.0, Param(None, lo=0.0, hi=1.0), suite=False)
     # explicit J and eigh(J^T J) when P <= dense_max_params and M * P <= dense_max_entries
     dense_max_params: int = _setting(2500, count(None, lo=0), suite=False)
     dense_max_entries: int = _setting(20_000_000, count(None, lo=0, hi=2**62), suite=False)
