@@ -251,14 +251,18 @@ def test_the_floor_setting_measures_on_a_cadence_its_iteration_cap_does_not_set(
     prims = load_suite("primitives", profile="floor").runs
     cfg = prims[0].spec.train
     assert cfg.validation_every == 3 and cfg.second_order_steps >= 1000
-    # Training: measurements at every validation_every-th iteration after Adam, then the end.
-    every = replace(ENGINE, steps=20, second_order_steps=9, validation_every=4)
+    # Training: measurements at every validation_every-th iteration after Adam, then the end,
+    # whatever the Adam phase's own cadence (here every 5 steps: 20 steps, 4 points), which
+    # once applied on top of it (one measurement in lcm(4, 5) = 20 iterations: none here).
+    every = replace(ENGINE, steps=20, second_order_steps=9, validation_every=4,
+                    validation_points=4)
     _, model, task = _read_job(every)
     res = train(model, task.sample, lambda m, x: task.select(m(x)), every)
     assert res.status == "ok", res.message
     engine_steps = [step for step, _ in res.val_curve if step > 20]
     assert engine_steps[:2] == [24, 28] and engine_steps[-1] == res.steps
     assert all(s % 4 == 0 for s in engine_steps[:-1])
+    assert [step for step, _ in res.val_curve if step <= 20] == [5, 10, 15, 20]
 
 
 def test_a_setting_added_later_keeps_older_records_ids() -> None:

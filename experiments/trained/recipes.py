@@ -472,9 +472,12 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
 
     def after_lm_step(step: int, loss: float, sync: Callable[[], None]) -> bool:
         curve.add(step, loss)
+        # the phase's own cadence only (after_step's Adam cadence on top of it kept one
+        # measurement in lcm(second_every, every) iterations: 1 in 30 in the floor profiles)
         if val is not None and (step - val.second_from) % val.second_every == 0:
             sync()
-            if val.after_step(step):
+            val.measure(step)
+            if val.stop:
                 return True
         pause = checkpoint is not None and checkpoint.pause_due()
         if pause or (checkpoint is not None and checkpoint.save_due()):
