@@ -361,7 +361,8 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
     gnorm = float(gs.norm())
     basis = [gs / gnorm]
     images: list[torch.Tensor] = []              # S J^T J S applied to each basis vector
-    proj = torch.zeros(k, k, dtype=theta.dtype, device=theta.device)   # V^T S J^T J S V
+    proj = torch.zeros(k if tol > 0.0 else 0, k if tol > 0.0 else 0,   # V^T S J^T J S V,
+                       dtype=theta.dtype, device=theta.device)        # for the rule only
     decrease: list[float] = []                   # q_j of the stopping rule
     for j in range(k):
         w = sc(jtj(sc(basis[j])))
