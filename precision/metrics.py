@@ -405,6 +405,7 @@ def detect_floor(
     log10_trace: Sequence[float] | None = None,
     tol_decades: float = 0.5,
     tail_fraction: float = 0.2,
+    min_tail: int = 3,
     window: int | None = None,
 ) -> Floor:
     """Plateau level, the step where it starts, and the convergence kind, rate and order.
@@ -417,7 +418,8 @@ def detect_floor(
     Steps:
 
     1. **Diverged**: any NaN / +inf, or a last value more than 2 decades above the first.
-    2. **Tail**: the last ``tail_fraction`` of the trace (at least 3 points when available).
+    2. **Tail**: the last ``tail_fraction`` of the trace (at least ``min_tail`` points when
+       available; a caller whose traces are short raises it so that the steady test applies).
        If it is still falling (:func:`_still_falling`: its least-squares line drops more than
        ``tol_decades``, or its block means fall steadily), the floor is **not reached**:
        level = last value, index = last index.
@@ -461,7 +463,7 @@ def detect_floor(
     if bad is not None:
         return Floor(math.nan, math.nan, bad, False, "diverged", None, None)
 
-    tail_n = min(n, max(3, math.ceil(tail_fraction * n)))
+    tail_n = min(n, max(min_tail, 3, math.ceil(tail_fraction * n)))
     tail = x[-tail_n:]
 
     if _still_falling(tail, tol):

@@ -5,7 +5,7 @@ import torch
 from conftest import tiny_affine_suite
 from torch import nn
 
-from experiments.trained.recipes import TrainConfig, train
+from experiments.trained.recipes import TrainConfig, Validation, train
 from precision_cli.main import main
 from reports.model_table import limit_label, model_tables
 from results.store import Store
@@ -40,6 +40,25 @@ def test_until_floor_stops_at_the_validation_plateau():
     assert early.stop_reason == "floor" and early.converged is True
     assert early.steps < 6000
     assert early.val_curve[-1][1] < 1e-12            # float32 weights: the rounding floor
+
+
+def test_a_curve_that_falls_a_little_every_measurement_is_not_a_plateau():
+    """The held-out curve (log10) of an engine run on AFFINE (Transformer without LayerNorm,
+    depth 1, width 32), measured every 3 iterations: it falls 0.05-0.1 decades a point, and
+    the plateau test, judging only the last fifth (4 points) of a 20-point window, called it
+    flat and the cell stopped at 10^-6.0 where it goes on falling. Its last half falls
+    steadily. The flat end of a MULTIPLY run (the same model, depth 2) is a plateau."""
+    falling = [-1.82, -2.84, -3.29, -3.69, -4.04, -4.31, -4.53, -4.73, -4.89, -5.03, -5.19,
+               -5.31, -5.43, -5.52, -5.60, -5.68, -5.74, -5.83, -5.89, -5.94, -6.02]
+    flat = [-2.89, -2.92, -2.95, -2.99, -3.02, -3.06, -3.08, -3.09, -3.10, -3.10, -3.09,
+            -3.09, -3.10, -3.10, -3.10, -3.10, -3.10, -3.10, -3.10, -3.10, -3.10]
+    cfg = TrainConfig(recipe="constant", steps=60, batch_size=8, until="floor")
+    val = Validation(nn.Linear(2, 1, bias=False).double(), _linear_task,
+                     lambda m, x: m(x), cfg, 60)
+    val.curve = [(3 * k, 10.0**v) for k, v in enumerate(falling)]
+    assert val.plateaued() is False
+    val.curve = [(3 * k, 10.0**v) for k, v in enumerate(flat)]
+    assert val.plateaued() is True
 
 
 def test_validation_set_does_not_change_training():

@@ -97,6 +97,11 @@ class Validation:
 
     #: Minimum measurements before the curve can be called a plateau (``until = "floor"``).
     MIN_POINTS = 20
+    #: The plateau test judges at least the last half of those (the floor detector's tail is
+    #: a fifth of the curve: 4 of 20 points, too few for its steady-fall test, which needs 6
+    #: blocks, so a curve falling 0.05-0.1 decades every point passed as flat: the engine's
+    #: AFFINE cells stopped at 10^-6.1 and 10^-5.8 while still falling that way).
+    MIN_TAIL = MIN_POINTS // 2
 
     def __init__(self, model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                  total_steps: int) -> None:
@@ -157,7 +162,7 @@ class Validation:
         if len(logs) < 4:
             return None
         return detect_floor([10.0**v if v > -300 else 0.0 for v in logs],
-                            log10_trace=logs).reached
+                            log10_trace=logs, min_tail=self.MIN_TAIL).reached
 
 
 #: Offset of the validation set's seed from the training seed.
@@ -530,7 +535,9 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
         if val.best is not None and val.best[1] != done:   # keep_best: end on the best weights
             _copy_weights(model, val.best[2])
             val.curve[-1] = (done, val.best[0])   # the curve ends at the final model
-        converged = val.plateaued()
+        # a run stopped at a floor passed this test on the curve since its last refused
+        # plateau (and the check): judging the whole curve again could disagree with it
+        converged = True if stop == "floor" else val.plateaued()
     model.to(device="cpu", dtype=torch.float64)
     points, times = curve.finish()
     result = TrainResult(curve=points, curve_times=times, steps=done, status=status,
