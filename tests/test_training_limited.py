@@ -59,6 +59,12 @@ def test_a_curve_that_falls_a_little_every_measurement_is_not_a_plateau():
     assert val.plateaued() is False
     val.curve = [(3 * k, 10.0**v) for k, v in enumerate(flat)]
     assert val.plateaued() is True
+    # the same engine curve 16 points later: 0.36 decades in its last 10, one tie among them
+    slower = [-5.52, -5.60, -5.68, -5.74, -5.83, -5.89, -5.94, -6.02, -6.07, -6.13, -6.18,
+              -6.24, -6.26, -6.31, -6.36, -6.41, -6.45, -6.49, -6.51, -6.54, -6.55, -6.59,
+              -6.63, -6.63]
+    val.curve = [(3 * k, 10.0**v) for k, v in enumerate(slower)]
+    assert val.plateaued() is False
 
 
 def test_validation_set_does_not_change_training():

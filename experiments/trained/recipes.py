@@ -102,6 +102,10 @@ class Validation:
     #: blocks, so a curve falling 0.05-0.1 decades every point passed as flat: the engine's
     #: AFFINE cells stopped at 10^-6.1 and 10^-5.8 while still falling that way).
     MIN_TAIL = MIN_POINTS // 2
+    #: ... and calls it flat when it falls less than this many decades across that tail (the
+    #: detector's default 0.5 let an AFFINE curve falling 0.36 decades in 10 points, one tie
+    #: among them, stop at 10^-6.7; 0.1 over 30 engine iterations is a decade per 300).
+    PLATEAU_DECADES = 0.1
 
     def __init__(self, model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                  total_steps: int) -> None:
@@ -162,7 +166,8 @@ class Validation:
         if len(logs) < 4:
             return None
         return detect_floor([10.0**v if v > -300 else 0.0 for v in logs],
-                            log10_trace=logs, min_tail=self.MIN_TAIL).reached
+                            log10_trace=logs, min_tail=self.MIN_TAIL,
+                            tol_decades=self.PLATEAU_DECADES).reached
 
 
 #: Offset of the validation set's seed from the training seed.
