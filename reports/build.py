@@ -80,8 +80,10 @@ def _claims_pivots(rows: list[dict], suites: list[str]) -> tuple[Pivot, Pivot]:
                   "a verdict only from runs whose convergence check passed)",
                   frame[~missing].drop(columns="to measure")),
             Pivot("claims-not-measured", "Published claims about these suites that the store "
-                  "does not measure yet, and the command that measures each", frame[missing][
-                      ["what", "published", "to measure"]]))
+                  "does not measure yet: what its runs show so far (why no verdict) and the "
+                  "command that measures each", frame[missing][
+                      ["what", "published", "measured (paper recipe)", "measured (engine)",
+                       "to measure"]]))
 
 
 def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Report:

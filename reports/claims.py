@@ -49,6 +49,10 @@ RELATIVE_KEYS = {"subject", "task", "config", "pair_on", "compare"}
 #: How a ``relative_to`` check compares a run with its partner: the ratio of the metrics, or
 #: their difference (for log10 metrics: orders of magnitude).
 COMPARES = ("ratio", "difference")
+#: A trained run whose rounding part (log10 MSE of the precision against the mp100 model) is
+#: at least this many decades above its approximation part (log10 MSE of the mp100 model
+#: against the truth) is at its floor in that precision whatever its convergence check said.
+ROUNDING_MARGIN = 1.0
 
 
 class ClaimsError(ValueError):
@@ -190,6 +194,19 @@ def _ratios(rows: list[dict[str, Any]], chosen: list[dict[str, Any]], check: dic
     return out, missing
 
 
+def rounding_limited(row: dict[str, Any]) -> bool:
+    """The run's error in its precision is the precision's own rounding, not the weights:
+    the decomposition total = approximation + rounding (001 Sec. 2) has its rounding part at
+    least :data:`ROUNDING_MARGIN` decades above the approximation part. Training lowers only
+    the approximation part, so a run stopped while still training (a ``T`` label) already
+    measures this precision's floor of these weights, and a claim about this precision may
+    use it."""
+    res = TrainedResult.from_json(row.get("result"))
+    return (res.rounding is not None and res.approximation is not None
+            and math.isfinite(res.rounding) and math.isfinite(res.approximation)
+            and res.rounding >= res.approximation + ROUNDING_MARGIN)
+
+
 def _count(runs: list[dict[str, Any]], what: str) -> str:
     return f"{len(runs)} run{'s' if len(runs) > 1 else ''} {what}"
 
@@ -207,7 +224,8 @@ def check_claims(rows: list[dict[str, Any]], suites: list[str] | None = None) ->
     Every selected run counts, whatever its status: a **diverged** run makes the claim *not
     hold* (the error grew instead of reaching a floor); a **failed** run, a floor that was
     **not reached** (the trace was still falling when the iterations ran out), a trained run
-    whose convergence check did not pass (training-limited), or a ``relative_to`` run
+    whose convergence check did not pass (training-limited; except one whose error in its
+    precision is that precision's rounding, :func:`rounding_limited`), or a ``relative_to`` run
     **without a partner** leave the verdict *not measured* unless another run already
     refutes the claim, and the measured column says which and how many.
 
@@ -262,8 +280,10 @@ def _verdict(check: dict[str, Any], selected: list[dict[str, Any]], rows: list[d
     ok_runs = [r for r in selected if r.get("status") == "ok"
                and metric_value(r, metric) is not None]
     unreached = [r for r in ok_runs if metric == "floor_log10" and not floor_reached(r)]
-    budget_cut = [r for r in ok_runs if r not in unreached and r.get("kind") == "trained"
-                  and TrainedResult.from_json(r.get("result")).train_converged is False]
+    limited = [r for r in ok_runs if r not in unreached and r.get("kind") == "trained"
+               and TrainedResult.from_json(r.get("result")).train_converged is False]
+    at_rounding = [r for r in limited if rounding_limited(r)]
+    budget_cut = [r for r in limited if r not in at_rounding]
     chosen = [r for r in ok_runs if r not in unreached and r not in budget_cut]
     notes = []
     if diverged:
@@ -273,6 +293,9 @@ def _verdict(check: dict[str, Any], selected: list[dict[str, Any]], rows: list[d
         notes.append(_count(failed, "failed") + (f" ({reason[0]})" if reason else ""))
     if unreached:
         notes.append(_count(unreached, "still falling (no floor reached)"))
+    if at_rounding:
+        notes.append(_count(at_rounding, "training-limited but at its precision's rounding "
+                            "floor (counted)"))
     if budget_cut:
         notes.append(_count(budget_cut, "training-limited (convergence check not passed)"))
     ratios, missing = None, []

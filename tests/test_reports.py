@@ -123,6 +123,31 @@ def test_trained_claims_have_a_paper_recipe_and_an_engine_verdict():
         c["id"] for c in load_claims() if c.get("check", {}).get("suite") == "solvers"}
 
 
+def test_a_training_limited_run_at_its_precisions_rounding_floor_gives_a_verdict():
+    """A T run whose float32 error is float32's rounding (the weights' own error is 5
+    decades lower) cannot gain from more training in float32: BaseConv MULTIPLY at 4.6e-14
+    refutes "~1e-9, not machine precision". The same run with the rounding part below the
+    approximation part (or without a decomposition) leaves the verdict open."""
+
+    def run(approximation, rounding, log10):
+        return {"suite": "primitives", "kind": "trained", "subject": "baseconv",
+                "task": "multiply", "precision": "float32", "status": "ok",
+                "log10_mse": log10, "config": {"depth": 1, "train": {"recipe": "engine"}},
+                "result": {"train_converged": False, "decomposition": {
+                    "approximation": approximation, "rounding": rounding}}}
+
+    def engine(rows):
+        c = next(c for c in check_claims(rows, ["primitives"]) if c.id == "001-bc-multiply")
+        return c.engine_verdict, c.engine_measured
+
+    verdict, measured = engine([run(-18.57, -13.33, -13.33)])
+    assert verdict == "does not hold" and "rounding floor (counted)" in measured
+    assert "4.7e-14" in measured or "4.6e-14" in measured
+    assert engine([run(-13.0, -13.33, -13.0)])[0] == "not measured"   # 0.33 decades apart
+    assert engine([run(-9.0, -13.0, -9.0)])[0] == "not measured"      # weights dominate
+    assert engine([run(None, None, -13.0)])[0] == "not measured"
+
+
 def test_claim_that_does_not_hold():
     row = {"suite": "solvers", "kind": "solver", "subject": "gd", "task": "ls_gauss",
            "precision": "float32", "status": "ok", "floor_log10": -9.0}
