@@ -238,7 +238,7 @@ def load_published(text: str | None = None) -> dict[int, Published]:
 PAPER_COLUMNS = ["run_id", "suite", "kind", "subject", "task", "precision", "status",
                  "log10_mse", "floor_log10", "floor_index", "job_task", "family", "k", "dim",
                  "n", "depth", "width", "layernorm", "heads", "mlp_factor", "recipe",
-                 "train_steps", "seed"]
+                 "train_steps", "seed", "limited"]
 
 
 def _option(cfg: dict[str, Any], table: str, key: str) -> Any:
@@ -252,7 +252,8 @@ def paper_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     group by, read from each run's config (``job_task`` the task's own name, e.g.
     ``ls_feature`` for the label ``ls_feature_k1``; ``k``, ``dim``, ``n`` its options;
     ``layernorm``, ``heads``, ``mlp_factor`` the model's; ``recipe`` and ``train_steps`` the
-    training's; ``seed`` the job's or the problem's)."""
+    training's; ``seed`` the job's or the problem's; ``limited``: a trained run whose
+    convergence check did not pass, labelled ``T``)."""
     frame = runs_frame(rows)
     if frame.empty:
         return pd.DataFrame(columns=PAPER_COLUMNS)
@@ -268,7 +269,9 @@ def paper_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
         mlp_factor=[_option(c, "model_options", "mlp_factor") for c in cfgs],
         recipe=[_option(c, "train", "recipe") for c in cfgs],
         train_steps=[_option(c, "train", "steps") for c in cfgs],
-        seed=[c.get("seed", _option(c, "problem", "seed")) for c in cfgs])
+        seed=[c.get("seed", _option(c, "problem", "seed")) for c in cfgs],
+        limited=[isinstance(r, dict) and r.get("train_converged") is False
+                 for r in frame["result"]])
     return frame[PAPER_COLUMNS].reset_index(drop=True)
 
 
@@ -306,6 +309,14 @@ def _median_by(runs: pd.DataFrame, by: str, metric: str = "log10_mse") -> list[t
     vals = vals[np.isfinite(vals[metric].astype(float))]
     med = vals.groupby(by)[metric].median()
     return [(float(x), float(y)) for x, y in med.items()]
+
+
+def _limited_by(runs: pd.DataFrame, by: str, metric: str = "log10_mse") -> tuple[float, ...]:
+    """The x values of :func:`_median_by` where a run is training-limited (``T``): the
+    point may still fall with more training."""
+    vals = runs[[by, metric, "limited"]].dropna(subset=[by, metric])
+    vals = vals[np.isfinite(vals[metric].astype(float)) & vals["limited"].astype(bool)]
+    return tuple(sorted({float(x) for x in vals[by]}))
 
 
 def _trace(series: SeriesSource, run_ids: list[str], name: str, first: int = 0
@@ -389,6 +400,7 @@ class Line:
     style: str = "-"
     marker: str | None = "o"
     group: str = ""
+    limited: tuple[float, ...] = ()   # x values of training-limited points (drawn open)
 
 
 @dataclass
@@ -552,6 +564,7 @@ def _draw(title: str, ylabel: str, panels: list[Panel], published: Published, pa
                              sharey=True)
     row = list(axes[0])
     ours: dict[str, Any] = {}
+    limited = False
     for panel, ax in zip(panels, row, strict=True):
         for line in panel.lines:
             if not line.points:
@@ -562,6 +575,12 @@ def _draw(title: str, ylabel: str, panels: list[Panel], published: Published, pa
             ours.setdefault(line.label, Line2D([], [], color=line.colour, ls=line.style,
                                                marker=line.marker, ms=5, lw=1.5,
                                                label=label(line.label, 70)))
+            open_pts = [(x, y) for x, y in line.points if x in line.limited]
+            if open_pts:
+                ax.plot(*zip(*open_pts, strict=True), ls="none", marker=line.marker or "o",
+                        color=line.colour, ms=5, markerfacecolor="white",
+                        markeredgecolor=line.colour, markeredgewidth=1.3, zorder=3.5)
+                limited = True
         if panel.shade:
             lo, hi, text = panel.shade
             ax.axvspan(lo, hi, color="0.93", zorder=0)
@@ -577,6 +596,10 @@ def _draw(title: str, ylabel: str, panels: list[Panel], published: Published, pa
         ax.set_title(label(panel.title, 45), fontsize=10)
         ax.grid(alpha=0.3)
     handles = [Line2D([], [], ls="none", label="this store, colour:"), *ours.values()]
+    if limited:
+        handles.append(Line2D([], [], ls="none", marker="o", ms=5, markerfacecolor="white",
+                              markeredgecolor="0.3", label="open: training-limited (T), "
+                              "still falling when training stopped"))
     marks = _draw_marks(panels, row, published.marks)
     wide = len(panels) >= 3       # two legend columns: ours left, 001's right
     if wide:
@@ -653,7 +676,8 @@ def figure_1(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
         y = float(g["log10_mse"].median())
         text = _variant_label(v, g, ln=False).replace("transformer", "Transformer")
         lines.append(Line("transformer", f"{text}, depth {v['depth']:g} (mean over N = "
-                          f"{d}..{n})", [(d, y), (n, y)], _COLOURS[i % 10], marker="|"))
+                          f"{d}..{n})", [(d, y), (n, y)], _COLOURS[i % 10], marker="|",
+                          limited=(float(d), float(n)) if g["limited"].any() else ()))
     ols, ols_prec = _in_precision(ols)
     if not ols.empty:
         name = next(s for s in ("ols_qr", "ols_svd", "ols_normal") if s in set(ols["subject"]))
@@ -689,7 +713,8 @@ def figure_2(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
         top = max(top, 2.0 ** math.ceil(math.log2(max(1.0, 1.5 * floors.max())))
                   if not floors.empty else top)
     lines = [Line("transformer", _variant_label(v, g).replace("transformer", "Transformer")
-                  + " (median over seeds)", _median_by(g, "depth"), _COLOURS[i % 10])
+                  + " (median over seeds)", _median_by(g, "depth"), _COLOURS[i % 10],
+                  limited=_limited_by(g, "depth"))
              for i, (v, g) in enumerate(_variants(models))]
     trace = [(x, y) for x, y in _trace(series, list(gd["run_id"]), "log10_mse", first=1)
              if x <= top]
@@ -712,7 +737,8 @@ def _primitive_lines(runs: pd.DataFrame, task: str) -> list[Line]:
         lines.append(Line(f"{v['family']}, {v['ln']}", _variant_label(v, g),
                           _median_by(g, "depth"), _COLOURS[i % 10],
                           style="-" if v["ln"] == "no LN" else "--",
-                          marker="o" if v["family"] == "transformer" else "s"))
+                          marker="o" if v["family"] == "transformer" else "s",
+                          limited=_limited_by(g, "depth")))
     return lines
 
 
@@ -769,7 +795,7 @@ def figure_4(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
             g = pd.concat([_longest(h) for _, h in g.groupby(column)])
             text = _variant_label(v, g.iloc[:0] if column == "width" else g)
             lines.append(Line(f"transformer, {v['ln']}", text, _median_by(g, column),
-                              _COLOURS[i % 10]))
+                              _COLOURS[i % 10], limited=_limited_by(g, column)))
         ticks = sorted(float(v) for v in held[column].dropna().unique())
         panels.append(Panel(name, name, xlabel, lines,
                             xlog=2 if column == "width" else None, xticks=ticks))
@@ -792,7 +818,8 @@ def figure_6(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
                           _median_by(g, "depth"), _COLOURS[k % 10],
                           style="-" if v["family"] == "transformer" else "--",
                           marker="o" if v["recipe"] == "paper" else "s",
-                          group=f"{v['family']}, {v['ln']}, {v['recipe']}"))
+                          group=f"{v['family']}, {v['ln']}, {v['recipe']}",
+                          limited=_limited_by(g, "depth")))
     panel = Panel("", "features of the first k GD-construction layers", "depth (layers)",
                   lines)
     return _draw(published.title, _ylabel(prec), [panel], published, path)
@@ -817,7 +844,8 @@ def figure_7(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
         text = (f"{v['subject']} ({_variant_label(v, g)}; D = {_first(g, 'dim', 5):g}, "
                 f"N = {_first(g, 'n', 20):g})")
         left.append(Line(str(v["family"]), f"{text}: gradient", _median_by(g, "depth"),
-                         _COLOURS[i % 10], group=str(v["recipe"])))
+                         _COLOURS[i % 10], group=str(v["recipe"]),
+                         limited=_limited_by(g, "depth")))
         deepest = g[g["depth"] == g["depth"].max()]
         right.append(Line(str(v["family"]), f"{text}: iterated, depth "
                           f"{deepest['depth'].iloc[0]:g}",
@@ -863,7 +891,8 @@ def figure_9(runs: pd.DataFrame, series: SeriesSource, published: Published, pat
         text = _variant_label(v, g, ln=False)
         if g["train_steps"].nunique() >= 2:
             lines.append(Line(str(v["family"]), f"{text}: final test MSE per training length",
-                              _median_by(g, "train_steps"), colour, group=str(v["recipe"])))
+                              _median_by(g, "train_steps"), colour, group=str(v["recipe"]),
+                              limited=_limited_by(g, "train_steps")))
         else:
             pts = [(x, y) for x, y in _trace(series, list(g["run_id"]), "val_log10_mse")
                    if x > 0]
@@ -886,7 +915,8 @@ def figure_10(runs: pd.DataFrame, series: SeriesSource, published: Published, pa
     lines = [Line(str(v["family"]), f"{_variant_label(v, g)} (learned)",
                   _median_by(g, "depth"), _COLOURS[i % 10],
                   style="-" if v["family"] == "transformer" else "--",
-                  marker="o" if v["family"] == "transformer" else "s", group=str(v["recipe"]))
+                  marker="o" if v["family"] == "transformer" else "s", group=str(v["recipe"]),
+                  limited=_limited_by(g, "depth"))
              for i, (v, g) in enumerate(_variants(models))]
     panel = Panel("", "fixed N, fully determined", "depth (layers)", lines, xlog=2)
     return _draw(published.title, _ylabel(prec), [panel], published, path)

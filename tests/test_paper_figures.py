@@ -305,6 +305,27 @@ def test_a_line_never_mixes_recipes_or_widths(rows, series, drawn, tmp_path):
     assert engine == [[(2, -9.0), (4, -11.0)]]     # width 64 alone, not a median with 32
 
 
+def test_a_training_limited_point_is_drawn_open_and_named_in_the_legend(rows, series, drawn,
+                                                                       tmp_path):
+    """A run labelled T (its convergence check did not pass) may still fall: its point is
+    an open marker on its line, and the legend says what an open marker means."""
+    pf.figure_3(pf.paper_runs(rows), series, pf.load_published()[3], tmp_path / "f.png")
+    assert not any("training-limited" in t for t in _legend(drawn[-1]))
+    runs = pf.paper_runs(rows)
+    chosen = runs[(runs["job_task"] == "read") & (runs["family"] == "transformer")
+                  & (runs["depth"] == 2)]["run_id"]
+    assert len(chosen) > 0
+    limited = [{**r, "result": {"train_converged": False}} if r["run_id"] in set(chosen)
+               else r for r in rows]
+    pf.figure_3(pf.paper_runs(limited), series, pf.load_published()[3], tmp_path / "f.png")
+    assert any("training-limited (T)" in t for t in _legend(drawn[-1]))
+    read = [a for a in drawn[-1].axes if a.axison][0]
+    open_points = [(float(x), float(y)) for line in read.get_lines()
+                   if line.get_markerfacecolor() == "white"
+                   for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)]
+    assert open_points and {x for x, _ in open_points} == {2.0}
+
+
 def test_figure_4_draws_each_axis_the_store_varies(rows, series, drawn, tmp_path):
     pf.figure_4(pf.paper_runs(rows), series, pf.load_published()[4], tmp_path / "f.png")
     titles = [ax.get_title() for ax in drawn[-1].axes if ax.axison]
