@@ -256,9 +256,20 @@ def check_claims(rows: list[dict[str, Any]], suites: list[str] | None = None) ->
             paper["measured"] = f"needs the paper budget (>= {steps} Adam steps)"
             paper["command"] += f" ({paper['measured']})"
         engine = _verdict(check, [r for r in selected if _second_order(r)], rows, 0)
+        if engine["verdict"] == "not measured" and engine["measured"] == "-":
+            engine["measured"] = f"no engine run of {_selection_text(check)}"
         out.append(ClaimRow(**base, **paper, engine_measured=engine["measured"],
                             engine_verdict=engine["verdict"]))
     return out
+
+
+def _selection_text(check: dict[str, Any]) -> str:
+    """What a check selects, in words: ``transformer on multiply, depth 8, float32``."""
+    words = (f"{' / '.join(map(str, _as_list(check.get('subject', 'any model'))))} on "
+             f"{' / '.join(map(str, _as_list(check.get('task', 'any task'))))}")
+    extra = [f"{k.split('.')[-1]} {v}" for k, v in (check.get("config") or {}).items()]
+    extra += [" / ".join(map(str, _as_list(check["precision"])))] if "precision" in check else []
+    return ", ".join([words, *extra])
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -118,6 +118,8 @@ def test_trained_claims_have_a_paper_recipe_and_an_engine_verdict():
     assert (c.verdict, c.engine_verdict) == ("holds", "does not hold")
     c = claim([run("engine", 200, -9.0, converged=False)])
     assert c.engine_verdict == "not measured" and "convergence check" in c.engine_measured
+    c = claim([run("paper", 200_000, -9.5)])     # the engine column names what it needs
+    assert c.engine_measured == "no engine run of transformer on read / affine, depth 2, float32"
     assert all(c.engine_verdict == "-" for c in check_claims([], ["solvers"]))
     assert {c.id for c in check_claims([], ["solvers"])} == {
         c["id"] for c in load_claims() if c.get("check", {}).get("suite") == "solvers"}
