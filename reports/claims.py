@@ -254,7 +254,6 @@ def check_claims(rows: list[dict[str, Any]], suites: list[str] | None = None) ->
         paper = _verdict(check, [r for r in selected if not _second_order(r)], rows, steps)
         if paper["verdict"] == "not measured" and paper["measured"] == "-" and steps:
             paper["measured"] = f"needs the paper budget (>= {steps} Adam steps)"
-            paper["command"] += f" ({paper['measured']})"
         engine = _verdict(check, [r for r in selected if _second_order(r)], rows, 0)
         if engine["verdict"] == "not measured" and engine["measured"] == "-":
             engine["measured"] = f"no engine run of {_selection_text(check)}"

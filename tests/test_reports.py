@@ -113,7 +113,7 @@ def test_trained_claims_have_a_paper_recipe_and_an_engine_verdict():
 
     c = claim([run("engine", 200, -9.0)])
     assert (c.verdict, c.engine_verdict) == ("not measured", "holds")
-    assert "paper budget" in c.command and "MSE" in c.engine_measured
+    assert "paper budget" in c.measured and "MSE" in c.engine_measured
     c = claim([run("engine", 200, -6.0), run("paper", 200_000, -9.5)])
     assert (c.verdict, c.engine_verdict) == ("holds", "does not hold")
     c = claim([run("engine", 200, -9.0, converged=False)])
