@@ -325,10 +325,27 @@ def _verdict(check: dict[str, Any], selected: list[dict[str, Any]], rows: list[d
     if diverged:
         ok = False
     inconclusive = bool(failed or unreached or budget_cut or (ratios is not None and missing))
+    if not ok and not diverged and check.get("aggregate") == "best" and ratios is None:
+        ok = not _best_refuted(check, chosen, [*failed, *unreached, *budget_cut])
     verdict = "does not hold" if not ok else ("not measured" if inconclusive else "holds")
     if notes:
         measured = "; ".join(m for m in (measured, *notes) if m)
     return dict(measured=measured, verdict=verdict, command=check["command"])
+
+
+def _best_refuted(check: dict[str, Any], chosen: list[dict[str, Any]],
+                  pending: list[dict[str, Any]]) -> bool:
+    """With ``aggregate = "best"``, whether the usable runs ``chosen`` refute the claim
+    whatever the ``pending`` runs (still training, failed) of the same tasks would reach:
+    a task's best below ``min`` does (more training only lowers a best), a best above
+    ``max`` only when no run of that task is pending (one of them may still reach the
+    window)."""
+    metric, open_tasks = check["metric"], {r["task"] for r in pending}
+    best: dict[str, float] = {}
+    for r in chosen:
+        best[r["task"]] = min(float(metric_value(r, metric)), best.get(r["task"], math.inf))
+    return any(v < check["min"] or (v > check["max"] and t not in open_tasks)
+               for t, v in best.items())
 
 
 def _judge(check: dict[str, Any], chosen: list[dict[str, Any]],

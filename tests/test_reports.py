@@ -150,6 +150,28 @@ def test_a_training_limited_run_at_its_precisions_rounding_floor_gives_a_verdict
     assert engine([run(None, None, -13.0)])[0] == "not measured"
 
 
+def test_a_best_above_the_window_refutes_only_when_no_run_of_its_task_is_still_training():
+    """``aggregate = "best"``: an A run above the window refutes "BaseConv < 1e-9 on READ"
+    only when no other READ run is training-limited (it may still reach the window); a best
+    below the window refutes whatever the training-limited runs would reach."""
+
+    def run(log10, converged=True, task="read"):
+        return {"suite": "primitives", "kind": "trained", "subject": "baseconv",
+                "task": task, "precision": "float32", "status": "ok", "log10_mse": log10,
+                "config": {"depth": 2, "train": {"recipe": "engine"}},
+                "result": {"train_converged": converged}}
+
+    def engine(rows):
+        return next(c for c in check_claims(rows, ["primitives"])
+                    if c.id == "001-primitives-bc").engine_verdict
+
+    assert engine([run(-5.5)]) == "does not hold"
+    assert engine([run(-5.5), run(-7.9, converged=False)]) == "not measured"
+    assert engine([run(-5.5), run(-7.9, converged=False, task="affine")]) == "does not hold"
+    assert engine([run(-16.0), run(-7.9, converged=False)]) == "does not hold"
+    assert engine([run(-10.0), run(-7.9, converged=False)]) == "not measured"
+
+
 def test_claim_that_does_not_hold():
     row = {"suite": "solvers", "kind": "solver", "subject": "gd", "task": "ls_gauss",
            "precision": "float32", "status": "ok", "floor_log10": -9.0}
