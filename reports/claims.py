@@ -340,12 +340,17 @@ def _best_refuted(check: dict[str, Any], chosen: list[dict[str, Any]],
     a task's best below ``min`` does (more training only lowers a best), a best above
     ``max`` only when no run of that task is pending (one of them may still reach the
     window)."""
-    metric, open_tasks = check["metric"], {r["task"] for r in pending}
-    best: dict[str, float] = {}
-    for r in chosen:
-        best[r["task"]] = min(float(metric_value(r, metric)), best.get(r["task"], math.inf))
+    open_tasks = {r["task"] for r in pending}
     return any(v < check["min"] or (v > check["max"] and t not in open_tasks)
-               for t, v in best.items())
+               for t, v in _best_per_task(check["metric"], chosen).items())
+
+
+def _best_per_task(metric: str, runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Each task's lowest ``metric`` over ``runs``."""
+    best: dict[str, float] = {}
+    for r in runs:
+        best[r["task"]] = min(float(metric_value(r, metric)), best.get(r["task"], math.inf))
+    return best
 
 
 def _judge(check: dict[str, Any], chosen: list[dict[str, Any]],
@@ -366,10 +371,7 @@ def _judge(check: dict[str, Any], chosen: list[dict[str, Any]],
             + f" {v:.3g}" for r, v in ratios)
         return ok, measured
     if check.get("aggregate") == "best":            # each task's best configuration counts
-        best: dict[str, float] = {}
-        for r in chosen:
-            v = float(metric_value(r, metric))
-            best[r["task"]] = min(v, best.get(r["task"], math.inf))
+        best = _best_per_task(metric, chosen)
         ok = all(check["min"] <= v <= check["max"] for v in best.values())
         measured = "; ".join(f"{t} {_format_metric(metric, v)}" for t, v in sorted(best.items()))
         if len(chosen) > len(best):

@@ -54,6 +54,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from reports.claims import rounding_limited  # noqa: E402
 from reports.files import FileNames  # noqa: E402
 from reports.plots import _save, label, legend_below  # noqa: E402
 from reports.render import Section  # noqa: E402
@@ -253,7 +254,8 @@ def paper_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     ``ls_feature`` for the label ``ls_feature_k1``; ``k``, ``dim``, ``n`` its options;
     ``layernorm``, ``heads``, ``mlp_factor`` the model's; ``recipe`` and ``train_steps`` the
     training's; ``seed`` the job's or the problem's; ``limited``: a trained run whose
-    convergence check did not pass, labelled ``T``)."""
+    convergence check did not pass, labelled ``T``, unless its error in its precision is that
+    precision's rounding, :func:`reports.claims.rounding_limited`, as the claims count it)."""
     frame = runs_frame(rows)
     if frame.empty:
         return pd.DataFrame(columns=PAPER_COLUMNS)
@@ -270,8 +272,8 @@ def paper_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
         recipe=[_option(c, "train", "recipe") for c in cfgs],
         train_steps=[_option(c, "train", "steps") for c in cfgs],
         seed=[c.get("seed", _option(c, "problem", "seed")) for c in cfgs],
-        limited=[isinstance(r, dict) and r.get("train_converged") is False
-                 for r in frame["result"]])
+        limited=[isinstance(r.get("result"), dict) and r["result"].get("train_converged")
+                 is False and not rounding_limited(r) for r in rows])
     return frame[PAPER_COLUMNS].reset_index(drop=True)
 
 
