@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# 6 runs of ~1.5 s each (gradient descent in mp100), long enough to kill a process mid-run.
+# 6 runs of ~1 s each (gradient descent in mp100), long enough to kill a process mid-run.
 SLOW = """
 name = "slow"
 precisions = ["mp100"]
@@ -28,7 +28,7 @@ dim = 8
 n_samples = 30
 [solvers.gd]
 problems = ["ls"]
-params = { iters = 3000 }
+params = { iters = 1500 }
 """
 
 FAST = """

@@ -88,7 +88,7 @@ def test_iterated_explicit_gradient_converges_to_the_gradient_error():
 SUITE = """
 name = "killme"
 precisions = ["float64"]
-seeds = [0, 1, 2, 3, 4, 5]
+seeds = [0, 1, 2, 3]
 [tasks.mul]
 task = "multiply"
 dim = 4
@@ -127,9 +127,9 @@ def test_killed_trained_sweep_resumes_without_loss_or_duplicates(tmp_path):
     proc.wait()
     with Store(db, create=False) as store:
         partial = store.count("killme")
-    assert 2 <= partial < 6
+    assert 2 <= partial < 4
     assert main([*cmd[3:]]) == 0
     with Store(db, create=False) as store:
         rows = store.runs(suite="killme")
-    assert len(rows) == 6 and len({r["run_id"] for r in rows}) == 6
+    assert len(rows) == 4 and len({r["run_id"] for r in rows}) == 4
     assert all(r["status"] == "ok" for r in rows)
