@@ -383,4 +383,9 @@ def _judge(check: dict[str, Any], chosen: list[dict[str, Any]],
     if len(values) > 1:
         measured += (f" (median of {len(values)}; range {_format_metric(metric, values[0])}"
                      f" .. {_format_metric(metric, values[-1])})")
+        outside = sorted({f"{r['subject']} {r['task']} {r['precision']}"
+                          for r in chosen if not check["min"] <= float(metric_value(r, metric))
+                          <= check["max"]})
+        if outside:        # which runs the verdict turned on (every run must lie in range)
+            measured += "; outside the published range: " + ", ".join(outside)
     return ok, measured

@@ -172,6 +172,27 @@ def test_a_best_above_the_window_refutes_only_when_no_run_of_its_task_is_still_t
     assert engine([run(-10.0), run(-7.9, converged=False)]) == "not measured"
 
 
+def test_a_claim_that_does_not_hold_names_the_runs_outside_its_range():
+    """Every selected run must lie in the range: the measured text shows the median and the
+    range, and names the runs the verdict turned on (001 Fig. 5: the causal construction's
+    float32 floor above ~1e-14 while the non-causal one is inside)."""
+
+    def row(subject, log10):
+        return {"suite": "constructions", "kind": "construction", "subject": subject,
+                "task": "ls_gauss5", "precision": "float32", "status": "ok",
+                "floor_log10": log10}
+
+    c = next(c for c in check_claims([row("baseconv_gd", -12.0),
+                                      row("baseconv_gd_noncausal", -13.2)])
+             if c.id == "001-bc-construction")
+    assert c.verdict == "does not hold"
+    assert c.measured.endswith("; outside the published range: baseconv_gd ls_gauss5 float32")
+    c = next(c for c in check_claims([row("baseconv_gd", -13.0),
+                                      row("baseconv_gd_noncausal", -13.2)])
+             if c.id == "001-bc-construction")
+    assert c.verdict == "holds" and "outside" not in c.measured
+
+
 def test_claim_that_does_not_hold():
     row = {"suite": "solvers", "kind": "solver", "subject": "gd", "task": "ls_gauss",
            "precision": "float32", "status": "ok", "floor_log10": -9.0}
