@@ -48,11 +48,12 @@ def test_bad_shapes_are_one_line_errors() -> None:
 
 
 def test_square_suite_trains_the_three_models_on_square() -> None:
-    """Thm. B.1's model at depth 1 and 2 and a 1-layer BaseConv, all with the engine, on
-    SQUARE at 001's primitive size (D = 20, N = 40)."""
+    """Thm. B.1's model at depth 1 and 2 and a 1-layer BaseConv at widths 32 and 64, all with
+    the engine, on SQUARE at 001's primitive size (D = 20, N = 40)."""
     runs = load_suite("square").runs
-    assert sorted((r.spec.label, r.spec.depth) for r in runs) == [
-        ("baseconv", 1), ("linear_attention", 1), ("linear_attention", 2)]
+    assert sorted((r.spec.label, r.spec.depth, r.spec.width) for r in runs) == [
+        ("baseconv", 1, 32), ("baseconv", 1, 64), ("linear_attention", 1, 20),
+        ("linear_attention", 2, 20)]
     assert {r.spec.train.recipe for r in runs} == {"engine"}
     task = make_task("square", seed=0, dim=20, n=40)
     x = torch.randn(2, 40, 20)
