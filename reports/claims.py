@@ -377,15 +377,14 @@ def _judge(check: dict[str, Any], chosen: list[dict[str, Any]],
         if len(chosen) > len(best):
             measured += f" (best of {len(chosen)} runs)"
         return ok, measured
-    values = sorted(float(metric_value(r, metric)) for r in chosen)
-    ok = all(check["min"] <= v <= check["max"] for v in values)   # every run must lie in range
+    scored = [(r, float(metric_value(r, metric))) for r in chosen]
+    values = sorted(v for _, v in scored)
+    outside = sorted({f"{r['subject']} {r['task']} {r['precision']}"     # every run must lie
+                      for r, v in scored if not check["min"] <= v <= check["max"]})  # in range
     measured = _format_metric(metric, median(values))
     if len(values) > 1:
         measured += (f" (median of {len(values)}; range {_format_metric(metric, values[0])}"
                      f" .. {_format_metric(metric, values[-1])})")
-        outside = sorted({f"{r['subject']} {r['task']} {r['precision']}"
-                          for r in chosen if not check["min"] <= float(metric_value(r, metric))
-                          <= check["max"]})
-        if outside:        # which runs the verdict turned on (every run must lie in range)
+        if outside:        # which runs the verdict turned on
             measured += "; outside the published range: " + ", ".join(outside)
-    return ok, measured
+    return not outside, measured
