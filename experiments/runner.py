@@ -123,16 +123,33 @@ def pending_runs(suite: Suite, store: Store) -> tuple[list[Run], int]:
 @contextmanager
 def _signals_deferred() -> Iterator[None]:
     """Ctrl-C and SIGTERM wait until the block is done (a run's transaction is written whole
-    and counted); in the main thread, elsewhere a no-op."""
+    and counted); in the main thread, elsewhere a no-op.
+
+    The Python-level handlers are swapped for one that only records the signal, and the
+    recorded one goes to the previous handler after the block. (Blocking the signals with
+    ``pthread_sigmask`` is not enough: the mask is per thread, so the kernel hands the signal
+    to another thread, the executor's manager thread, and Python still runs its handler in
+    the main thread inside the block, between the store's commit and the count.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    stops = {signal.SIGINT, signal.SIGTERM}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    held: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        held.append(signum)
+
+    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        if held:
+            handler = old[held[0]]
+            if callable(handler):
+                handler(held[0], None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(held[0])
 
 
 def run_suite(

@@ -195,6 +195,33 @@ def test_ctrl_c_stops_the_pool_and_a_rerun_resumes(tmp_path: Path) -> None:
     assert len(_rows(db)) == 4
 
 
+def test_a_stop_during_a_store_write_waits_for_the_count() -> None:
+    """A Ctrl-C inside the write of a run goes off after the block, even with another thread
+    running (a per-thread signal mask let the kernel hand it to that thread, and the handler
+    ran in the main thread between the store's commit and the count)."""
+    import threading
+
+    from experiments.runner import _signals_deferred
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    steps: list[str] = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with _signals_deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(50):           # bytecode, where a pending handler would run
+                    time.sleep(0.002)
+                steps.append("block done")
+        steps.append("raised after")
+    finally:
+        stop.set()
+        other.join()
+    assert steps == ["block done", "raised after"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_sigterm_of_the_driver_is_a_clean_stop(tmp_path: Path) -> None:
     proc, db, workers, _ = _start_slow(tmp_path)
     proc.send_signal(signal.SIGTERM)     # the driver alone
