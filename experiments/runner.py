@@ -138,7 +138,9 @@ def _signals_deferred() -> Iterator[None]:
     def hold(signum: int, frame: object) -> None:
         held.append(signum)
 
-    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    # (a handler not installed from Python reads as None and cannot be put back: left alone)
+    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)
+           if signal.getsignal(s) is not None}
     try:
         yield
     finally:
