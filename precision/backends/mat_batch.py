@@ -58,14 +58,18 @@ class MatBatch:
             flat.extend(mat.entries())
         return np.fromiter(flat, dtype=object, count=len(flat)).reshape(self.shape)
 
-    def product_mats(self, small: bool) -> list[flint.arb_mat]:
-        """The slices as a product takes them. A product's midpoints depend on its operands'
-        midpoints only (arb_mat's classical algorithm takes each entry's midpoint in its dot
-        product; the block algorithm multiplies the midpoints and the radii separately), so
-        radii are dropped (``mid``, a pass over the entries) only where the product would
-        spend a second, radius product on them: the block algorithm, for products whose
-        three dimensions are all at least 8 (``small`` False)."""
-        return self.mats if self.exact or small else [mat.mid() for mat in self.mats]
+    def product_mats(self) -> list[flint.arb_mat]:
+        """The slices as a product takes them: their midpoints (radii dropped, one C pass,
+        ``arb_mat.mid``), unless every entry is known to be exact.
+
+        The radii must go whatever the product's shape. arb's dot product (the classical
+        ``arb_mat`` product of inner dimension 3 and more) and its block algorithm both lower
+        the working precision of a result whose operands carry radii to what those radii
+        leave certain, so a product of operands with radius 1e-5 at 110 bits comes out with
+        ~14 correct digits, not 33. An iterate whose radii grow (a momentum method's sums)
+        then loses its digits step by step, and the rounding this backend simulates (each
+        product a dot product rounded once to N digits) is no longer the one computed."""
+        return self.mats if self.exact else [mat.mid() for mat in self.mats]
 
     # --- data movement --------------------------------------------------------------
     def lead_index(self) -> np.ndarray:
@@ -117,9 +121,8 @@ class MatBatch:
     def times(self, other: MatBatch) -> MatBatch:
         """The matrix products slice by slice (same leading shape) of the slices' midpoints,
         each entry a dot product rounded once to its midpoint."""
-        small = min(self.rows, self.cols, other.cols) < 8
-        mats = [(x * y).mid() for x, y in zip(self.product_mats(small),
-                                               other.product_mats(small), strict=True)]
+        mats = [(x * y).mid() for x, y in zip(self.product_mats(), other.product_mats(),
+                                               strict=True)]
         return MatBatch(mats, self.lead, self.rows, other.cols, True)
 
     def outer_times(self, other: MatBatch) -> MatBatch:
