@@ -1,8 +1,10 @@
 """Execute a suite: compute the runs the store lacks, write each in one transaction.
 
 Workers compute; only this driver process writes the store, one transaction per finished
-run. A sweep killed at any point loses at most the runs in flight: their ids are not in the
-store, so the next ``precision run`` computes them, and nothing is written twice.
+run, after checking each record against the invariants every run must pass
+(:mod:`precision.invariants`: a record that breaks one is stored as ``invalid``). A sweep
+killed at any point loses at most the runs in flight: their ids are not in the store, so the
+next ``precision run`` computes them, and nothing is written twice.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ from experiments.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_is
 from experiments.kinds import kind_of
 from experiments.run import Run
 from experiments.suite import Suite
+from precision.invariants import INVALID, checked
 from precision.provenance import provenance
 from results.store import RunRecord, Store
 
 #: Statuses of a run that produced no measurement (what "every cell failed" counts).
 FAILED_STATUSES = ("failed", "timeout")
+#: Statuses whose reasons the sweep lists: no measurement, or one that broke an invariant.
+REASON_STATUSES = (*FAILED_STATUSES, INVALID)
 #: Distinct failure reasons a summary keeps.
 MAX_REASONS = 5
 
@@ -203,6 +208,7 @@ def run_suite(
             if not records:   # paused at the end of the slice: its state is checkpointed
                 paused += 1
                 continue
+            records = checked(records)   # the invariants, before anything is stored
             with _signals_deferred():
                 store.write_runs(records)
                 done += 1
@@ -210,7 +216,7 @@ def run_suite(
             for r in records:
                 statuses[r.status] = statuses.get(r.status, 0) + 1
                 why = r.error or r.status
-                if r.status in FAILED_STATUSES and why not in reasons_seen and \
+                if r.status in REASON_STATUSES and why not in reasons_seen and \
                         len(reasons) < MAX_REASONS:
                     reasons_seen.add(why)
                     reasons.append(f"{r.subject} {r.task}: {why}")

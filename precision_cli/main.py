@@ -417,7 +417,7 @@ def _run_loaded(suite: Suite, args: argparse.Namespace) -> int:
         print(f"precision: warning: the weights of {len(weights_errors)} runs were not saved "
               f"({weights_errors[0]})", file=sys.stderr)
     failed = sum(summary.statuses.get(s, 0) for s in ("failed", "timeout"))
-    if failed:
+    if failed or summary.statuses.get("invalid"):
         for reason in summary.reasons:
             print(f"  {reason}", file=sys.stderr)
     if summary.all_failed:
@@ -789,7 +789,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="only this task (a suite's task or problem label)")
     res.add_argument("--precision", default=None, help="only this precision (e.g. mp50)")
     res.add_argument("--status", default=None,
-                     help="only this status (ok, failed, diverged, timeout)")
+                     help="only this status (ok, failed, diverged, timeout, invalid)")
     res.add_argument("--format", choices=["table", "csv", "json"], default="table")
     res.add_argument("--out", default=None, help="write to this file instead of stdout "
                      "(atomically: complete or not at all; never the store itself)")
@@ -813,8 +813,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"SQLite results store (default {DEFAULT_DB})")
     dele.add_argument("--suite", default=None, help="only runs of this suite")
     dele.add_argument("--subject", default=None, help="only runs of this solver / model / entry")
-    dele.add_argument("--status", choices=["ok", "failed", "diverged", "timeout"], default=None,
-                      help="only runs with this status")
+    dele.add_argument("--status", choices=["ok", "failed", "diverged", "timeout", "invalid"],
+                      default=None, help="only runs with this status")
     dele.add_argument("--precision", default=None,
                       help=f"only runs in this precision ({ALIASES_TEXT})")
     dele.add_argument("--run-id", default=None, help="only the run with this id")

@@ -25,6 +25,7 @@ import pandas as pd
 
 from precision.provenance import provenance_line
 from reports import plots
+from reports.checks import CHECKS_TEXT, checks_pivot
 from reports.claims import check_claims
 from reports.data_version import left_out_note, newest_data_rows
 from reports.files import DATA, FIGURES, TABLES, FileNames, write_text
@@ -149,6 +150,10 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
             _provenance_paragraph(rows),
         ],
     )]
+
+    broken = checks_pivot(rows)
+    if broken is not None:   # first after the summary: nothing below is read before it
+        sections.append(Section("Broken invariants", tables=[broken], paragraphs=[CHECKS_TEXT]))
 
     names = FileNames()
     figures = folder / FIGURES

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from reports.floor_cells import FLOOR_LEGEND
-from reports.tables import solver_pivots, solver_runs
+from reports.tables import INVERTED_LEGEND, solver_pivots, solver_runs
 from reports.text_table import text_table
 
 __all__ = ["solver_tables"]
@@ -23,7 +23,8 @@ def solver_tables(rows: list[dict[str, Any]]) -> str:
     """
     runs = solver_runs([{**r, "suite": ""} for r in rows])
     blocks = []
-    for pivot in solver_pivots(runs):
+    pivots = solver_pivots(runs)
+    for pivot in pivots:
         problem = pivot.meta["problem"]
         n_seeds = runs[runs["problem"] == problem].groupby(["solver", "precision"]).size().max()
         seeds = f", median of {n_seeds} seeds" if n_seeds > 1 else ""
@@ -31,5 +32,8 @@ def solver_tables(rows: list[dict[str, Any]]) -> str:
                                  ["solver", *pivot.frame.columns],
                                  pivot.frame.reset_index().values.tolist()))
     if blocks:
-        blocks.append(FLOOR_LEGEND)
+        legend = FLOOR_LEGEND
+        if any(p.meta["inverted"] for p in pivots):
+            legend += "\n" + INVERTED_LEGEND
+        blocks.append(legend)
     return "\n\n".join(blocks)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from precision.invariants import FINER_ABOVE_DECADES, inverted_runs
 from reports.floor_cells import floor_cell, floor_reached, format_log10, format_mse
 from reports.model_table import format_gain, format_power, limit_label, train_dtype
 from reports.text_table import precision_order
@@ -25,7 +26,13 @@ from results.records import SubjectConfig, TrainedConfig, TrainedResult, stored_
 
 SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "floor_log10",
                   "floor_index", "reached", "rate", "conv_order", "mse", "log10_mse", "steps",
-                  "run_id", "created_at"]
+                  "inverted", "run_id", "created_at"]
+#: Appended to a cell whose runs take part in a set where a finer precision floors above a
+#: coarser one (:func:`precision.invariants.inverted_runs`), and the legend that says so.
+INVERTED_MARK = " !"
+INVERTED_LEGEND = ("'!' = on the same problem and seed, a finer precision floors more than "
+                   f"{FINER_ABOVE_DECADES:g} decade above a coarser one: an invariant is "
+                   "broken (the report's checks list the set; claims skip it)")
 GRID_COLUMNS = ["task", "subject", "precision", "depth", "width", "seed", "train_steps",
                 "status", "log10_mse", "approximation", "rounding", "converged", "check_gain",
                 "grad_norm", "check_drift", "check_curvature", "check_power", "truth_digits",
@@ -39,9 +46,12 @@ def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     (problem, solver, precision, seed); the newest is kept (older ones stay in the store).
     """
     chosen = [r for r in rows if r.get("kind") in ("solver", "construction")]
+    inverted = inverted_runs(chosen)
     df = runs_frame(chosen).rename(columns={"task": "problem", "subject": "solver"}).assign(
         seed=[SubjectConfig.from_json(r.get("config")).seed for r in chosen],
-        reached=[floor_reached(r) for r in chosen])[SOLVER_COLUMNS]
+        reached=[floor_reached(r) for r in chosen],
+        inverted=[str(inverted[r["run_id"]]) if r["run_id"] in inverted else ""
+                  for r in chosen])[SOLVER_COLUMNS]
     if df.empty:
         return df
     df = df.sort_values(["created_at", "run_id"]).drop_duplicates(
@@ -70,6 +80,7 @@ def solver_pivots(runs: pd.DataFrame) -> list[Pivot]:
     for (suite, problem), group in runs.groupby(["suite", "problem"], sort=True):
         precs = sorted(group["precision"].unique(), key=precision_order)
         cells = {key: floor_cell(part.to_dict("records"))
+                 + (INVERTED_MARK if part["inverted"].astype(bool).any() else "")
                  for key, part in group.groupby(["solver", "precision"], sort=False)}
         solvers = sorted(group["solver"].unique())
         frame = pd.DataFrame(
@@ -78,7 +89,8 @@ def solver_pivots(runs: pd.DataFrame) -> list[Pivot]:
         )
         out.append(Pivot(f"{suite}-{problem}",
                          f"{suite} / {problem}: floor MSE (@ step reached)", frame,
-                         {"suite": suite, "problem": problem}))
+                         {"suite": suite, "problem": problem,
+                          "inverted": bool(group["inverted"].astype(bool).any())}))
     return out
 
 
