@@ -234,8 +234,8 @@ def inverted_runs(rows: Iterable[dict[str, Any]]) -> dict[str, Inversion]:
         level = _floor_of(row)
         if row.get("status") != "ok" or level is None:
             continue
-        sets.setdefault(_set_key(row), {})[str(row["precision"])] = (
-            str(row["run_id"]), str(row["precision"]), level)
+        sets.setdefault(_set_key(row), {})[str(row.get("precision"))] = (
+            str(row.get("run_id")), str(row.get("precision")), level)
     out: dict[str, Inversion] = {}
     for members in sets.values():
         if len(members) < 2:

@@ -44,7 +44,7 @@ def checks_pivot(rows: list[dict[str, Any]]) -> Pivot | None:
     for r in rows:
         if r.get("status") == INVALID:
             rule, _, what = str(r.get("error") or "").removeprefix("invariant ").partition(": ")
-        elif r["run_id"] in inverted:
+        elif r.get("run_id") in inverted:
             rule, what = "finer_above", str(inverted[r["run_id"]])
         else:
             continue

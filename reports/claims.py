@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from experiments.trained.recipe_book import RECIPES
+from precision.invariants import INVALID, inverted_runs
 from reports.floor_cells import floor_reached, format_log10, median
 from results.records import (
     SCHEMA,
@@ -227,7 +229,9 @@ def check_claims(rows: list[dict[str, Any]], suites: list[str] | None = None) ->
     whose convergence check did not pass (training-limited; except one whose error in its
     precision is that precision's rounding, :func:`rounding_limited`), or a ``relative_to`` run
     **without a partner** leave the verdict *not measured* unless another run already
-    refutes the claim, and the measured column says which and how many.
+    refutes the claim, and the measured column says which and how many. So does a run that
+    breaks an invariant (:mod:`precision.invariants`: stored ``invalid``, or in a set where a
+    finer precision floors above a coarser one): it is skipped, never read as a measurement.
 
     A claim about trained runs gets two verdicts: ``verdict`` from first-order recipes (the
     paper's Adam, held to ``min_train_steps``: what the paper's budget reaches) and
@@ -235,6 +239,7 @@ def check_claims(rows: list[dict[str, Any]], suites: list[str] | None = None) ->
     reaches the published level at all). Other claims have one verdict (engine columns "-").
     """
     out = []
+    inverted = set(inverted_runs(rows))
     for c in load_claims():
         check = c.get("check")
         if suites is not None and not (check and set(_as_list(check.get("suite")))
@@ -248,13 +253,14 @@ def check_claims(rows: list[dict[str, Any]], suites: list[str] | None = None) ->
             continue
         selected = [r for r in rows if _selected(r, check)]
         if check["kind"] != "trained":
-            out.append(ClaimRow(**base, **_verdict(check, selected, rows, 0)))
+            out.append(ClaimRow(**base, **_verdict(check, selected, rows, 0, inverted)))
             continue
         steps = check.get("min_train_steps", 0)
-        paper = _verdict(check, [r for r in selected if not _second_order(r)], rows, steps)
+        paper = _verdict(check, [r for r in selected if not _second_order(r)], rows, steps,
+                         inverted)
         if paper["verdict"] == "not measured" and paper["measured"] == "-" and steps:
             paper["measured"] = f"needs the paper budget (>= {steps} Adam steps)"
-        engine = _verdict(check, [r for r in selected if _second_order(r)], rows, 0)
+        engine = _verdict(check, [r for r in selected if _second_order(r)], rows, 0, inverted)
         if engine["verdict"] == "not measured" and engine["measured"] == "-":
             engine["measured"] = f"no engine run of {_selection_text(check)}"
         out.append(ClaimRow(**base, **paper, engine_measured=engine["measured"],
@@ -276,18 +282,22 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _verdict(check: dict[str, Any], selected: list[dict[str, Any]], rows: list[dict[str, Any]],
-             min_train_steps: int) -> dict[str, str]:
+             min_train_steps: int, inverted: Collection[str] = ()) -> dict[str, str]:
     """measured / verdict / command of ``check`` over its ``selected`` runs (``rows``: the
     whole store, for ``relative_to`` partners; trained runs below ``min_train_steps`` steps do
-    not count)."""
+    not count; runs stored ``invalid`` and the ids in ``inverted``, sets where a finer
+    precision floors above a coarser one, are skipped: :mod:`precision.invariants`)."""
     metric = check["metric"]
     short = {id(r): steps for r in selected if r.get("kind") == "trained"   # id: budget
              and (steps := TrainedConfig.from_json(r.get("config")).train_steps) is not None
              and steps < min_train_steps}
     selected = [r for r in selected if id(r) not in short]
     diverged = [r for r in selected if r.get("status") == "diverged"]
-    failed = [r for r in selected if r.get("status") not in ("ok", "diverged")]
-    ok_runs = [r for r in selected if r.get("status") == "ok"
+    broken = [r for r in selected if r.get("status") == INVALID
+              or (r.get("status") == "ok" and r.get("run_id") in inverted)]
+    failed = [r for r in selected if r.get("status") not in ("ok", "diverged", INVALID)]
+    skip = {id(r) for r in broken}
+    ok_runs = [r for r in selected if r.get("status") == "ok" and id(r) not in skip
                and metric_value(r, metric) is not None]
     unreached = [r for r in ok_runs if metric == "floor_log10" and not floor_reached(r)]
     limited = [r for r in ok_runs if r not in unreached and r.get("kind") == "trained"
@@ -301,6 +311,8 @@ def _verdict(check: dict[str, Any], selected: list[dict[str, Any]], rows: list[d
     if failed:
         reason = str(failed[0].get("error") or "").splitlines()[0:1]
         notes.append(_count(failed, "failed") + (f" ({reason[0]})" if reason else ""))
+    if broken:
+        notes.append(_count(broken, "skipped: an invariant is broken (the report's checks)"))
     if unreached:
         notes.append(_count(unreached, "still falling (no floor reached)"))
     if at_rounding:
@@ -324,9 +336,10 @@ def _verdict(check: dict[str, Any], selected: list[dict[str, Any]], rows: list[d
     ok, measured = _judge(check, chosen, ratios)
     if diverged:
         ok = False
-    inconclusive = bool(failed or unreached or budget_cut or (ratios is not None and missing))
+    inconclusive = bool(failed or broken or unreached or budget_cut
+                        or (ratios is not None and missing))
     if not ok and not diverged and check.get("aggregate") == "best" and ratios is None:
-        ok = not _best_refuted(check, chosen, [*failed, *unreached, *budget_cut])
+        ok = not _best_refuted(check, chosen, [*failed, *broken, *unreached, *budget_cut])
     verdict = "does not hold" if not ok else ("not measured" if inconclusive else "holds")
     if notes:
         measured = "; ".join(m for m in (measured, *notes) if m)
