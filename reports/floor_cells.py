@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from precision.invariants import FINER_ABOVE_DECADES, INVALID, RISE_DECADES
 from results.records import result_of, stored_float
 
 #: Printed under a table of floor cells.
@@ -25,6 +26,18 @@ FLOOR_LEGEND = (
     "middle ones),\n±half the seeds' range in decades, @ median step reached;\n"
     "'falling' = still converging when the iterations ran out (no floor reached)"
 )
+
+#: Appended to a cell whose runs take part in a set where a finer precision floors above a
+#: coarser one (:func:`precision.invariants.inverted_runs`), and the legend that says so.
+INVERTED_MARK = " !"
+INVERTED_LEGEND = ("'!' = on the same problem and seed, a finer precision floors more than "
+                   f"{FINER_ABOVE_DECADES:g} decade above a coarser one: an invariant is "
+                   "broken (the report's checks list the set; claims skip it)")
+
+#: The legend of a table with a run stored ``invalid`` (:mod:`precision.invariants`).
+INVALID_LEGEND = (f"'{INVALID}' = the run broke an invariant (e.g. its trace rose more than "
+                  f"{RISE_DECADES:g} decades above its lowest value): its numbers are stored, "
+                  "not shown; 'precision results --status invalid' lists why")
 
 
 def format_mse(value: float | None) -> str:

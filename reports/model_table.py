@@ -30,7 +30,14 @@ from collections import defaultdict
 from typing import Any
 
 from experiments.trained.recipe_book import RECIPES
-from reports.floor_cells import format_log10, format_mse
+from precision.invariants import INVALID, inverted_runs
+from reports.floor_cells import (
+    INVALID_LEGEND,
+    INVERTED_LEGEND,
+    INVERTED_MARK,
+    format_log10,
+    format_mse,
+)
 from reports.text_table import precision_order, text_table
 from results.records import TrainedConfig, TrainedResult, stored_float
 
@@ -119,10 +126,12 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
         if r.get("kind") == "trained":
             by_task[r["task"]].append(r)
     blocks = []
+    inverted = inverted_runs([r for g in by_task.values() for r in g])
     for task in sorted(by_task):
         group = by_task[task]
         precs = sorted({r["precision"] for r in group}, key=precision_order)
         cells = {(_label(r), r["precision"]): _cell(r)
+                 + (INVERTED_MARK if r["run_id"] in inverted else "")
                  for r in sorted(group, key=lambda r: (r["created_at"], r["run_id"]))}
         labels = sorted({_label(r) for r in group},
                         key=lambda t: (t[0], *(int(x) if x.isdigit() else 0 for x in t[1:3]), t))
@@ -155,4 +164,8 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
             body = [[*line, digits.get(lab, "")] for line, lab in zip(body, labels, strict=True)]
             title += "; ref digits = certain digits of the mp100 reference"
         blocks.append(text_table(title, head, body))
+    if inverted:
+        blocks.append(INVERTED_LEGEND)
+    if any(r["status"] == INVALID for g in by_task.values() for r in g):
+        blocks.append(INVALID_LEGEND)
     return "\n\n".join(blocks)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.floor_cells import FLOOR_LEGEND
-from reports.tables import INVERTED_LEGEND, solver_pivots, solver_runs
+from precision.invariants import INVALID
+from reports.floor_cells import FLOOR_LEGEND, INVALID_LEGEND, INVERTED_LEGEND
+from reports.tables import solver_pivots, solver_runs
 from reports.text_table import text_table
 
 __all__ = ["solver_tables"]
@@ -35,5 +36,7 @@ def solver_tables(rows: list[dict[str, Any]]) -> str:
         legend = FLOOR_LEGEND
         if any(p.meta["inverted"] for p in pivots):
             legend += "\n" + INVERTED_LEGEND
+        if (runs["status"] == INVALID).any():
+            legend += "\n" + INVALID_LEGEND
         blocks.append(legend)
     return "\n\n".join(blocks)

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from precision.invariants import FINER_ABOVE_DECADES, inverted_runs
-from reports.floor_cells import floor_cell, floor_reached, format_log10, format_mse
+from precision.invariants import inverted_runs
+from reports.floor_cells import INVERTED_MARK, floor_cell, floor_reached, format_log10, format_mse
 from reports.model_table import format_gain, format_power, limit_label, train_dtype
 from reports.text_table import precision_order
 from results.frames import runs_frame
@@ -27,12 +27,6 @@ from results.records import SubjectConfig, TrainedConfig, TrainedResult, stored_
 SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "floor_log10",
                   "floor_index", "reached", "rate", "conv_order", "mse", "log10_mse", "steps",
                   "inverted", "run_id", "created_at"]
-#: Appended to a cell whose runs take part in a set where a finer precision floors above a
-#: coarser one (:func:`precision.invariants.inverted_runs`), and the legend that says so.
-INVERTED_MARK = " !"
-INVERTED_LEGEND = ("'!' = on the same problem and seed, a finer precision floors more than "
-                   f"{FINER_ABOVE_DECADES:g} decade above a coarser one: an invariant is "
-                   "broken (the report's checks list the set; claims skip it)")
 GRID_COLUMNS = ["task", "subject", "precision", "depth", "width", "seed", "train_steps",
                 "status", "log10_mse", "approximation", "rounding", "converged", "check_gain",
                 "grad_norm", "check_drift", "check_curvature", "check_power", "truth_digits",

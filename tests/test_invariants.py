@@ -181,6 +181,7 @@ def test_the_radius_defect_of_1685864_is_stored_invalid_not_ok(tmp_path, monkeyp
     assert "heavy_ball ls_gauss: invariant trace_rise" in captured.err
     line = next(x for x in captured.out.splitlines() if x.startswith("heavy_ball"))
     assert "invalid" in line
+    assert "'invalid' = the run broke an invariant" in captured.out
 
 
 @pytest.mark.parametrize("status", ["failed", "diverged"])
