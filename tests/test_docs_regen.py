@@ -96,6 +96,23 @@ def test_readme_blocks_are_replaced_by_the_commands_output(tmp_path):
     assert regen.regenerate_blocks(new, tmp_path, run=fake) == new   # idempotent
 
 
+def test_only_regenerates_the_selected_blocks(tmp_path, capsys):
+    calls = []
+
+    def fake(command, cwd):
+        calls.append(command)
+        return "fresh\n"
+
+    new = regen.regenerate_blocks(README, tmp_path, run=fake, only="echo")
+    assert calls == ["echo second"]
+    assert "stale output" in new and "$ echo 2nd\nfresh\n```" in new
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    assert regen.main(["readme", "--file", str(readme), "--only", "nothing such"]) == 1
+    assert "contains 'nothing such'" in capsys.readouterr().err
+    assert readme.read_text() == README
+
+
 def test_readme_regeneration_runs_the_real_command(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(README.split("text between")[0])

@@ -1,7 +1,7 @@
 """Regenerate the numbers in the documentation: nothing in docs/ or the README is pasted by hand.
 
     python tools/regenerate_docs.py results STORE [--out docs/results.md]
-    python tools/regenerate_docs.py readme [--file README.md]
+    python tools/regenerate_docs.py readme [--file README.md] [--only TEXT]
 
 ``results`` writes ``docs/results.md`` from a results store: per suite, the tables that
 ``precision run`` prints (solver floors, trained-model test MSE, study metrics), headed by
@@ -22,7 +22,10 @@ the stores of the earlier ones; ``examples/`` is linked into it); ``precision`` 
 ``python -m precision_cli`` of this checkout. ``head=N`` / ``tail=M`` keep the first N /
 last M lines of the output with a line saying how many were left out; ``show=TEXT`` is the
 command line shown after ``$`` (by default the command itself, without ``--no-progress``).
-A command that fails stops the tool (exit 1) and leaves the file unchanged.
+A command that fails stops the tool (exit 1) and leaves the file unchanged. ``--only TEXT``
+re-runs only the marks whose command contains TEXT (e.g. ``--only 'run solvers'``) and keeps
+the other blocks as they are; a selected command that reads a store an unselected one
+writes finds it empty, so select those together.
 """
 
 from __future__ import annotations
@@ -159,10 +162,13 @@ def _abridge(text: str, opts: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def regenerate_blocks(text: str, cwd: Path, run=_run) -> str:
-    """``text`` with every marked block's output replaced by a fresh run in ``cwd``."""
+def regenerate_blocks(text: str, cwd: Path, run=_run, only: str | None = None) -> str:
+    """``text`` with every marked block's output replaced by a fresh run in ``cwd`` (with
+    ``only``: the blocks whose command contains it; the others are kept, not run)."""
     def replace(m: re.Match[str]) -> str:
         command, opts = _parse_spec(m["spec"])
+        if only is not None and only not in command:
+            return m[0]
         shown = opts.get("show") or command.replace(" --no-progress", "")
         output = _abridge(run(command, cwd), opts)
         return (f"<!-- regenerate: {m['spec']} -->\n```{m['lang']}\n$ {shown}\n"
@@ -171,13 +177,17 @@ def regenerate_blocks(text: str, cwd: Path, run=_run) -> str:
     return MARK.sub(replace, text)
 
 
-def write_readme(path: Path) -> Path:
-    """Regenerate the marked blocks of ``path`` in a fresh temporary folder."""
+def write_readme(path: Path, only: str | None = None) -> Path:
+    """Regenerate the marked blocks of ``path`` (with ``only``: those whose command contains
+    it) in a fresh temporary folder."""
     text = path.read_text(encoding="utf-8")
+    if only is not None and not any(only in _parse_spec(m["spec"])[0]
+                                    for m in MARK.finditer(text)):
+        raise ValueError(f"no <!-- regenerate: ... --> command in {path} contains {only!r}")
     with tempfile.TemporaryDirectory(prefix="regenerate-docs-") as tmp:
         for shared in EXAMPLE_FOLDERS:   # commands name examples/... as from the repo root
             (Path(tmp) / shared).symlink_to(ROOT / shared, target_is_directory=True)
-        new = regenerate_blocks(text, Path(tmp))
+        new = regenerate_blocks(text, Path(tmp), only=only)
     write_text(path, new)
     return path
 
@@ -190,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     res.add_argument("--out", type=Path, default=ROOT / "docs" / "results.md")
     rd = sub.add_parser("readme", help="re-run the README's marked commands")
     rd.add_argument("--file", type=Path, default=ROOT / "README.md")
+    rd.add_argument("--only", metavar="TEXT",
+                    help="re-run only the marks whose command contains TEXT")
     args = parser.parse_args(argv)
     try:
         if args.what == "results":
@@ -197,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise FileNotFoundError(f"no store at {args.store}")
             done = write_results(args.store, args.out)
         else:
-            done = write_readme(args.file)
+            done = write_readme(args.file, args.only)
     except (OSError, RuntimeError, ValueError) as exc:
         print(f"regenerate_docs: error: {exc}", file=sys.stderr)
         return 1
