@@ -7,8 +7,11 @@ table, listed in the report's checks and ignored by the claims. The rules:
 
 1. **No rise after the floor** (:func:`trace_rise`, per run). An error trace that reached a
    level and then climbed back more than :data:`RISE_DECADES` above it has no floor: its
-   plateau is a breakdown, not the precision's limit (heavy ball in mp30 fell to 1e-54 and
-   climbed back to 1e-1 when matrix products lost their digits to operand radii).
+   plateau is a breakdown, not the precision's limit. In mpN it is a defect of the arithmetic
+   (heavy ball in mp30 fell to 1e-54 and climbed back to 1e-1 when matrix products lost their
+   digits to operand radii); in a low precision it can be the method's own breakdown
+   (Newton-Schulz in float8_e4m3 at kappa 1e4 falls from 1e4 to 1e1 and climbs to 1e5, not
+   2 decades above its start, so not ``diverged``). Either way the number is not a floor.
 2. **An mpN result holds its digits** (:func:`digits_shortfall`, per run). Where a run
    checks its mpN reference against mp2N (``truth_digits``, :mod:`precision.reference`), the
    reference must be certain to at least :data:`MIN_DIGITS_FRACTION` of its N digits.

@@ -35,9 +35,10 @@ INVERTED_LEGEND = ("'!' = on the same problem and seed, a finer precision floors
                    "broken (the report's checks list the set; claims skip it)")
 
 #: The legend of a table with a run stored ``invalid`` (:mod:`precision.invariants`).
-INVALID_LEGEND = (f"'{INVALID}' = the run broke an invariant (e.g. its trace rose more than "
-                  f"{RISE_DECADES:g} decades above its lowest value): its numbers are stored, "
-                  "not shown; 'precision results --status invalid' lists why")
+INVALID_LEGEND = (f"'{INVALID}' = the run broke an invariant, e.g. its trace rose more than "
+                  f"{RISE_DECADES:g} decades after reaching lower:\nits floor is no floor (a "
+                  "defect in mpN; in a low precision, the method's own breakdown);\n"
+                  "'precision results --status invalid' lists why")
 
 
 def format_mse(value: float | None) -> str:
