@@ -6,9 +6,12 @@ whether the arbitrary-precision interpreter implements it, and the module paths 
 Nothing is trained or evaluated, so all unsupported ops are known at once, before any
 training starts (``experiments.census`` applies it to a user factory and to a trained suite).
 
-It also lists the model's float casts (one row per op, from -> to dtype and module path) and
-the modules that compute in a dtype narrower than float64 (the *islands* that round below a
-float64 or mpN evaluation under ``casts="keep"``; :mod:`precision.islands`).
+It also lists the model's float casts (one row per op, from -> to dtype and module path), the
+modules that compute in a dtype narrower than float64 (the *islands* that round below a
+float64 or mpN evaluation under ``casts="keep"``; :mod:`precision.islands`), and the graph's
+float literals that mpN computes exactly (an attention scale 1/sqrt(E)) or takes as given (a
+layer norm's eps 1e-05: the truth uses its float64 value;
+:mod:`precision.backends.interpreter.constants`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from torch import nn
 
 from precision.backends.interpreter import MPProgram, module_path, op_name, supports
 from precision.backends.interpreter.casts import NARROW_DTYPES
+from precision.backends.interpreter.constants import Literal, literal_lines
 from precision.evaluate import mp_program
 
 
@@ -56,12 +60,14 @@ class CastUse:
 
 @dataclass
 class Census:
-    """Every op an exported module uses, in order of first use; its float casts and the
-    modules with nodes below float64 (module path -> dtype -> node count)."""
+    """Every op an exported module uses, in order of first use; its float casts, the
+    modules with nodes below float64 (module path -> dtype -> node count) and the float
+    literals computed exactly or taken as given (:attr:`MPProgram.literals`)."""
 
     ops: list[OpUse]
     casts: list[CastUse] = field(default_factory=list)
     islands: dict[str, dict[str, int]] = field(default_factory=dict)
+    literals: list[Literal] = field(default_factory=list)
 
     @property
     def missing(self) -> list[OpUse]:
@@ -72,7 +78,8 @@ class Census:
         return not self.missing
 
     def table(self) -> str:
-        """A plain-text table: op, uses, mpN support, module paths."""
+        """A plain-text table: op, uses, mpN support, module paths; then the casts and the
+        float literals (:meth:`literal_lines`)."""
         width = max([len(u.op) for u in self.ops] + [2])
         lines = [f"{'op':<{width}}  uses  mpN  modules"]
         for u in self.ops:
@@ -84,7 +91,12 @@ class Census:
         lines.append(f"{len(self.ops)} ops, {sum(u.count for u in self.ops)} calls; "
                      + ("all supported in mpN" if not n_missing
                         else f"{n_missing} unsupported in mpN"))
-        return "\n".join(lines + self.cast_lines())
+        return "\n".join(lines + self.cast_lines() + [""] + self.literal_lines())
+
+    def literal_lines(self) -> list[str]:
+        """The float literals mpN computes exactly and those it takes as given, grouped by
+        value and op (:func:`~precision.backends.interpreter.constants.literal_lines`)."""
+        return literal_lines(self.literals)
 
     def cast_lines(self) -> list[str]:
         """The casts table and the islands, or one line saying there are none."""
@@ -157,7 +169,8 @@ def census(module: nn.Module, example: torch.Tensor | tuple[Any, ...]) -> Census
     for dtype, where in program.islands.values():
         per_module = islands.setdefault(where, {})
         per_module[NARROW_DTYPES[dtype]] = per_module.get(NARROW_DTYPES[dtype], 0) + 1
-    return Census(list(uses.values()), [CastUse(*k, n) for k, n in casts.items()], islands)
+    return Census(list(uses.values()), [CastUse(*k, n) for k, n in casts.items()], islands,
+                  list(program.literals))
 
 
 def _dtype_name(value: Any) -> str | None:

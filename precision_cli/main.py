@@ -264,12 +264,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _evaluate_sample(spec: str, precisions: list, reference: object, d_in: int, d_out: int,
                      depth: int, width: int, tokens: int, batch: int, seed: int) -> object:
-    """In the child of ``evaluate``: (rows, problem, island lines), or a one-line error."""
+    """In the child of ``evaluate``: (rows, problem, island and float literal lines), or a
+    one-line error."""
     import torch
 
     from experiments.factory import FactoryError, build_from_factory
     from experiments.isolation import one_line
-    from precision.evaluate import evaluate
+    from precision.backends.interpreter.constants import literal_lines
+    from precision.evaluate import evaluate, mp_program
     from precision.islands import island_report, islands_below
     from precision.metrics import error_summary
 
@@ -296,7 +298,8 @@ def _evaluate_sample(spec: str, precisions: list, reference: object, d_in: int, 
         casts = report.total.relative if report is not None and report.total else None
         rows.append((p.name, summary.relative, summary.digits, casts))
         notes += report.lines() if report is not None and p.casts == "keep" else []
-    return rows, None, notes
+    # the reference is an mpN: its program (cached) says which literals its truth took as given
+    return rows, None, notes + literal_lines(mp_program(model, x).literals)
 
 
 def _cmd_localize(args: argparse.Namespace) -> int:

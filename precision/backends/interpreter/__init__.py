@@ -8,8 +8,10 @@ use. :data:`OPS` maps each supported ATen overload (and ``operator.getitem``) to
 ``op(ctx, *args, **kwargs)``, one module per kind of op: elementwise, comparisons,
 activations, reductions, indexing, sorting, normalization, convolution, pooling, fft,
 complex, products, creation; ``core`` holds the values, the context :class:`Ctx` and shared
-helpers. An op missing from :data:`OPS` is an :class:`UnsupportedOpError` naming every
-missing op and the graph node and module path of its use.
+helpers; ``constants`` says which float literals of the graph stand for exact values (the
+attention scale 1/sqrt(E)) and are computed in the working precision, and lists the rest.
+An op missing from :data:`OPS` is an :class:`UnsupportedOpError` naming every missing op
+and the graph node and module path of its use.
 """
 
 from __future__ import annotations

@@ -52,12 +52,18 @@ def _operands(ctx: Ctx, a: Any, b: Any) -> tuple[Any, Any]:
     return a, b
 
 
+def _is_arb(v: Any) -> bool:
+    """An arb scalar: a float literal computed exactly (:mod:`.constants`), so an integer
+    tensor operand is converted, not multiplied by numpy."""
+    return isinstance(v, flint.arb)
+
+
 # --- arithmetic ----------------------------------------------------------------------
 def add(ctx: Ctx, a: Any, b: Any, alpha: Any = 1, sign: int = 1) -> Any:
     """a + sign * alpha * b for tensors, arrays or scalars (aten.add / aten.sub)."""
     if is_complex(a) or is_complex(b) or isinstance(a, complex) or isinstance(b, complex):
         return c_add(ctx, a, b, alpha, sign)
-    if not (is_float(a) or is_float(b)):
+    if not (is_float(a) or is_float(b) or _is_arb(a) or _is_arb(b)):
         bb = np.multiply(b, alpha) if alpha != 1 else b
         return float_result(ctx, np.add(a, bb) if sign > 0 else np.subtract(a, bb))
     a, b = _operands(ctx, a, b)
@@ -77,7 +83,7 @@ def sub(ctx: Ctx, a: Any, b: Any, alpha: Any = 1) -> Any:
 def mul(ctx: Ctx, a: Any, b: Any) -> Any:
     if is_complex(a) or is_complex(b) or isinstance(a, complex) or isinstance(b, complex):
         return c_mul(ctx, a, b)
-    if not (is_float(a) or is_float(b)):
+    if not (is_float(a) or is_float(b) or _is_arb(a) or _is_arb(b)):
         return float_result(ctx, np.multiply(a, b))
     a, b = _operands(ctx, a, b)
     res = a * b if is_float(a) else b * a

@@ -17,6 +17,11 @@ float64 copy, its weights still read from the module itself), so a node whose dt
 narrower is one the model computes below float64 on purpose: an *island* (:attr:`islands`).
 Under the precision's ``casts="keep"`` (the default) each island's result is rounded into its
 dtype (:mod:`~precision.backends.interpreter.casts`); under ``"promote"`` it is not.
+
+Literals: a float literal of the graph that stands for an exact value (1/sqrt(E), E^(-1/4) of
+an attention scale, as torch computed it in float64) is read as that value in the working
+precision; every other one is its float64 value (:mod:`~precision.backends.interpreter.
+constants` states the rule; :attr:`MPProgram.literals` lists both kinds).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from precision.backends.interpreter import (
     casts,
     comparisons,
     complex,
+    constants,
     convolution,
     creation,
     elementwise,
@@ -149,11 +155,15 @@ def as_float64(x: Any) -> Any:
 
 
 #: An argument of a node, read by :func:`call_op`: (0, constant), (1, name of the node whose
-#: value it is) or (2, [such pairs]) for a list or tuple (``cat``'s tensors).
+#: value it is), (2, [such pairs]) for a list or tuple (``cat``'s tensors) or (3, an
+#: :class:`~precision.backends.interpreter.constants.ExactConstant`): a float literal computed
+#: exactly in the working precision.
 ArgSpec = tuple[int, Any]
-#: Node -> (its positional and keyword argument specs), built once per node.
-_ARG_SPECS: weakref.WeakKeyDictionary[torch.fx.Node, tuple[list[ArgSpec], dict[str, ArgSpec]]
-                                      ] = weakref.WeakKeyDictionary()
+#: Node -> exact_constants -> (its positional and keyword argument specs), built once per
+#: node and setting.
+_ARG_SPECS: weakref.WeakKeyDictionary[
+    torch.fx.Node, dict[bool, tuple[list[ArgSpec], dict[str, ArgSpec]]]
+] = weakref.WeakKeyDictionary()
 
 
 def _has_node(arg: Any) -> bool:
@@ -169,14 +179,28 @@ def _arg_spec(arg: Any) -> ArgSpec:
     return 0, arg
 
 
-def _read(spec: ArgSpec, values: dict[str, Any]) -> Any:
+def _read(spec: ArgSpec, values: dict[str, Any], prec: int = 53) -> Any:
     kind, v = spec
     if kind == 0:
         return v
     if kind == 1:
         return values[v]
+    if kind == 3:
+        return v.value(prec)
     container, parts = v
-    return container(_read(p, values) for p in parts)
+    return container(_read(p, values, prec) for p in parts)
+
+
+def _node_specs(node: torch.fx.Node, exact_constants: bool
+                ) -> tuple[list[ArgSpec], dict[str, ArgSpec]]:
+    """The argument specs of a node; with ``exact_constants`` its float literals that stand
+    for exact values (:func:`~precision.backends.interpreter.constants.exact_args`) are
+    read as those values."""
+    exact = constants.exact_args(node) if exact_constants else {}
+    args = [(3, exact[i]) if i in exact else _arg_spec(a) for i, a in enumerate(node.args)]
+    kwargs = {k: (3, exact[k]) if k in exact else _arg_spec(v)
+              for k, v in node.kwargs.items() if k not in _DROPPED_KWARGS}
+    return args, kwargs
 
 
 def _mark_finite(out: Any, args: list[Any]) -> None:
@@ -193,18 +217,21 @@ def _mark_finite(out: Any, args: list[Any]) -> None:
                 p.finite = True
 
 
-def call_op(node: torch.fx.Node, values: dict[str, Any], ctx: Ctx) -> Any:
+def call_op(node: torch.fx.Node, values: dict[str, Any], ctx: Ctx, *,
+            exact_constants: bool = True) -> Any:
     """Evaluate one ``call_function`` node on the values it reads; an exception keeps its
     type, its message prefixed with the op, the node and its module. Where each argument
-    comes from is worked out once per node (:data:`_ARG_SPECS`), not at every call."""
-    specs = _ARG_SPECS.get(node)
+    comes from is worked out once per node (:data:`_ARG_SPECS`), not at every call.
+    ``exact_constants``: float literals standing for exact values are computed in the
+    working precision (:mod:`~precision.backends.interpreter.constants`); False: every
+    literal is its float64 value."""
+    specs = _ARG_SPECS.get(node, {}).get(exact_constants)
     if specs is None:
-        specs = _ARG_SPECS[node] = (
-            [_arg_spec(a) for a in node.args],
-            {k: _arg_spec(v) for k, v in node.kwargs.items() if k not in _DROPPED_KWARGS})
-    args = [values[v] if kind == 1 else v if kind == 0 else _read((kind, v), values)
+        specs = _ARG_SPECS.setdefault(node, {})[exact_constants] = _node_specs(
+            node, exact_constants)
+    args = [values[v] if kind == 1 else v if kind == 0 else _read((kind, v), values, ctx.prec)
             for kind, v in specs[0]]
-    kwargs = {k: _read(spec, values) for k, spec in specs[1].items()}
+    kwargs = {k: _read(spec, values, ctx.prec) for k, spec in specs[1].items()}
     try:
         out = OPS[node.target](ctx, *args, **kwargs)
         if node.target in casts.DATA_MOVEMENT:
@@ -226,12 +253,19 @@ class MPProgram:
     reads it (:attr:`last_uses`, computed once here). True: every value is kept until the
     call returns and left in :attr:`values` (node name -> value) for a caller to read.
     Either way :attr:`peak_live` is the most values the last call held at once.
+
+    ``exact_constants=True`` (default): a float literal that stands for an exact value (the
+    attention scale 1/sqrt(E) as torch computed it in float64) is computed in the working
+    precision (:mod:`~precision.backends.interpreter.constants` states the rule); False:
+    every literal is its float64 value. :attr:`literals` lists the literals computed exactly
+    and those taken as given.
     """
 
     def __init__(self, module: torch.nn.Module, example_inputs: tuple[Any, ...], *,
-                 keep_intermediates: bool = False) -> None:
+                 keep_intermediates: bool = False, exact_constants: bool = True) -> None:
         self.module = module
         self.keep_intermediates = keep_intermediates
+        self.exact_constants = exact_constants
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch.export's own deprecations
             self.exported = torch.export.export(
@@ -247,9 +281,22 @@ class MPProgram:
         self.n_user_inputs = sum(s.kind.name == "USER_INPUT" for s in signature.input_specs)
         self.user_outputs = [s.kind.name == "USER_OUTPUT" for s in signature.output_specs]
         self.last_uses = last_uses(self.graph)
+        self._literals = [
+            lit for node in self.graph.nodes if node.op == "call_function"
+            for lit in constants.node_literals(node, op_name(node.target), module_path(node))]
         self.values: dict[str, Any] = {}
         self.peak_live = 0
         self._unsupported = self.unsupported_ops()
+
+    @property
+    def literals(self) -> list[constants.Literal]:
+        """The graph's float literals that matter to the truth, in graph order: those
+        computed exactly (under :attr:`exact_constants`) and those taken as given
+        (:func:`~precision.backends.interpreter.constants.node_literals`)."""
+        if self.exact_constants:
+            return list(self._literals)
+        return [constants.Literal(lit.value, lit.op, lit.node, lit.module)
+                for lit in self._literals]
 
     def unsupported_ops(self) -> list[tuple[str, str]]:
         """(op, origin) of every graph node the interpreter cannot evaluate."""
@@ -296,7 +343,8 @@ class MPProgram:
                 else:
                     values[node.name] = to_exact(weights[spec.target], ctx)
             elif node.op == "call_function":
-                values[node.name] = call_op(node, values, ctx)
+                values[node.name] = call_op(node, values, ctx,
+                                            exact_constants=self.exact_constants)
                 island = self.islands.get(node.name) if p.casts == "keep" else None
                 if island and node.target not in casts.DATA_MOVEMENT and (
                         kept_modules is None or island[1] in kept_modules):
