@@ -27,11 +27,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from precision.precisions import Precision, PrecisionError, parse_precision
+
+#: An mpN precision's name (rule 2 reads N from a stored reference name, unparsed).
+_MP_NAME = re.compile(r"^mp(\d+)$")
 
 #: The status of a run that violates rule 1 or 2.
 INVALID = "invalid"
@@ -95,15 +99,18 @@ def check_trace(log10_trace: Sequence[float], floor_log10: float | None, p: Prec
                      f"{RISE_DECADES:g} allowed)")
 
 
-def digits_shortfall(digits: float, p: Precision) -> Violation | None:
-    """Rule 2: an mpN result (``p``) certain to ``digits`` digits against mp2N."""
-    if not p.is_mp or p.digits is None:
+def digits_shortfall(digits: float, reference: str) -> Violation | None:
+    """Rule 2: an mpN result (``reference``, its name: ``mp100``) certain to ``digits``
+    digits against mp2N; None for a name that is not mpN (only mpN promises digits)."""
+    match = _MP_NAME.match(reference)
+    if match is None:
         return None
-    need = MIN_DIGITS_FRACTION * p.digits
+    n = int(match.group(1))
+    need = MIN_DIGITS_FRACTION * n
     if digits >= need:
         return None
-    return Violation("digits", f"the {p.name} reference is certain to {digits:.1f} digits, "
-                     f"fewer than {need:g} of its {p.digits}")
+    return Violation("digits", f"the {reference} reference is certain to {digits:.1f} digits, "
+                     f"fewer than {need:g} of its {n}")
 
 
 def _precision(name: str) -> Precision | None:
@@ -131,9 +138,7 @@ def check_record(record: Any) -> Violation | None:
     result = record.result or {}
     digits = result.get("truth_digits")
     if isinstance(digits, int | float) and not isinstance(digits, bool):
-        ref = _precision(str(result.get("reference") or "mp100"))
-        if ref is not None:
-            return digits_shortfall(float(digits), ref)
+        return digits_shortfall(float(digits), str(result.get("reference") or "mp100"))
     return None
 
 

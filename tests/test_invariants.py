@@ -60,12 +60,12 @@ def test_rounding_jitter_and_exact_hits_do_not_break_rule_1():
 # --- rule 2: an mpN reference holds its digits -----------------------------------------------
 
 def test_an_mp_reference_certain_to_fewer_than_half_its_digits_breaks_rule_2():
-    assert digits_shortfall(95.0, P("mp100")) is None
-    found = digits_shortfall(14.0, P("mp100"))
+    assert digits_shortfall(95.0, "mp100") is None
+    found = digits_shortfall(14.0, "mp100")
     assert found is not None and found.rule == "digits"
     assert str(found) == ("invariant digits: the mp100 reference is certain to 14.0 digits, "
                           "fewer than 50 of its 100")
-    assert digits_shortfall(3.0, P("float64")) is None           # only mpN promises digits
+    assert digits_shortfall(3.0, "float64") is None              # only mpN promises digits
     record = RunRecord(run_id="r", suite="s", kind="trained", subject="m", task="read",
                        precision="float32", status="ok", result={"truth_digits": 14.0})
     (stored,) = checked([record])
