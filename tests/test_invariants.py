@@ -190,3 +190,17 @@ def test_runs_without_a_measurement_are_left_as_they_are(status):
                        precision="mp30", status=status, floor_log10=-1.0,
                        series={"log10_mse": [(0, -1.0), (1, -50.0), (2, -1.0)]})
     assert checked([record]) == [record]
+
+
+def test_the_python_api_says_invalid_too(monkeypatch):
+    """``run_solver`` outside a sweep checks its trace as well: the defect's heavy ball in mp30
+    is ``invalid`` with its numbers kept, and the fixed code's is ``ok`` near mp30's u^2."""
+    from precision.solvers.measure import run_solver
+
+    problem = {"kind": "gaussian", "dim": 5, "n_samples": 20, "seed": 0}
+    good = run_solver("heavy_ball", "mp30", problem, {"iters": 400})
+    assert good.status == "ok" and good.floor.log10_level < -58
+    monkeypatch.setattr(MatBatch, "product_mats", lambda self: self.mats)
+    bad = run_solver("heavy_ball", "mp30", problem, {"iters": 400})
+    assert bad.status == INVALID and bad.error.startswith("invariant trace_rise:")
+    assert bad.floor is not None and bad.floor.log10_level > -5 and len(bad.steps) == 401

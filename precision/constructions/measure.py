@@ -153,4 +153,4 @@ def run_construction(name: str, precision: Precision | str, problem: dict[str, A
         result.param_mse.append(result.steps[-1].mse)
     if any(s.log10_mse != s.log10_mse for s in result.steps):  # NaN: diverged
         result.status = "diverged"
-    return result.finish(t0)
+    return result.finish(t0, precision=p)

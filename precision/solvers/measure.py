@@ -19,6 +19,7 @@ import numpy as np
 from precision import deterministic, problems
 from precision.backends import backend_for
 from precision.backends.mp_backend import exact_array
+from precision.invariants import INVALID, check_trace
 from precision.metrics import ErrorSummary, Floor, detect_floor, error_summary
 from precision.params import Param, count, positive
 from precision.precisions import Precision, as_precision
@@ -182,7 +183,7 @@ class SolverResult:
 
     solver: str
     precision: str
-    status: str  # "ok" | "diverged" | "failed"
+    status: str  # "ok" | "diverged" | "failed" | "invalid" (precision.invariants)
     steps: list[ErrorSummary] = field(default_factory=list)
     param_mse: list[float] = field(default_factory=list)
     reference: list[ErrorSummary] = field(default_factory=list)  # constructions: vs algorithm
@@ -195,15 +196,21 @@ class SolverResult:
     def final(self) -> ErrorSummary | None:
         return self.steps[-1] if self.steps else None
 
-    def finish(self, t0: float, status: str | None = None, error: str | None = None
-               ) -> SolverResult:
+    def finish(self, t0: float, status: str | None = None, error: str | None = None,
+               precision: Precision | None = None) -> SolverResult:
         """Set ``status`` / ``error`` if given (no floor then), else the floor of the trace
-        against the truth; the wall time since ``t0``."""
+        against the truth, and with ``precision`` the trace's invariant
+        (:func:`precision.invariants.check_trace`: a trace that rose after its floor makes an
+        ``ok`` run ``invalid``, in the Python API as in a sweep); the wall time since ``t0``."""
         if status is not None:
             self.status, self.error = status, error
         else:
-            self.floor = detect_floor([s.mse for s in self.steps],
-                                      log10_trace=[s.log10_mse for s in self.steps])
+            logs = [s.log10_mse for s in self.steps]
+            self.floor = detect_floor([s.mse for s in self.steps], log10_trace=logs)
+            found = None if precision is None or self.status != "ok" else \
+                check_trace(logs, self.floor.log10_level, precision)
+            if found is not None:
+                self.status, self.error = INVALID, str(found)
         self.wall_time = time.perf_counter() - t0
         return self
 
@@ -326,5 +333,5 @@ def run_solver(
         raw, pred = target(it)
         result.steps.append(error_summary(pred, truth_pred))
         result.param_mse.append(error_summary(raw, truth).mse)
-    return result.finish(t0)
+    return result.finish(t0, precision=p)
 
