@@ -28,7 +28,7 @@ CHECKS_TEXT = (
     f"{RISE_DECADES:g} decades above its own lowest value; an mpN reference must be certain to "
     f"{MIN_DIGITS_FRACTION:.0%} of its N digits), and every set of one subject, problem and "
     "seed in several precisions when it is read (a finer precision must not floor more than "
-    f"{FINER_ABOVE_DECADES:g} decade above a coarser one). These runs do not measure their "
+    f"{FINER_ABOVE_DECADES:g} decades above a coarser one). These runs do not measure their "
     "subject.")
 
 

@@ -31,7 +31,7 @@ FLOOR_LEGEND = (
 #: coarser one (:func:`precision.invariants.inverted_runs`), and the legend that says so.
 INVERTED_MARK = " !"
 INVERTED_LEGEND = ("'!' = on the same problem and seed, a finer precision floors more than "
-                   f"{FINER_ABOVE_DECADES:g} decade above a coarser one: an invariant is "
+                   f"{FINER_ABOVE_DECADES:g} decades above a coarser one: an invariant is "
                    "broken (the report's checks list the set; claims skip it)")
 
 #: The legend of a table with a run stored ``invalid`` (:mod:`precision.invariants`).

@@ -108,6 +108,24 @@ def test_a_finer_precision_flooring_above_a_coarser_one_flags_its_set():
     assert inverted_runs([_row("a", "mp30", -1.0, status=INVALID), rows[1]]) == {}
 
 
+def test_a_coarser_precision_that_rounds_away_an_approximation_term_is_no_inversion():
+    """The LayerNorm READ head's error is t^2 / (4 K^2) relative, at float64's rounding:
+    float64 floors 1.4 decades below the exact arithmetic (mp50 = mp100), a real effect that
+    rule 3 leaves alone; the float32 run of the set floors far above both."""
+    from precision.constructions.measure import run_construction
+
+    problem = {"kind": "read", "dim": 20, "seq_len": 40, "seed": 0}
+    rows = []
+    for name in ("float32", "float64", "mp50", "mp100"):
+        res = run_construction("transformer_read_ln", name, problem, {})
+        assert res.status == "ok"
+        rows.append(_row(name, name, res.floor.log10_level, subject="transformer_read_ln"))
+    level = {r["precision"]: r["floor_log10"] for r in rows}
+    assert level["mp50"] == level["mp100"]                      # the exact arithmetic's
+    assert 0.5 < level["mp50"] - level["float64"] < FINER_ABOVE_DECADES
+    assert inverted_runs(rows) == {}
+
+
 def _store(path, rows):
     with Store(path) as store:
         for r in rows:
