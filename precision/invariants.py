@@ -14,7 +14,9 @@ table, listed in the report's checks and ignored by the claims. The rules:
    2 decades above its start, so not ``diverged``). Either way the number is not a floor.
 2. **An mpN result holds its digits** (:func:`digits_shortfall`, per run). Where a run
    checks its mpN reference against mp2N (``truth_digits``, :mod:`precision.reference`), the
-   reference must be certain to at least :data:`MIN_DIGITS_FRACTION` of its N digits.
+   reference must be certain to at least :data:`MIN_DIGITS_FRACTION` of its N digits; and a
+   model evaluated in an mpN coarser than its reference must agree with it to as many
+   (:func:`result_digits`: its rounding part, against the reference).
 3. **Finer is not worse** (:func:`inversions`, per set). The same subject, problem and seed
    measured in several precisions: a precision that is finer than another (more significand
    bits and at least its exponent range: it represents every number the other does, and
@@ -124,11 +126,31 @@ def _precision(name: str) -> Precision | None:
         return None
 
 
+def result_digits(result: dict[str, Any]) -> float | None:
+    """Digits to which a record's result agrees with its mpN reference: a length record's
+    ``digits`` (-log10 of the relative distance), else -log10 of the RMS of a trained
+    record's rounding part (``decomposition.rounding``, the log10 MSE of f_p - f_ref; the
+    tasks' outputs are of order one, so this reads as relative digits); None when the
+    result holds neither."""
+    if "relative" in result and "reference" in result:
+        value = result.get("digits")
+    else:
+        dec = result.get("decomposition")
+        rounding = dec.get("rounding") if isinstance(dec, dict) else None
+        value = None if not _is_number(rounding) else -float(rounding) / 2
+    return float(value) if _is_number(value) else None
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and not math.isnan(v)
+
+
 def check_record(record: Any) -> Violation | None:
     """Rules 1 and 2 on a store record (:class:`~results.store.RunRecord`) of status ``ok``:
-    its ``series["log10_mse"]`` ((step, log10) pairs) against its ``floor_log10``, and the
+    its ``series["log10_mse"]`` ((step, log10) pairs) against its ``floor_log10``; the
     ``truth_digits`` of its result against the reference precision it names (mp100 unless
-    the result says otherwise)."""
+    the result says otherwise); and, for a record in an mpN coarser than that reference, its
+    own agreement with it (:func:`result_digits`)."""
     if record.status != "ok":
         return None
     p = _precision(record.precision)
@@ -140,9 +162,21 @@ def check_record(record: Any) -> Violation | None:
         if found is not None:
             return found
     result = record.result or {}
+    reference = str(result.get("reference") or "mp100")
     digits = result.get("truth_digits")
-    if isinstance(digits, int | float) and not isinstance(digits, bool):
-        return digits_shortfall(float(digits), str(result.get("reference") or "mp100"))
+    if _is_number(digits):
+        found = digits_shortfall(float(digits), reference)
+        if found is not None:
+            return found
+    ref = _MP_NAME.match(reference)
+    own = result_digits(result)
+    if p is not None and p.digits is not None and ref is not None and own is not None \
+            and p.digits < int(ref.group(1)):
+        found = digits_shortfall(own, p.name)
+        if found is not None:
+            return Violation(found.rule, f"the {p.name} result agrees with the {reference} "
+                             f"reference to {own:.1f} digits, fewer than "
+                             f"{MIN_DIGITS_FRACTION * p.digits:g} of its {p.digits}")
     return None
 
 
