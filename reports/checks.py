@@ -25,9 +25,10 @@ from results.records import SubjectConfig
 #: The section's paragraph: the rules with their thresholds.
 CHECKS_TEXT = (
     "Every run is checked before it is stored (its trace must not rise more than "
-    f"{RISE_DECADES:g} decades above its own lowest value; an mpN reference must be certain to "
-    f"{MIN_DIGITS_FRACTION:.0%} of its N digits), and every set of one subject, problem and "
-    "seed in several precisions when it is read (a finer precision must not floor more than "
+    f"{RISE_DECADES:g} decades above its own lowest value; an mpN result, and the mpN "
+    f"reference errors are measured against, must be certain to {MIN_DIGITS_FRACTION:.0%} of "
+    "their N digits), and every set of one subject, problem and seed in several precisions "
+    "when it is read (a finer precision must not floor more than "
     f"{FINER_ABOVE_DECADES:g} decades above a coarser one). These runs do not measure their "
     "subject.")
 
