@@ -37,8 +37,32 @@ INVERTED_LEGEND = ("'!' = on the same problem and seed, a finer precision floors
 #: The legend of a table with a run stored ``invalid`` (:mod:`precision.invariants`).
 INVALID_LEGEND = (f"'{INVALID}' = the run broke an invariant, e.g. its trace rose more than "
                   f"{RISE_DECADES:g} decades after reaching lower:\nits floor is no floor (a "
-                  "defect in mpN; in a low precision, the method's own breakdown);\n"
-                  "'precision results --status invalid' lists why")
+                  "defect in mpN; in a low precision, the method's own breakdown). Why:")
+
+#: At most this many invalid runs are listed under a table (the rest are counted).
+MAX_INVALID_LINES = 10
+
+
+def invalid_lines(rows: Sequence[dict[str, Any]]) -> str:
+    """The legend of the ``invalid`` runs among ``rows`` and one line each (subject, task,
+    precision, seed: the broken rule), at most :data:`MAX_INVALID_LINES`; '' when none."""
+    bad = sorted((r for r in rows if r.get("status") == INVALID),
+                 key=lambda r: (str(r.get("subject")), str(r.get("task")),
+                                str(r.get("precision")), str(r.get("run_id"))))
+    if not bad:
+        return ""
+    lines = [INVALID_LEGEND]
+    for r in bad[:MAX_INVALID_LINES]:
+        seed = (r.get("config") or {}).get("seed",
+                                           ((r.get("config") or {}).get("problem") or {})
+                                           .get("seed"))
+        where = f"{r.get('subject')} {r.get('task')} {r.get('precision')}" + \
+            (f" seed {seed}" if seed is not None else "")
+        lines.append(f"  {where}: {str(r.get('error') or '').removeprefix('invariant ')}")
+    if len(bad) > MAX_INVALID_LINES:
+        lines.append(f"  and {len(bad) - MAX_INVALID_LINES} more "
+                     "('precision results --status invalid --format csv' has them all)")
+    return "\n".join(lines)
 
 
 def format_mse(value: float | None) -> str:

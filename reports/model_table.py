@@ -30,13 +30,13 @@ from collections import defaultdict
 from typing import Any
 
 from experiments.trained.recipe_book import RECIPES
-from precision.invariants import INVALID, inverted_runs
+from precision.invariants import inverted_runs
 from reports.floor_cells import (
-    INVALID_LEGEND,
     INVERTED_LEGEND,
     INVERTED_MARK,
     format_log10,
     format_mse,
+    invalid_lines,
 )
 from reports.text_table import precision_order, text_table
 from results.records import TrainedConfig, TrainedResult, stored_float
@@ -166,6 +166,7 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
         blocks.append(text_table(title, head, body))
     if inverted:
         blocks.append(INVERTED_LEGEND)
-    if any(r["status"] == INVALID for g in by_task.values() for r in g):
-        blocks.append(INVALID_LEGEND)
+    invalid = invalid_lines([r for g in by_task.values() for r in g])
+    if invalid:
+        blocks.append(invalid)
     return "\n\n".join(blocks)

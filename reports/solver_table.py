@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from precision.invariants import INVALID
-from reports.floor_cells import FLOOR_LEGEND, INVALID_LEGEND, INVERTED_LEGEND
+from reports.floor_cells import FLOOR_LEGEND, INVERTED_LEGEND, invalid_lines
 from reports.tables import solver_pivots, solver_runs
 from reports.text_table import text_table
 
@@ -37,6 +37,7 @@ def solver_tables(rows: list[dict[str, Any]]) -> str:
         if any(p.meta["inverted"] for p in pivots):
             legend += "\n" + INVERTED_LEGEND
         if (runs["status"] == INVALID).any():
-            legend += "\n" + INVALID_LEGEND
+            legend += "\n" + invalid_lines([r for r in rows if r.get("kind") in
+                                             ("solver", "construction")])
         blocks.append(legend)
     return "\n\n".join(blocks)

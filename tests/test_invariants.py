@@ -224,6 +224,7 @@ def test_the_radius_defect_of_1685864_is_stored_invalid_not_ok(tmp_path, monkeyp
     line = next(x for x in captured.out.splitlines() if x.startswith("heavy_ball"))
     assert "invalid" in line
     assert "'invalid' = the run broke an invariant" in captured.out
+    assert "  heavy_ball ls_gauss mp30 seed 0: trace_rise: the trace reached 1e-" in captured.out
 
 
 @pytest.mark.parametrize("status", ["failed", "diverged"])
