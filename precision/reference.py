@@ -26,6 +26,10 @@ import numpy as np
 from precision.metrics import error_summary
 from precision.precisions import Precision
 
+#: The reference of a trained model's errors: mp100 with every cast promoted (the model's
+#: mathematics; its float32 islands are part of what the decomposition measures).
+MODEL_REFERENCE = Precision("mp100", 100, casts="promote")
+
 #: Sequences (first entries of the batch axis) the mp2N check is evaluated on.
 CHECK_SUBSET = 1
 

@@ -42,12 +42,13 @@ from precision.evaluate import evaluate, reference_digits
 from precision.formats.simulate import round_tensor
 from precision.metrics import Floor, decompose, detect_floor, error_summary
 from precision.precisions import Precision
+from precision.reference import MODEL_REFERENCE
 from precision.tasks import Task, gradient_query_row
 from precision.truth import least_squares_truth, truth_bits
 from results.canonical import config_hash
 
 #: The high precision the decomposition's f_mp is computed in.
-REFERENCE_PRECISION = Precision("mp100", 100, casts="promote")
+REFERENCE_PRECISION = MODEL_REFERENCE
 #: Offset between the training seed and the test-set seed (the test set never overlaps).
 TEST_SEED_OFFSET = 1_000_003
 
