@@ -6,9 +6,8 @@ joins the matrix without a line of test code:
 
 * subjects: :data:`~precision.solvers.measure.SOLVERS` and
   :data:`~precision.constructions.measure.CONSTRUCTIONS`, each with its declared ``task``;
-* problem kinds: the least-squares generators (:data:`~precision.problems.PROBLEMS`), the
-  primitive ops (:data:`~precision.problems.PRIMITIVE_OPS`) and every kind a shipped suite's
-  problem table names (``experiments/suites/*.toml``: ``spd``, ``logistic``); a subject
+* problem kinds: every kind a task takes (:data:`~precision.solvers.measure.TASK_KINDS`:
+  the least-squares generators, the primitive ops, ``spd``, ``logistic``); a subject
   *accepts* a kind when :func:`~precision.solvers.measure.make_problem` builds it for the
   subject's task (a construction may still decline it when run: a primitive construction
   reads one op only; :func:`run_cell` raises its ``SolverError`` then);
@@ -27,14 +26,12 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from precision import deterministic, problems
+from precision import deterministic
 from precision.constructions.measure import CONSTRUCTIONS, run_construction
 from precision.invariants import (
     check_trace,
@@ -42,7 +39,14 @@ from precision.invariants import (
     rounding_log10,
 )
 from precision.precisions import parse_precision
-from precision.solvers.measure import SOLVERS, SolverError, SolverResult, make_problem, run_solver
+from precision.solvers.measure import (
+    SOLVERS,
+    TASK_KINDS,
+    SolverError,
+    SolverResult,
+    make_problem,
+    run_solver,
+)
 
 #: Coarse to fine: each is :func:`~precision.invariants.finer` than the one before it.
 PRECISIONS = ("float32", "float64", "mp30")
@@ -92,24 +96,9 @@ class Cell:
         return f"{self.name}-{self.kind}"
 
 
-def _suite_kinds() -> list[str]:
-    """The problem kinds the shipped suites' problem tables name."""
-    import experiments
-
-    folder = Path(experiments.__file__).parent / "suites"
-    kinds: set[str] = set()
-    for path in sorted(folder.glob("*.toml")):
-        suite = tomllib.loads(path.read_text())
-        for table in (suite.get("problems") or {}).values():
-            if isinstance(table, dict) and isinstance(table.get("kind"), str):
-                kinds.add(table["kind"])
-    return sorted(kinds)
-
-
 def problem_kinds() -> list[str]:
-    """Every problem kind: the generators', the primitive ops', the shipped suites'."""
-    kinds = list(problems.PROBLEMS) + list(problems.PRIMITIVE_OPS)
-    return kinds + [k for k in _suite_kinds() if k not in kinds]
+    """Every problem kind some task takes (:data:`~precision.solvers.measure.TASK_KINDS`)."""
+    return list(dict.fromkeys(k for kinds in TASK_KINDS.values() for k in kinds))
 
 
 _UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'|has no option ([\w, ]+) \(")

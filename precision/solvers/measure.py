@@ -225,6 +225,13 @@ def resolve_params(spec: Declared, params: dict[str, Any] | None) -> dict[str, A
     return spec.resolve(params)
 
 
+#: The problem kinds each task takes: an SPD matrix to invert, a logistic regression, the
+#: primitive ops, the least-squares generators (:mod:`precision.problems`).
+TASK_KINDS: dict[str, tuple[str, ...]] = {
+    "inverse": ("spd",), "logistic": ("logistic",), "primitive": problems.PRIMITIVE_OPS,
+    "least_squares": tuple(problems.PROBLEMS)}
+
+
 def make_problem(task: str, problem: dict[str, Any]) -> Any:
     """Build the seeded problem described by ``problem`` (a suite's problem table)."""
     spec = dict(problem)
@@ -235,15 +242,15 @@ def make_problem(task: str, problem: dict[str, Any]) -> Any:
         raise SolverError(f"problem kind must be a name, got {kind!r}")
     try:
         if task == "inverse":
-            if kind != "spd":
+            if kind not in TASK_KINDS["inverse"]:
                 raise SolverError(f"task 'inverse' takes problem kind 'spd', not '{kind}'")
             return problems.spd_matrix(**spec)
         if task == "logistic":
-            if kind != "logistic":
+            if kind not in TASK_KINDS["logistic"]:
                 raise SolverError(f"task 'logistic' takes problem kind 'logistic', not '{kind}'")
             return problems.logistic_regression(**spec)
         if task == "primitive":
-            if kind not in problems.PRIMITIVE_OPS:
+            if kind not in TASK_KINDS["primitive"]:
                 raise SolverError(f"task 'primitive' takes problem kind "
                                   f"{', '.join(problems.PRIMITIVE_OPS)}, not '{kind}'")
             return problems.primitive_problem(kind, **spec)
