@@ -19,6 +19,7 @@ from typing import Any
 
 from experiments.localize import SUITE, LocalizeSpec, compute, records
 from experiments.names import check_name
+from precision.invariants import checked
 from precision.precisions import ALIASES_TEXT, PrecisionError, parse_precision
 from results.store import Store
 
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - start
     print("\n".join(loc.lines()))
     with Store(args.db) as store:
-        written = store.write_runs(records(spec, loc, wall))
+        written = store.write_runs(checked(records(spec, loc, wall)))   # the invariants
     print(f"{loc.evaluations} evaluations in {wall:.0f} s; {written} new record"
           f"{'s' if written != 1 else ''} of kind localize in {args.db} (suite {SUITE}, "
           f"model {spec.label}); 'precision report --db {args.db}' shows the table and figure")
