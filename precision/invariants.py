@@ -103,7 +103,7 @@ def check_trace(log10_trace: Sequence[float], floor_log10: float | None, p: Prec
     rise = trace_rise(log10_trace, floor_log10, p)
     if rise <= RISE_DECADES:
         return None
-    lowest = min(v for v in log10_trace if math.isfinite(v) or v == -math.inf)
+    lowest = floor_log10 - rise      # an exact zero reads as u^2 (no lower level is reached)
     return Violation("trace_rise", f"the trace reached 1e{lowest:.0f} and its floor stands "
                      f"{rise:.1f} decades above it, at 1e{floor_log10:.1f} (at most "
                      f"{RISE_DECADES:g} allowed)")

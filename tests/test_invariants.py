@@ -55,6 +55,9 @@ def test_rounding_jitter_and_exact_hits_do_not_break_rule_1():
     assert check_trace([-10.0, -20.0, -20.0 + RISE_DECADES], -20.0 + RISE_DECADES,
                        P("mp30")) is None
     assert check_trace([-10.0, -20.0, -16.9], -16.9, P("mp30")) is not None
+    # an exact hit then a floor 12 decades above mp30's u^2: the message names u^2, not -inf
+    found = check_trace([-10.0, -math.inf, -50.0], -50.0, P("mp30"))
+    assert found is not None and "reached 1e-62 " in found.message
 
 
 # --- rule 2: an mpN reference holds its digits -----------------------------------------------
