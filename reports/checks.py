@@ -20,7 +20,7 @@ from precision.invariants import (
 )
 from reports.tables import Pivot
 from reports.text_table import precision_order
-from results.records import SubjectConfig
+from results.records import config_of
 
 #: The section's paragraph: the rules with their thresholds.
 CHECKS_TEXT = (
@@ -31,10 +31,6 @@ CHECKS_TEXT = (
     "when it is read (a finer precision must not floor more than "
     f"{FINER_ABOVE_DECADES:g} decades above a coarser one). These runs do not measure their "
     "subject.")
-
-
-def _seed(row: dict[str, Any]) -> Any:
-    return SubjectConfig.from_json(row.get("config")).seed
 
 
 def checks_pivot(rows: list[dict[str, Any]]) -> Pivot | None:
@@ -50,7 +46,7 @@ def checks_pivot(rows: list[dict[str, Any]]) -> Pivot | None:
         else:
             continue
         lines.append((str(r.get("subject")), str(r.get("task")), str(r.get("precision")),
-                      str(_seed(r)), rule, what))
+                      str(getattr(config_of(r), "seed", None)), rule, what))
     if not lines:
         return None
     lines.sort(key=lambda t: (t[0], t[1], precision_order(t[2]), t[3]))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from precision.invariants import FINER_ABOVE_DECADES, INVALID, RISE_DECADES
-from results.records import result_of, stored_float
+from results.records import config_of, result_of, stored_float
 
 #: Printed under a table of floor cells.
 FLOOR_LEGEND = (
@@ -53,9 +53,7 @@ def invalid_lines(rows: Sequence[dict[str, Any]]) -> str:
         return ""
     lines = [INVALID_LEGEND]
     for r in bad[:MAX_INVALID_LINES]:
-        seed = (r.get("config") or {}).get("seed",
-                                           ((r.get("config") or {}).get("problem") or {})
-                                           .get("seed"))
+        seed = getattr(config_of(r), "seed", None)
         where = f"{r.get('subject')} {r.get('task')} {r.get('precision')}" + \
             (f" seed {seed}" if seed is not None else "")
         lines.append(f"  {where}: {str(r.get('error') or '').removeprefix('invariant ')}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from precision.invariants import INVALID
 from reports.floor_cells import FLOOR_LEGEND, INVERTED_LEGEND, invalid_lines
 from reports.tables import solver_pivots, solver_runs
 from reports.text_table import text_table
@@ -36,8 +35,8 @@ def solver_tables(rows: list[dict[str, Any]]) -> str:
         legend = FLOOR_LEGEND
         if any(p.meta["inverted"] for p in pivots):
             legend += "\n" + INVERTED_LEGEND
-        if (runs["status"] == INVALID).any():
-            legend += "\n" + invalid_lines([r for r in rows if r.get("kind") in
-                                             ("solver", "construction")])
+        invalid = invalid_lines([r for r in rows if r.get("kind") in ("solver", "construction")])
+        if invalid:
+            legend += "\n" + invalid
         blocks.append(legend)
     return "\n\n".join(blocks)

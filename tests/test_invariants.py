@@ -254,3 +254,17 @@ def test_the_python_api_says_invalid_too(monkeypatch):
     bad = run_solver("heavy_ball", "mp30", problem, {"iters": 400})
     assert bad.status == INVALID and bad.error.startswith("invariant trace_rise:")
     assert bad.floor is not None and bad.floor.log10_level > -5 and len(bad.steps) == 401
+
+
+def test_the_report_names_the_seed_of_any_kind_of_run():
+    """A trained job's seed sits at the top of its config, a solver's in its problem: the
+    checks table reads each through the record schema."""
+    rows = [{"run_id": "t", "kind": "trained", "subject": "m", "task": "read",
+             "precision": "mp50+casts=promote", "status": INVALID,
+             "error": "invariant digits: the mp50 result ...", "config": {"seed": 3}},
+            {"run_id": "s", "kind": "solver", "subject": "gd", "task": "ls_gauss",
+             "precision": "mp30", "status": INVALID, "error": "invariant trace_rise: ...",
+             "config": {"problem": {"seed": 2}}}]
+    pivot = checks_pivot(rows)
+    assert list(pivot.frame["seed"]) == ["2", "3"] and list(pivot.frame["rule"]) == [
+        "trace_rise", "digits"]
