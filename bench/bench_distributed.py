@@ -23,7 +23,7 @@ from pathlib import Path
 
 
 def _run(suite: str, profile: str, solvers: str | None, db: Path, extra: list[str]) -> float:
-    cmd = [sys.executable, "-m", "precision_cli", "run", suite, "--profile", profile, "--db",
+    cmd = [sys.executable, "-m", "precision", "run", suite, "--profile", profile, "--db",
            str(db), "--no-progress", "--no-report", *extra]
     if solvers:
         cmd += ["--solvers", solvers]

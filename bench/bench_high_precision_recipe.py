@@ -19,9 +19,9 @@ import time
 
 import torch
 
-from experiments.trained.recipes import TrainConfig, train
 from precision.models import build_model
 from precision.tasks import make_task
+from probes.training.recipes import TrainConfig, train
 
 D, N, TARGET = 20, 40, 1e-14
 sample = make_task("multiply", dim=D, n=N).sample   # (batch, gen) -> x (b, N, D), y (b, N, D/2)

@@ -1,6 +1,6 @@
 """Peak memory of an mp100 evaluation with each value freed after its last use vs all kept.
 
-Model: the 001 primitives suite's Transformer (``experiments/suites/primitives.toml``, paper
+Model: the 001 primitives suite's Transformer (``probes/suites/primitives.toml``, paper
 profile) on its MULTIPLY task: depth 2, width 64, 1 head, MLP x4 ReLU, LayerNorm, causal,
 learned positions; input (test_size 32, N 40, D 20), output D_out 10. Evaluated with
 ``precision.evaluate.evaluate(model, x, "mp100")``; the keep mode sets ``keep_intermediates``

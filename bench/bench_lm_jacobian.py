@@ -1,6 +1,6 @@
 """Bench: the Levenberg-Marquardt phase's dense Jacobian, per sample vs whole batch.
 
-``experiments.trained.recipes`` forms J (M residuals x P parameters) as ``vmap`` over the batch of
+``probes.training.recipes`` forms J (M residuals x P parameters) as ``vmap`` over the batch of
 ``jacrev`` of one sample's residuals (``_sample_jacobian``); the baseline is the whole-batch
 ``jacrev``/``jacfwd`` it replaced (``_batch_jacobian``), which pushes one batch-sized
 tangent per Jacobian row. Both run here on the same models and batches; the script prints
@@ -22,14 +22,14 @@ from collections.abc import Callable
 import torch
 from torch.func import functional_call
 
-from experiments.trained.levenberg_marquardt import (
+from precision.models import build_model
+from precision.models.linear_attention import LSA
+from probes.training.levenberg_marquardt import (
     _batch_jacobian,
     _Flat,
     _Predictor,
     _sample_jacobian,
 )
-from precision.models import build_model
-from precision.models.linear_attention import LSA
 
 
 def _best(fn: Callable[[], torch.Tensor], repeat: int) -> tuple[float, torch.Tensor]:

@@ -163,8 +163,8 @@ def zoo_entries(only: set[str] | None) -> list[tuple[str, Callable[..., torch.nn
     """(label, factory(d_in, d_out, depth, width, max_len), options) of every zoo entry."""
     import warnings
 
-    from experiments.factory import load_factory
-    from experiments.hf_models import build_hf
+    from probes.factory import load_factory
+    from probes.hf_models import build_hf
 
     def hf(spec: str, options: dict) -> Callable[..., torch.nn.Module]:
         def build(*args: int, max_len: int) -> torch.nn.Module:
@@ -182,7 +182,7 @@ def zoo_entries(only: set[str] | None) -> list[tuple[str, Callable[..., torch.nn
 
 def zoo(only: set[str] | None = None) -> None:
     """mp50 vs float64 vs the arb_mat limit for each zoo module; recurrence scaling."""
-    from experiments.factory import load_factory
+    from probes.factory import load_factory
 
     torch.set_num_threads(1)
     zb, zn, zd, zw, zdepth = 4, 32, 20, 32, 2

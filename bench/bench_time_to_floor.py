@@ -27,11 +27,11 @@ from dataclasses import replace
 
 import torch
 
-from experiments.factory import is_factory_spec
-from experiments.suite import load_suite
-from experiments.trained.convergence_check import convergence_check
-from experiments.trained.job import Job
-from experiments.trained.recipes import TrainConfig, TrainResult, train
+from probes.factory import is_factory_spec
+from probes.suite import load_suite
+from probes.training.convergence_check import convergence_check
+from probes.training.job import Job
+from probes.training.recipes import TrainConfig, TrainResult, train
 
 DEFAULT_CELLS = ("transformer:1:affine:1:32", "transformer:1:read:2:32",
                  "baseconv:0:multiply:1:32")

@@ -6,11 +6,11 @@ Transformer of width 64, 2 layers, 2 heads, float32. Every variant draws the sam
 batches and runs the same model:
 
 * eager       -- one forward/backward pass over the batch and ``torch.optim.Adam``
-                 (foreach): what ``experiments.trained.recipes`` does by default (``micro_batch =
+                 (foreach): what ``probes.training.recipes`` does by default (``micro_batch =
                  0``)
 * fused-adam  -- the same with ``Adam(fused=True)``
 * micro-128   -- ``micro_batch = 128``: the batch's gradient accumulated over 8 passes of 128
-                 sequences (``experiments.trained.recipes.batch_gradient``), so each pass's
+                 sequences (``probes.training.recipes.batch_gradient``), so each pass's
                  activations
                  (128 x 40 x 256 floats in the MLP, 5 MB) stay in cache instead of 42 MB ones
                  that are page-faulted into fresh memory at every step
@@ -33,9 +33,9 @@ import time
 
 import torch
 
-from experiments.trained.recipes import batch_gradient
 from precision.models import build_model
 from precision.tasks import make_task
+from probes.training.recipes import batch_gradient
 
 
 def _model(task, width: int, depth: int, heads: int) -> torch.nn.Module:

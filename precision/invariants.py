@@ -150,7 +150,7 @@ def _is_number(v: Any) -> bool:
 
 
 def check_record(record: Any) -> Violation | None:
-    """Rules 1 and 2 on a store record (:class:`~results.store.RunRecord`) of status ``ok``:
+    """Rules 1 and 2 on a store record (:class:`~probes.store.db.RunRecord`) of status ``ok``:
     its ``series["log10_mse"]`` ((step, log10) pairs) against its ``floor_log10``; the
     ``truth_digits`` of its result against the reference precision it names
     (:data:`~precision.reference.MODEL_REFERENCE` unless the result says otherwise); and, for

@@ -4,7 +4,7 @@
 (``torch.export`` + ``run_decompositions()``) and lists every op with its number of uses,
 whether the arbitrary-precision interpreter implements it, and the module paths using it.
 Nothing is trained or evaluated, so all unsupported ops are known at once, before any
-training starts (``experiments.census`` applies it to a user factory and to a trained suite).
+training starts (``probes.census`` applies it to a user factory and to a trained suite).
 
 It also lists the model's float casts (one row per op, from -> to dtype and module path), the
 modules that compute in a dtype narrower than float64 (the *islands* that round below a

@@ -447,5 +447,5 @@ def parse_precisions(specs: list[str] | tuple[str, ...] | str) -> list[Precision
 def as_precision(value: Precision | str) -> Precision:
     """The Python API's edge: a :class:`Precision` as it is, a spelling parsed. Only the
     public entry points (``evaluate``, ``error_decomposition``, ``run_solver``,
-    ``run_construction``, ``experiments.api``) call it; everything inside takes a Precision."""
+    ``run_construction``, ``probes.api``) call it; everything inside takes a Precision."""
     return value if isinstance(value, Precision) else parse_precision(value)

@@ -24,6 +24,8 @@ from typing import Any
 import pandas as pd
 
 from precision.provenance import provenance_line
+from probes.store.db import Store
+from probes.store.records import result_of
 from reports import plots
 from reports.checks import CHECKS_TEXT, checks_pivot
 from reports.claims import check_claims
@@ -43,8 +45,6 @@ from reports.study_table import latest_runs, study_pivots, study_series_figure
 from reports.tables import Pivot, grid_pivots, grid_runs, solver_pivots, solver_runs
 from reports.text_table import precision_order
 from reports.time_to_floor import time_to_floor_figure, time_to_floor_pivots
-from results.records import result_of
-from results.store import Store
 
 
 class ReportError(ValueError):

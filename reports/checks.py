@@ -18,9 +18,9 @@ from precision.invariants import (
     RISE_DECADES,
     inverted_runs,
 )
+from probes.store.records import config_of
 from reports.tables import Pivot
 from reports.text_table import precision_order
-from results.records import config_of
 
 #: The section's paragraph: the rules with their thresholds.
 CHECKS_TEXT = (

@@ -18,7 +18,7 @@ bound the ratio metric / partner's metric (002 "Diag matches Full": Full / Diag 
 or, with ``compare = "difference"``, metric - partner's metric (on a log10 metric: how many
 orders of magnitude apart, 001 "BaseConv ~2 orders worse than the Transformer").
 
-Metrics and config keys are those of the kind's record schema (:mod:`results.records`), checked
+Metrics and config keys are those of the kind's record schema (:mod:`probes.store.records`), checked
 when the file is loaded: a typo is a one-line :class:`ClaimsError` naming the claim, not a
 check that silently selects nothing.
 """
@@ -32,10 +32,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from experiments.trained.recipe_book import RECIPES
 from precision.invariants import INVALID, inverted_runs
-from reports.floor_cells import floor_reached, format_log10, median
-from results.records import (
+from probes.store.records import (
     SCHEMA,
     TrainedConfig,
     TrainedResult,
@@ -43,6 +41,8 @@ from results.records import (
     metric_problem,
     result_of,
 )
+from probes.training.recipe_book import RECIPES
+from reports.floor_cells import floor_reached, format_log10, median
 
 SELECT_KEYS = ("kind", "suite", "subject", "task", "precision")
 CHECK_KEYS = {*SELECT_KEYS, "metric", "min", "max", "aggregate", "min_train_steps", "command",
@@ -128,7 +128,7 @@ def _format_metric(metric: str, value: float) -> str:
 def metric_value(row: dict[str, Any], metric: str) -> Any:
     """A runs-table column (``floor_log10``) or ``result.<name>`` of the row's result (a
     study's metric, a trained run's ``rounding``: :meth:`RecordResult.metric
-    <results.records.RecordResult.metric>`)."""
+    <probes.store.records.RecordResult.metric>`)."""
     if metric.startswith("result."):
         return result_of(row).metric(metric[len("result."):])
     return row.get(metric)

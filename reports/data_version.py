@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from results.records import config_of
+from probes.store.records import config_of
 
 
 def data_version(row: dict[str, Any]) -> int:
     """The data-generation version a stored row was computed on (rows that do not record it
-    are :data:`~results.records.UNRECORDED_VERSION`)."""
+    are :data:`~probes.store.records.UNRECORDED_VERSION`)."""
     return config_of(row).data_version
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from results.atomic import atomic_write as results_atomic_write
+from probes.store.atomic import atomic_write as results_atomic_write
 
 FIGURES, TABLES, DATA = "figures", "tables", "data"
 
@@ -82,7 +82,7 @@ class FileNames:
 
 
 def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> Path:
-    """Write ``path`` through ``write(file)`` with :func:`results.atomic.atomic_write`: a
+    """Write ``path`` through ``write(file)`` with :func:`probes.store.atomic.atomic_write`: a
     temporary file in the same folder renamed into place, so on any error the previous
     ``path`` (if any) is untouched and the error propagates."""
     path = Path(path)

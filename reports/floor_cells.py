@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from precision.invariants import FINER_ABOVE_DECADES, INVALID, RISE_DECADES
-from results.records import config_of, result_of, stored_float
+from probes.store.records import config_of, result_of, stored_float
 
 #: Printed under a table of floor cells.
 FLOOR_LEGEND = (

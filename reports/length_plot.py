@@ -1,6 +1,6 @@
 """Error against sequence length: the report's tables and figure of ``length`` records.
 
-A length record (:class:`~results.records.LengthResult`, :mod:`experiments.kinds.length`) is
+A length record (:class:`~probes.store.records.LengthResult`, :mod:`probes.kinds.length`) is
 one trained job's weights evaluated at one sequence length in one precision: its relative
 error ||f_p - f_mp100||_2 / ||f_mp100||_2 and the reference's certain digits. Here they become
 
@@ -29,11 +29,11 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from precision.precisions import PrecisionError, parse_precision  # noqa: E402
+from probes.store.records import LengthConfig, LengthResult, stored_float  # noqa: E402
 from reports.files import write_bytes  # noqa: E402
 from reports.model_table import train_dtype
 from reports.tables import Pivot  # noqa: E402
 from reports.text_table import precision_order, text_table  # noqa: E402
-from results.records import LengthConfig, LengthResult, stored_float  # noqa: E402
 
 LENGTH_COLUMNS = ["run_id", "suite", "subject", "task", "model", "precision", "status",
                   "error", "length", "seed", "relative", "log10_relative", "truth_digits",

@@ -1,6 +1,6 @@
 """Which modules limit the error: the report's tables and figure of ``localize`` records.
 
-A localize record (:class:`~results.records.LocalizeResult`, :mod:`experiments.localize`) is
+A localize record (:class:`~probes.store.records.LocalizeResult`, :mod:`probes.localize`) is
 one unit of one localization (a model, a low precision, a reference, a target): the relative
 error against the truth with only that unit in the low precision (a) and with only that unit
 in the reference (b), and whether the search keeps it in the reference. Here they become
@@ -27,9 +27,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from precision.localize import unit_labels  # noqa: E402
+from probes.store.records import LocalizeConfig, LocalizeResult, stored_float  # noqa: E402
 from reports.length_plot import _label, _save  # noqa: E402
 from reports.tables import Pivot  # noqa: E402
-from results.records import LocalizeConfig, LocalizeResult, stored_float  # noqa: E402
 
 LOCALIZE_COLUMNS = ["run_id", "suite", "subject", "setting", "precision", "reference", "truth",
                     "target", "unit", "block", "ops", "weights", "alone_low",

@@ -12,7 +12,7 @@ A label rests on evidence the record stores: ``check_gain``, the factor by which
 Gauss-Newton steps from the final weights lowered the held-out MSE (near 1: training had
 nothing left to find), and ``grad_norm``, the held-out loss gradient's norm at the final
 weights, ``check_drift``, the z-score of a nonzero expected gradient over independent
-batches (a slope that is not a floor shows it, :mod:`experiments.trained.convergence_check`),
+batches (a slope that is not a floor shows it, :mod:`probes.training.convergence_check`),
 and ``check_curvature``, the held-out loss Hessian's most negative eigenvalue over its largest
 (a saddle shows it), and ``check_power``, the residuals per parameter the check's
 Gauss-Newton batches held (too few, and the check cannot see: its verdict does not count).
@@ -29,8 +29,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from experiments.trained.recipe_book import RECIPES
 from precision.invariants import inverted_runs
+from probes.store.records import TrainedConfig, TrainedResult, stored_float
+from probes.training.recipe_book import RECIPES
 from reports.floor_cells import (
     INVERTED_LEGEND,
     INVERTED_MARK,
@@ -39,7 +40,6 @@ from reports.floor_cells import (
     invalid_lines,
 )
 from reports.text_table import precision_order, text_table
-from results.records import TrainedConfig, TrainedResult, stored_float
 
 
 def _label(row: dict[str, Any]) -> tuple[str, ...]:

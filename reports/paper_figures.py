@@ -54,13 +54,13 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from probes.store.frames import runs_frame  # noqa: E402
 from reports.claims import rounding_limited  # noqa: E402
 from reports.files import FileNames  # noqa: E402
 from reports.plots import _save, label, legend_below  # noqa: E402
 from reports.render import Section  # noqa: E402
 from reports.tables import Pivot  # noqa: E402
 from reports.text_table import precision_order  # noqa: E402
-from results.frames import runs_frame  # noqa: E402
 
 #: ``series(run_id, name)``: that stored trace of the run as (step, value) pairs.
 SeriesSource = Callable[[str, str], list[tuple[int, Any]]]
@@ -248,7 +248,7 @@ def _option(cfg: dict[str, Any], table: str, key: str) -> Any:
 
 
 def paper_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """The store's runs (rows as :meth:`Store.runs <results.store.Store.runs>` returns them),
+    """The store's runs (rows as :meth:`Store.runs <probes.store.db.Store.runs>` returns them),
     one per row, columns :data:`PAPER_COLUMNS`: the stored numbers plus what the figures
     group by, read from each run's config (``job_task`` the task's own name, e.g.
     ``ls_feature`` for the label ``ls_feature_k1``; ``k``, ``dim``, ``n`` its options;

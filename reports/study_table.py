@@ -15,9 +15,9 @@ from typing import Any
 
 import pandas as pd
 
+from probes.store.records import StudyConfig, StudyResult
 from reports.tables import Pivot
 from reports.text_table import precision_order, text_table
-from results.records import StudyConfig, StudyResult
 
 #: At most this many metric columns per text table (the primary metric, then the others in
 #: the order the study lists them); the report's tables and CSV carry every metric.

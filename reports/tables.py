@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 
 from precision.invariants import inverted_runs
+from probes.store.frames import runs_frame
+from probes.store.records import SubjectConfig, TrainedConfig, TrainedResult, stored_float
 from reports.floor_cells import INVERTED_MARK, floor_cell, floor_reached, format_log10, format_mse
 from reports.model_table import format_gain, format_power, limit_label, train_dtype
 from reports.text_table import precision_order
-from results.frames import runs_frame
-from results.records import SubjectConfig, TrainedConfig, TrainedResult, stored_float
 
 SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "floor_log10",
                   "floor_index", "reached", "rate", "conv_order", "mse", "log10_mse", "steps",

@@ -19,10 +19,10 @@ from typing import Any
 import matplotlib
 import pandas as pd
 
-from experiments.trained.recipe_book import RECIPES
+from probes.store.records import TrainedConfig, TrainedResult
+from probes.training.recipe_book import RECIPES
 from reports.plots import _save, figure_legend, label
 from reports.tables import Pivot, _model_label
-from results.records import TrainedConfig, TrainedResult
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from precision_cli.main import main
+from precision.cli.main import main
 
 # The models under test are small: one thread per process is faster than two (which spin
 # against each other and against any other load on a 2-core machine: 30 ms vs 1.7 s per
@@ -40,7 +40,7 @@ test_size = {test_size}
 def one_seed_solvers_suite(folder: Path) -> Path:
     """The shipped ``solvers`` suite (same name, problems and solvers) with one seed instead of
     five: a fifth of the cost for tests that need its numbers, not its spread."""
-    text = (Path(__file__).resolve().parents[1] / "experiments" / "suites" / "solvers.toml"
+    text = (Path(__file__).resolve().parents[1] / "probes" / "suites" / "solvers.toml"
             ).read_text(encoding="utf-8")
     lines = ["seeds = [0]" if line.startswith("seeds = ") else line
              for line in text.splitlines()]

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from precision.precisions import parse_precision
-from results.store import RunRecord, Store
+from probes.store.db import RunRecord, Store
 
 PRECISIONS = ("float32", "float64", "mp50")
 FAMILIES = {  # key (in run ids) -> (family, layernorm): the stored subject is the family

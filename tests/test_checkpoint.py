@@ -8,10 +8,10 @@ import pytest
 import torch
 from conftest import tiny_affine_suite
 
-from experiments.trained.checkpoint import Checkpoint, CheckpointError, Paused
-from experiments.trained.recipes import TrainConfig, train
 from precision.models import build_model
 from precision.tasks import make_task
+from probes.training.checkpoint import Checkpoint, CheckpointError, Paused
+from probes.training.recipes import TrainConfig, train
 
 
 class _PauseAfter(Checkpoint):
@@ -162,8 +162,8 @@ SUITE = tiny_affine_suite("tiny_sliced",
 
 
 def test_a_sliced_sweep_pauses_then_goes_on_to_the_numbers_of_an_unsliced_one(tmp_path):
-    from precision_cli.main import EXIT_PAUSED, main
-    from results.store import Store
+    from precision.cli.main import EXIT_PAUSED, main
+    from probes.store.db import Store
 
     suite = tmp_path / "tiny.toml"
     suite.write_text(SUITE)
@@ -188,7 +188,7 @@ def test_a_sliced_sweep_pauses_then_goes_on_to_the_numbers_of_an_unsliced_one(tm
 
 
 def test_slice_needs_checkpoints(tmp_path, capsys):
-    from precision_cli.main import main
+    from precision.cli.main import main
 
     suite = tmp_path / "tiny.toml"
     suite.write_text(SUITE)

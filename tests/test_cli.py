@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from conftest import one_seed_solvers_suite, solver_store
 
-from experiments.run import subsample as _subsample
-from precision_cli.main import main
+from precision.cli.main import main
+from probes.run import subsample as _subsample
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "precision_cli", *args], cwd=cwd, capture_output=True, text=True,
+        [sys.executable, "-m", "precision", *args], cwd=cwd, capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600,
     )
 
@@ -166,7 +166,7 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
     args = ["run", str(suite), "--db", str(db), "--solvers", "heavy_ball,nesterov",
             "--no-progress"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "precision_cli", *args], cwd=tmp_path,
+        [sys.executable, "-m", "precision", *args], cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-import experiments.runner
-import results.store
-from experiments.suite import load_suite
-from precision_cli.main import build_parser, main
+import probes.runner
+import probes.store.db
+from precision.cli.main import build_parser, main
+from probes.suite import load_suite
 
 TINY = """
 name = "tiny"
@@ -57,13 +57,13 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 def computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Run ids the runner computes (the real computation still runs)."""
     calls: list[str] = []
-    real = experiments.runner.compute_records
+    real = probes.runner.compute_records
 
     def spy(run):
         calls.append(run.run_id)
         return real(run)
 
-    monkeypatch.setattr(experiments.runner, "compute_records", spy)
+    monkeypatch.setattr(probes.runner, "compute_records", spy)
     return calls
 
 
@@ -182,7 +182,7 @@ def _read_only_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
         target = target.split("?")[0] + "?mode=ro"
         return real(target, *args, uri=True, **kwargs)
 
-    monkeypatch.setattr(results.store.sqlite3, "connect", connect)
+    monkeypatch.setattr(probes.store.db.sqlite3, "connect", connect)
 
 
 def test_a_read_only_store_fails_before_computing(tiny_store, tmp_path, monkeypatch, capsys,

@@ -6,7 +6,7 @@ import dataclasses
 import importlib.util
 from pathlib import Path
 
-from results.store import RunRecord, Store
+from probes.store.db import RunRecord, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("compare_stores", ROOT / "tools/compare_stores.py")
@@ -53,8 +53,8 @@ def test_map_ids_compares_old_trained_records_under_their_new_ids(tmp_path: Path
     """A trained record of config version 3 equals the record version 4 writes, under the id
     ``config_hash`` gives its migrated config (copies dropped, ``solver`` -> ``entry``, the
     train table resolved)."""
-    from experiments.trained.train_config import TrainConfig
-    from results.canonical import config_hash
+    from probes.store.canonical import config_hash
+    from probes.training.train_config import TrainConfig
 
     train = {"recipe": "paper", "steps": 40, "batch_size": 8}
     new_config = {"version": 4, "kind": "trained", "entry": "tf", "depth": 1,

@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.factory import load_factory
 from precision.evaluate import evaluate
 from precision.metrics import error_summary
+from probes.factory import load_factory
 
 ZOO_DIR = Path(__file__).resolve().parents[1] / "examples" / "zoo"
 #: Every zoo file with a factory of its own name (the zoo's convention, examples/zoo).
@@ -77,7 +77,7 @@ def test_zoo_model_conforms(name):
 @pytest.mark.parametrize("spec", HF)
 def test_hf_model_conforms(spec):
     pytest.importorskip("transformers")
-    from experiments.hf_models import build_hf
+    from probes.hf_models import build_hf
 
     torch.manual_seed(0)
     with warnings.catch_warnings():

@@ -186,9 +186,9 @@ def test_least_squares_in_3_plus_t_layers_equals_ols(mu):
 
 
 def test_construction_runs_per_layer_and_suite_stores_them(tmp_path):
+    from precision.cli.main import main
     from precision.constructions.measure import run_construction
-    from precision_cli.main import main
-    from results.store import Store
+    from probes.store.db import Store
 
     res = run_construction("lsa_newton_schulz", "mp50", {"kind": "spd", "dim": 3,
                                                          "kappa": 10.0}, {"steps": 15})
@@ -441,10 +441,10 @@ def test_primitive_problems_are_seeded_and_checked():
 
 
 def test_primitive_constructions_in_the_suite(tmp_path):
+    from precision.cli.main import main
     from precision.constructions.measure import run_construction
     from precision.solvers.measure import SolverError
-    from precision_cli.main import main
-    from results.store import Store
+    from probes.store.db import Store
 
     db = tmp_path / "p.db"
     names = ["baseconv_read", "baseconv_affine", "baseconv_multiply"]
@@ -576,9 +576,9 @@ def test_the_depth_1_width_32_grid_cell_represents_read_exactly():
     """The construction is the grid's cell itself (same parameter names and shapes, 15,188
     parameters): a trained cell at MSE ~1/N (row j zeroed) is on a plateau, ~28 decades
     above what the architecture holds."""
-    from experiments.trained.job import Job
-    from experiments.trained.train_config import TrainConfig
     from precision.constructions.transformer_read import read
+    from probes.training.job import Job
+    from probes.training.train_config import TrainConfig
 
     job = Job(family="transformer", task="read", depth=1, width=32,
               train=TrainConfig(recipe="engine", steps=1, batch_size=8),
@@ -598,10 +598,10 @@ def test_the_layernorm_cell_holds_read_to_its_constant_channels():
     hide it; K = 1e4 -> 1e6 lowers it ~1e8x), ~1e-25 at the default K = 1e8, far below the
     1e-8 the grid's training aims at; the weights load into the grid's LN cell (15,380
     parameters). A single constant channel would leave an error first order in 1/K."""
-    from experiments.trained.job import Job
-    from experiments.trained.train_config import TrainConfig
     from precision.constructions.measure import run_construction
     from precision.constructions.transformer_read import read
+    from probes.training.job import Job
+    from probes.training.train_config import TrainConfig
 
     prob = {"kind": "read", "seed": 0}
     mse = {p: run_construction("transformer_read_ln", p, prob).steps[0].mse

@@ -7,8 +7,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from precision.cli.main import main
 from precision.deterministic import DATA_VERSION
-from precision_cli.main import main
 from reports.data_version import data_version, newest_data_rows
 
 SUITE = """

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.api import probe
-from experiments.kinds import expand_all
-from experiments.suite import SuiteError, load_suite
+from precision.cli.main import main
 from precision.devices import DeviceError, resolve_device
-from precision_cli.main import main
-from results.store import Store
+from probes.api import probe
+from probes.kinds import expand_all
+from probes.store.db import Store
+from probes.suite import SuiteError, load_suite
 
 HAS_CUDA = torch.cuda.is_available()
 ZOO = Path(__file__).resolve().parent.parent / "examples" / "zoo"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from results.store import RunRecord, Store
+from probes.store.db import RunRecord, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("regenerate_docs", ROOT / "tools/regenerate_docs.py")

@@ -1,4 +1,4 @@
-"""The second-order engine (experiments.trained.recipe_book "engine"): it leaves a saddle
+"""The second-order engine (probes.training.recipe_book "engine"): it leaves a saddle
 Adam sits on, its convergence check refuses a saddle, and the floor profile trains every cell
 with one setting."""
 
@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import torch
 
-from experiments.suite import load_suite
-from experiments.trained.convergence_check import (
+from probes.suite import load_suite
+from probes.training.convergence_check import (
     CHECK_CURVATURE,
     CHECK_DRIFT,
     CHECK_GAIN,
@@ -20,10 +20,10 @@ from experiments.trained.convergence_check import (
     convergence_check,
     gradient_drift,
 )
-from experiments.trained.job import Job
-from experiments.trained.recipe_book import RECIPES
-from experiments.trained.recipes import train
-from experiments.trained.train_config import TrainConfig
+from probes.training.job import Job
+from probes.training.recipe_book import RECIPES
+from probes.training.recipes import train
+from probes.training.train_config import TrainConfig
 from reports.model_table import limit_label
 
 # READ (001 eq. 5) on D = 4, N = 8: the target copies row i into row j. Predicting the mean
@@ -269,7 +269,7 @@ def test_a_setting_added_later_keeps_older_records_ids() -> None:
     """``validation_every`` came after stores existed: the stored (hashed) train table holds
     it only when it is set, so a config that leaves it at its default has the same table,
     and so the same record ids, as before the setting existed."""
-    from experiments.trained.train_config import SUITE_KEYS
+    from probes.training.train_config import SUITE_KEYS
 
     table = ENGINE.table()
     assert "validation_every" not in table
@@ -293,8 +293,8 @@ def test_paper_length_scales_the_step_period_with_the_run() -> None:
 def test_report_shows_float64_training_for_the_engine() -> None:
     """The engine trains in float64 whatever the stored ``dtype`` says; the report's "train"
     column says what the run did."""
+    from probes.store.records import TrainedConfig
     from reports.model_table import train_dtype
-    from results.records import TrainedConfig
 
     engine = TrainedConfig(train={"recipe": "engine", "dtype": "float32"})
     paper = TrainedConfig(train={"recipe": "paper", "dtype": "float32"})
@@ -305,7 +305,7 @@ def test_curvature_minibatch_scales_the_subset_to_the_batch() -> None:
     """lm_curvature: J^T J from a subset, times batch / subset. On a batch that is its first
     half twice, the half's curvature x 2 is the whole batch's, so the Krylov model (its
     curvature eigenvalues and its steps) is the same; an unscaled subset would halve them."""
-    from experiments.trained import levenberg_marquardt as lm
+    from probes.training import levenberg_marquardt as lm
 
     torch.manual_seed(0)
     lin = torch.nn.Linear(6, 3).double()
@@ -366,7 +366,7 @@ def test_the_curvature_sub_batch_grows_when_no_step_is_accepted() -> None:
     acceptable step doubles it (up to the whole batch). A linear model on exact linear data:
     the first steps reach the solution from an eighth of the batch, then nothing can lower
     the loss, and the fraction grows 1/8 -> 1/4 -> 1/2 -> 1."""
-    from experiments.trained import levenberg_marquardt as lm
+    from probes.training import levenberg_marquardt as lm
 
     W = torch.randn(3, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
 
@@ -401,7 +401,7 @@ def test_float32_curvature_products_give_the_float64_krylov_model_to_float32_acc
     """``low``: the Krylov products from the same residuals computed in float32 (the gradient
     stays float64): the curvature eigenvalues and the damped step agree with the float64
     model's to float32's relative accuracy, and the gradient side is untouched."""
-    from experiments.trained import levenberg_marquardt as lm
+    from probes.training import levenberg_marquardt as lm
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(),
@@ -435,7 +435,7 @@ def test_krylov_stopping_rule_is_hessian_free_relative_progress() -> None:
     """q_j - q_(j-w) < w tol q_j with w = max(10, j / 10): a model decrease that still
     grows by 1% a direction does not stop the basis, one that has levelled off does; fewer
     than w + 1 directions never stop it."""
-    from experiments.trained import levenberg_marquardt as lm
+    from probes.training import levenberg_marquardt as lm
 
     growing = [1.0 + 0.01 * j for j in range(60)]
     levelled = [1.0 - 0.5 ** j for j in range(1, 40)]
@@ -453,7 +453,7 @@ def test_adaptive_krylov_basis_stops_where_the_model_decrease_has_converged() ->
     Lanczos directions; the adaptive basis stops there, well short of the cap k = 40, and
     its step's predicted decrease is within 1% of the full basis's. With tol = 0 the basis
     takes every one of the k products."""
-    from experiments.trained import levenberg_marquardt as lm
+    from probes.training import levenberg_marquardt as lm
 
     gen = torch.Generator().manual_seed(0)
     M, P = 200, 60

@@ -23,10 +23,10 @@ from precision.backends.interpreter.constants import (
     recognise,
 )
 from precision.backends.mp_backend import workprec
+from precision.cli.main import main
 from precision.metrics import error_summary
 from precision.op_census import census
 from precision.precisions import parse_precision
-from precision_cli.main import main
 
 D, HEADS, FF = 12, 2, 16   # head dim E = 6: 1/sqrt(6) and 6^(-1/4) are not dyadic
 E = D // HEADS

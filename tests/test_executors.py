@@ -49,7 +49,7 @@ problems = ["ls"]
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "precision_cli", "run", *args, "--no-progress", "--no-report"]
+    return [sys.executable, "-m", "precision", "run", *args, "--no-progress", "--no-report"]
 
 
 def _env() -> dict[str, str]:

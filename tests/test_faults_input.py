@@ -25,16 +25,16 @@ from pathlib import Path
 import pytest
 from torch import nn
 
-import experiments.runner
-import experiments.suite
-import precision_cli.main
-from experiments.api import assert_floor_below, probe
-from experiments.executors import failed_records
-from experiments.names import NAME_RULE
-from experiments.run import SuiteError
-from experiments.trained.job import Job
+import precision.cli.main
+import probes.runner
+import probes.suite
+from precision.cli.main import JOBS_CEILING, JOBS_PER_CPU, build_parser, main, max_jobs
 from precision.precisions import ALIASES_TEXT
-from precision_cli.main import JOBS_CEILING, JOBS_PER_CPU, build_parser, main, max_jobs
+from probes.api import assert_floor_below, probe
+from probes.executors import failed_records
+from probes.names import NAME_RULE
+from probes.run import SuiteError
+from probes.training.job import Job
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -307,7 +307,7 @@ def test_a_grid_above_the_limit_names_its_size(tmp_path, base_store, capsys, not
 
 def test_a_grid_at_the_seed_limit_expands_without_building_per_seed(tmp_path, monkeypatch):
     """10,000 seeds of one trained job: every seed is a job, the model is built once."""
-    from experiments.suite import load_suite
+    from probes.suite import load_suite
 
     built = []
     real = Job.build
@@ -341,7 +341,7 @@ def test_a_study_grid_label_above_its_limit(tmp_path, base_store, capsys):
 
 @pytest.mark.parametrize("jobs", ["0", "-3", "100000"])
 def test_jobs_out_of_range(tmp_path, base_store, capsys, jobs, monkeypatch):
-    monkeypatch.setattr(precision_cli.main, "load_suite",
+    monkeypatch.setattr(precision.cli.main, "load_suite",
                         lambda *a, **k: pytest.fail("the suite was loaded"))
     suite = write(tmp_path, tiny())
     assert refused(["run", str(suite), "--jobs", jobs], tmp_path, base_store, capsys) == (
@@ -404,7 +404,7 @@ def test_a_factory_named_like_a_suite_entry_is_refused(tmp_path, base_store, cap
 
 def test_two_factories_under_one_label_are_refused(tmp_path, capsys, monkeypatch):
     # a stand-in compute: ok records at once (a sweep whose every record failed exits 1)
-    monkeypatch.setattr(experiments.runner, "compute_records", lambda run: [
+    monkeypatch.setattr(probes.runner, "compute_records", lambda run: [
         dataclasses.replace(r, status="ok", error=None)
         for r in failed_records(run, "not computed")])
     for name in ("one", "two"):
@@ -458,7 +458,7 @@ def test_aliases_in_help_list_and_errors(tmp_path, base_store, capsys):
 # --- 7. the pytest helper from any working directory ---------------------------------------
 
 USER_TEST = '''
-from experiments.api import assert_floor_below
+from probes.api import assert_floor_below
 
 KW = dict(depth=1, width=4, train={"recipe": "paper", "steps": 2, "batch_size": 2},
           task_options={"dim": 2, "n": 3}, test_size=2)

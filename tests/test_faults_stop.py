@@ -17,10 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from experiments.api import probe
-from experiments.suite import SuiteError, load_suite
-from precision_cli.main import main
-from results.store import Store
+from precision.cli.main import main
+from probes.api import probe
+from probes.store.db import Store
+from probes.suite import SuiteError, load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -103,7 +103,7 @@ def _env() -> dict[str, str]:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "precision_cli", "run", *args, "--no-progress", "--no-report"]
+    return [sys.executable, "-m", "precision", "run", *args, "--no-progress", "--no-report"]
 
 
 def _rows(db: Path) -> list[tuple]:
@@ -201,7 +201,7 @@ def test_a_stop_during_a_store_write_waits_for_the_count() -> None:
     ran in the main thread between the store's commit and the count)."""
     import threading
 
-    from experiments.runner import _signals_deferred
+    from probes.runner import _signals_deferred
 
     stop = threading.Event()
     other = threading.Thread(target=stop.wait, daemon=True)

@@ -26,13 +26,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import results
-from experiments.trained.job import Job
-from experiments.trained.weights import WeightsError, load_trained_model, load_weights, save_weights
-from precision_cli.main import main
+import probes
+from precision.cli.main import main
+from probes.store.atomic import atomic_write, same_file
+from probes.store.db import Store, StoreError
+from probes.training.job import Job
+from probes.training.weights import WeightsError, load_trained_model, load_weights, save_weights
 from reports.floor_cells import format_log10
-from results.atomic import atomic_write, same_file
-from results.store import Store, StoreError
 
 TINY = """
 name = "tiny"
@@ -75,8 +75,8 @@ def one_line(text: str) -> str:
 
 def cli(*args: str, stdout: object = subprocess.PIPE, user: int | None = None,
         fsize: int | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``python -m precision_cli ARGS`` in a child (as ``user``, or under RLIMIT_FSIZE)."""
-    cmd = [sys.executable, "-m", "precision_cli", *args]
+    """``python -m precision ARGS`` in a child (as ``user``, or under RLIMIT_FSIZE)."""
+    cmd = [sys.executable, "-m", "precision", *args]
     if user is not None:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
 
@@ -295,9 +295,9 @@ def test_a_store_on_a_read_only_filesystem_can_be_read(read_only_store, tmp_path
     assert capsys.readouterr().out.startswith(f"would delete {N_RUNS} runs (suite tiny)")
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "rep")]) == 0
     capsys.readouterr()
-    frame = results.runs(db)
+    frame = probes.runs(db)
     assert len(frame) == N_RUNS
-    assert len(results.series(db, frame["run_id"][0])) > 0
+    assert len(probes.series(db, frame["run_id"][0])) > 0
     # Writing is one line, and leaves the store as it was.
     assert main(["delete", "--db", str(db), "--suite", "tiny"]) == 2
     assert "is not writable" in one_line(capsys.readouterr().err)
@@ -311,8 +311,8 @@ def test_a_store_on_a_read_only_filesystem_can_be_read(read_only_store, tmp_path
 
 AS_NOBODY = """
 import contextlib, io, json, sys
-import results
-from precision_cli.main import main
+import probes
+from precision.cli.main import main
 db = sys.argv[1]
 got = {}
 for name, args in [("results", ["results", "--db", db, "--format", "csv"]),
@@ -323,8 +323,8 @@ for name, args in [("results", ["results", "--db", db, "--format", "csv"]),
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(args)
     got[name] = [code, out.getvalue(), err.getvalue()]
-frame = results.runs(db)
-got["api"] = [len(frame), len(results.series(db, frame["run_id"][0]))]
+frame = probes.runs(db)
+got["api"] = [len(frame), len(probes.series(db, frame["run_id"][0]))]
 print(json.dumps(got))
 """
 
@@ -486,7 +486,7 @@ def test_a_malformed_row_is_skipped_and_named(bad_row, tmp_path, capsys):
     assert one_line(captured.err) == _warning(db, run_id, message) and "ols_qr" in captured.out
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "rep")]) == 0
     assert _warning(db, run_id, message) in capsys.readouterr().err
-    frame = results.runs(db)
+    frame = probes.runs(db)
     assert len(frame) == N_RUNS - 1 and run_id not in set(frame["run_id"])
     assert one_line(capsys.readouterr().err) == _warning(db, run_id, message)
     assert digest(db) == before
@@ -519,7 +519,7 @@ def test_a_malformed_trace_point_is_left_out(db, capsys):
     con.commit()
     con.close()
     capsys.readouterr()
-    frame = results.series(db, run_id)
+    frame = probes.series(db, run_id)
     assert len(frame) == n - 1 and frame["value"].dtype == "float64"
     assert one_line(capsys.readouterr().err) == (
         f"precision: warning: results store {db}: skipping run {run_id}: 1 malformed trace "
@@ -540,7 +540,7 @@ def test_a_store_missing_a_column_is_refused_before_any_work(db, tmp_path, comma
     capsys.readouterr()
     if command == "api":
         with pytest.raises(StoreError) as info:
-            results.runs(db)
+            probes.runs(db)
         assert str(info.value) == message
     else:
         suite = tmp_path / "more.toml"
@@ -633,13 +633,13 @@ def test_values_below_the_float64_range_print_with_their_mantissa():
 
 
 def test_a_tiny_log10_is_stored_and_read_back_exactly(tmp_path):
-    from results.store import RunRecord
+    from probes.store.db import RunRecord
 
     with Store(tmp_path / "r.db") as s:
         s.write_run(RunRecord(run_id="x", suite="s", kind="solver", subject="ols_qr", task="t",
                               precision="mp100", status="ok", mse=0.0, log10_mse=-2001.7,
                               floor_log10=-2001.7))
-    row = results.runs(tmp_path / "r.db").iloc[0]
+    row = probes.runs(tmp_path / "r.db").iloc[0]
     assert row["log10_mse"] == -2001.7 and format_log10(row["floor_log10"]) == "2.0e-2002"
 
 

@@ -83,7 +83,7 @@ def test_solvers_and_constructions_run_in_formats_reproducibly():
 
 
 def test_trained_evaluation_rounds_its_inputs_into_the_format():
-    from experiments.trained.measure import _rounded_inputs
+    from probes.training.measure import _rounded_inputs
 
     x = torch.randn(3, 4, 5, dtype=torch.float64)
     for spec in ("float8_e4m3", "float8_e4m3:sr+seed=1", "mxfp8_e4m3", "int4+act=bfloat16"):

@@ -1,4 +1,4 @@
-"""The store as DataFrames (results.runs / results.series): the stored values, filters, flat
+"""The store as DataFrames (probes.runs / probes.series): the stored values, filters, flat
 config / result columns, traces long and wide, and reading that never writes."""
 
 import hashlib
@@ -8,9 +8,9 @@ import sqlite3
 import pandas as pd
 import pytest
 
-import results
-from results.frames import RUN_FRAME_COLUMNS
-from results.store import RunRecord, Store, StoreError
+import probes
+from probes.store.db import RunRecord, Store, StoreError
+from probes.store.frames import RUN_FRAME_COLUMNS
 
 
 def _solver(run_id: str, precision: str, floor: float, seed: int) -> RunRecord:
@@ -44,7 +44,7 @@ def _digest(folder):
 
 
 def test_runs_one_row_per_run_with_the_stored_values(db):
-    runs = results.runs(db)
+    runs = probes.runs(db)
     assert tuple(runs.columns) == RUN_FRAME_COLUMNS
     # the store's order: suite, kind, task, subject, precision, run_id
     assert runs["run_id"].tolist() == ["t", "a", "c", "b"]
@@ -61,20 +61,20 @@ def test_runs_one_row_per_run_with_the_stored_values(db):
 
 
 def test_runs_filters_take_a_value_or_a_list(db):
-    assert results.runs(db, suite="solvers", precision="float32")["run_id"].tolist() == \
+    assert probes.runs(db, suite="solvers", precision="float32")["run_id"].tolist() == \
         ["a", "c"]
-    assert results.runs(db, precision=["mp50", "float32"], kind="solver")["run_id"].tolist() \
+    assert probes.runs(db, precision=["mp50", "float32"], kind="solver")["run_id"].tolist() \
         == ["a", "c", "b"]
-    assert results.runs(db, status="failed")["run_id"].tolist() == ["t"]
-    assert results.runs(db, subject="gd", task="ls_gauss", precision=[])["run_id"].empty
-    none = results.runs(db, suite="nope")
+    assert probes.runs(db, status="failed")["run_id"].tolist() == ["t"]
+    assert probes.runs(db, subject="gd", task="ls_gauss", precision=[])["run_id"].empty
+    none = probes.runs(db, suite="nope")
     assert none.empty and tuple(none.columns) == RUN_FRAME_COLUMNS
     with Store(db) as store:  # the same filters on the store itself
         assert [r["run_id"] for r in store.runs(precision=("mp50",))] == ["b"]
 
 
 def test_flatten_gives_one_column_per_leaf_and_reads_non_finite_numbers(db):
-    runs = results.runs(db, flatten=True).set_index("run_id")
+    runs = probes.runs(db, flatten=True).set_index("run_id")
     assert "config" not in runs and "result" not in runs
     assert {"config.problem.seed", "config.problem.kappa", "config.params.step",
             "config.depth", "config.train.recipe", "result.floor.reached",
@@ -90,40 +90,40 @@ def test_flatten_gives_one_column_per_leaf_and_reads_non_finite_numbers(db):
     assert runs.loc["t", "result.columns"] == ["x", "y"]       # lists stay cells
     config_columns = [c for c in runs.columns if c.startswith("config.")]
     assert config_columns == sorted(config_columns)
-    assert results.runs(db, suite="nope", flatten=True).empty
+    assert probes.runs(db, suite="nope", flatten=True).empty
 
 
 def test_series_long_and_wide(db):
-    s = results.series(db, "a")
+    s = probes.series(db, "a")
     assert list(s.columns) == ["run_id", "name", "step", "value"]
     trace = s[s["name"] == "log10_mse"]
     assert trace["step"].tolist() == [0, 10, 20, 30]
     assert trace["value"].tolist()[:3] == [0.0, -3.5, -14.0] and math.isnan(trace["value"].iloc[3])
     assert s[s["name"] == "grad"][["step", "value"]].values.tolist() == [[0, 1.0], [1, 0.5]]
-    wide = results.series(db, "a", wide=True)
+    wide = probes.series(db, "a", wide=True)
     assert wide.index.name == "step" and list(wide.columns) == ["grad", "log10_mse"]
     assert wide.loc[10, "log10_mse"] == -3.5 and math.isnan(wide.loc[10, "grad"])
-    both = results.series(db, ["b", "a"], "log10_mse")
+    both = probes.series(db, ["b", "a"], "log10_mse")
     assert both["run_id"].tolist() == ["b"] * 4 + ["a"] * 4        # in the order given
     assert both["value"].tolist()[2] == -99.5
-    wide = results.series(db, ["a", "b"], ["log10_mse"], wide=True)
+    wide = probes.series(db, ["a", "b"], ["log10_mse"], wide=True)
     assert wide[("b", "log10_mse")][20] == -99.5 and wide[("a", "log10_mse")][20] == -14.0
-    assert results.series(db, "t").empty                      # a run without traces
+    assert probes.series(db, "t").empty                      # a run without traces
     with pytest.raises(StoreError, match="no run nope"):
-        results.series(db, ["a", "nope"])
+        probes.series(db, ["a", "nope"])
 
 
 def test_an_open_store_can_be_passed_and_stays_open(db):
     with Store(db) as store:
-        assert results.runs(store, kind="trained")["run_id"].tolist() == ["t"]
-        assert len(results.series(store, "b")) == 6
+        assert probes.runs(store, kind="trained")["run_id"].tolist() == ["t"]
+        assert len(probes.series(store, "b")) == 6
         assert store.count() == 4
 
 
 def test_reading_never_writes(db, tmp_path):
     before = _digest(tmp_path)
-    results.runs(db)
-    results.series(db, "a")
+    probes.runs(db)
+    probes.series(db, "a")
     assert _digest(tmp_path) == before                       # no -wal / -shm left behind
     with Store(db, read_only=True) as store:
         with pytest.raises(StoreError, match="not writable"):
@@ -136,7 +136,7 @@ def test_reading_never_writes(db, tmp_path):
 def test_a_missing_path_or_a_file_that_is_not_a_store_is_refused(tmp_path):
     missing = tmp_path / "missing.db"
     with pytest.raises(StoreError, match="no results store"):
-        results.runs(missing)
+        probes.runs(missing)
     assert not missing.exists()
     text = tmp_path / "notes.txt"
     text.write_text("not a database\n" * 100)
@@ -150,9 +150,9 @@ def test_a_missing_path_or_a_file_that_is_not_a_store_is_refused(tmp_path):
     before = _digest(tmp_path)
     for path in (text, empty, other):
         with pytest.raises(StoreError, match="not a precision results store"):
-            results.runs(path)
+            probes.runs(path)
         with pytest.raises(StoreError, match="not a precision results store"):
-            results.series(path, "a")
+            probes.series(path, "a")
     assert _digest(tmp_path) == before
 
 
@@ -162,8 +162,8 @@ def test_the_report_tables_read_the_same_frame(db):
     with Store(db) as store:
         rows = store.runs()
     report = solver_runs(rows).set_index("run_id")
-    frame = results.runs_frame(rows).set_index("run_id")
+    frame = probes.runs_frame(rows).set_index("run_id")
     for column in ("floor_log10", "mse", "floor_index", "created_at"):  # int64 / float64
         pd.testing.assert_series_equal(report[column], frame.loc[report.index, column],
                                        check_dtype=False)
-    assert results.runs(db).equals(frame.reset_index()[list(RUN_FRAME_COLUMNS)])
+    assert probes.runs(db).equals(frame.reset_index()[list(RUN_FRAME_COLUMNS)])

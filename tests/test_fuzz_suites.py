@@ -10,7 +10,7 @@ records at once, so every mutation exercises the whole path up to and including 
 writes, in well under a second. Every outcome must be exit 0, or exit 2 with one line on
 stderr and no traceback; the store that existed before is intact (``PRAGMA
 integrity_check``), bit-identical after an exit 2, and holds exactly the new records after
-an exit 0, every stored name a valid name (``experiments.names``). Random bytes as a store
+an exit 0, every stored name a valid name (``probes.names``). Random bytes as a store
 file (and a real store with damaged pages) go through ``run``, ``results``, ``report`` and
 ``delete`` the same way.
 
@@ -36,11 +36,11 @@ from typing import Any
 
 import pytest
 
-import experiments.runner
-from experiments.executors import failed_records
-from experiments.names import MAX_LABEL_CHARS, name_problem
-from experiments.suite import shipped_suites
-from precision_cli.main import main
+import probes.runner
+from precision.cli.main import main
+from probes.executors import failed_records
+from probes.names import MAX_LABEL_CHARS, name_problem
+from probes.suite import shipped_suites
 
 #: CI sizes; ``PRECISION_FUZZ_SUITES`` / ``PRECISION_FUZZ_STORES`` / ``PRECISION_FUZZ_SEED``
 #: run a longer or different fuzz on demand.
@@ -259,7 +259,7 @@ def _report(outcomes: Outcomes) -> None:
 def test_mutated_suites_exit_0_or_one_line_2_and_keep_the_store(
         base_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(experiments.runner, "compute_records", _not_computed)
+    monkeypatch.setattr(probes.runner, "compute_records", _not_computed)
     monkeypatch.chdir(tmp_path)
     rng = random.Random(SEED)
     shipped = sorted(shipped_suites().items())
@@ -321,7 +321,7 @@ def _damaged_store(rng: random.Random, base: Path, target: Path) -> str:
 def test_damaged_store_files_never_crash_and_are_not_written(
         base_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(experiments.runner, "compute_records", _not_computed)
+    monkeypatch.setattr(probes.runner, "compute_records", _not_computed)
     monkeypatch.chdir(tmp_path)
     rng = random.Random(SEED + 1)
     suite = tmp_path / "tiny.toml"

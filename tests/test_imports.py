@@ -1,4 +1,4 @@
-"""Every module of the five packages imports: an undeclared dependency (or a module that
+"""Every module of the three packages imports: an undeclared dependency (or a module that
 only imports with an optional extra installed at top level) fails here, at collection of a
 fresh environment, not in a user's run."""
 
@@ -7,20 +7,18 @@ import pkgutil
 
 import pytest
 
-import experiments
 import precision
-import precision_cli
+import probes
 import reports
-import results
 
 
 def _modules() -> list[str]:
     names = []
-    for package in (precision, results, experiments, reports, precision_cli):
+    for package in (precision, probes, reports):
         names.append(package.__name__)
         names += [m.name for m in pkgutil.walk_packages(package.__path__,
                                                          prefix=f"{package.__name__}.")]
-    # ``python -m precision_cli`` runs the command when imported; the CLI tests check it
+    # ``python -m precision`` runs the command when imported; the CLI tests check it
     return sorted(n for n in names if not n.endswith(".__main__"))
 
 
@@ -28,8 +26,8 @@ MODULES = _modules()
 
 
 def test_the_walk_finds_the_packages():
-    assert {"precision_cli.main", "results.store", "experiments.suite", "reports.build",
-            "precision.params", "experiments.studies.newton"} <= set(MODULES)
+    assert {"precision.cli.main", "probes.store.db", "probes.suite", "reports.build",
+            "precision.params", "probes.studies.newton"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

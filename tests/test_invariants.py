@@ -13,6 +13,7 @@ import sqlite3
 import pytest
 
 from precision.backends.mat_batch import MatBatch
+from precision.cli.main import main
 from precision.invariants import (
     FINER_ABOVE_DECADES,
     INVALID,
@@ -25,11 +26,10 @@ from precision.invariants import (
     inverted_runs,
 )
 from precision.precisions import parse_precision
-from precision_cli.main import main
+from probes.store.db import RunRecord, Store
 from reports.checks import checks_pivot
 from reports.claims import check_claims
 from reports.solver_table import solver_tables
-from results.store import RunRecord, Store
 
 P = parse_precision
 

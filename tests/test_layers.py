@@ -1,7 +1,8 @@
 """The packages form layers and the modules no cycle, counting imports inside functions too.
 
-Layers, lowest first: ``precision`` (numerics) < ``results`` (the store) < ``experiments`` (what is
-measured) < ``reports`` (tables from the store) < ``precision_cli`` (the command). A module
+Layers, lowest first: ``precision`` (numerics) < ``probes.store`` (the store) < ``probes`` (what
+is measured) < ``reports`` (tables from the store) < ``precision.cli`` (the command); a module
+belongs to the longest layer its name starts with. A module
 may import its own layer and the layers below it, never one above; and no chain of imports,
 module-level or lazy, leads from a module back to itself. The graph is read from the source
 with :mod:`ast`, so an import hidden in a function body counts.
@@ -13,12 +14,14 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("precision", "results", "experiments", "reports", "precision_cli")
+LAYERS = ("precision", "probes.store", "probes", "reports", "precision.cli")
+#: The top-level packages the layers live in.
+PACKAGES = ("precision", "probes", "reports")
 
 
 def _module_files() -> dict[str, Path]:
     files = {}
-    for package in LAYERS:
+    for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             parts = path.relative_to(ROOT).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -62,7 +65,10 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def _layer(module: str) -> int:
-    return LAYERS.index(module.split(".")[0])
+    if module == "precision.__main__":   # ``python -m precision``: the command's entry
+        module = "precision.cli"
+    return LAYERS.index(max((layer for layer in LAYERS
+                             if module == layer or module.startswith(layer + ".")), key=len))
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -102,8 +108,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_packages():
     graph = import_graph()
-    assert "precision_cli.main" in graph and "results.store" in graph
-    assert "results.store" in graph["experiments.runner"]
+    assert "precision.cli.main" in graph and "probes.store.db" in graph
+    assert "probes.store.db" in graph["probes.runner"]
 
 
 def test_no_import_runs_up_a_layer():
@@ -119,4 +125,6 @@ def test_no_import_cycles():
 
 def test_the_checks_can_fail():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
-    assert _layer("reports.build") > _layer("results.store")
+    assert _layer("reports.build") > _layer("probes.store.db")
+    assert _layer("precision.cli.main") > _layer("reports.build") > _layer("probes.runner")
+    assert _layer("probes.runner") > _layer("probes.store.db") > _layer("precision.invariants")

@@ -10,20 +10,20 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.kinds.length import model_for_length
-from experiments.run import SuiteError
-from experiments.suite import load_suite
-from experiments.trained.job import Job
-from experiments.trained.train_config import TrainConfig
 from precision.backends.mp_backend import workprec
+from precision.cli.main import main
 from precision.evaluate import error_decomposition
 from precision.lengths import LengthError, check_lengths, evaluate_lengths, sweep_inputs
 from precision.models import build_model
 from precision.reference import certain_digits
-from precision_cli.main import main
+from probes.kinds.length import model_for_length
+from probes.run import SuiteError
+from probes.store.db import Store
+from probes.store.records import LengthConfig, LengthResult, config_of, result_of
+from probes.suite import load_suite
+from probes.training.job import Job
+from probes.training.train_config import TrainConfig
 from reports.build import build_report
-from results.records import LengthConfig, LengthResult, config_of, result_of
-from results.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = str(ROOT / "examples" / "zoo" / "llama.py") + ":llama"

@@ -9,6 +9,7 @@ import torch
 from conftest import tiny_affine_suite
 from torch import nn
 
+from precision.cli.main import main
 from precision.evaluate import evaluate, evaluate_assigned
 from precision.formats.module_assignment import carrier_for
 from precision.localize import (
@@ -22,10 +23,9 @@ from precision.localize import (
 )
 from precision.metrics import error_summary
 from precision.precisions import Precision
-from precision_cli.main import main
+from probes.store.db import Store
+from probes.store.records import LocalizeResult
 from reports.build import build_report
-from results.records import LocalizeResult
-from results.store import Store
 
 BF16, F64 = Precision("bfloat16"), Precision("float64")
 

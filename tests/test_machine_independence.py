@@ -209,7 +209,7 @@ def study_hashes() -> dict[str, str]:
     """Digests of the studies' data samplers."""
     import torch
 
-    from experiments.studies import memformer, newton, noisy_regression_data, population_loss
+    from probes.studies import memformer, newton, noisy_regression_data, population_loss
 
     out = {}
     b = noisy_regression_data.sample_batch(6, 3, 5, "uniform:2", np.random.default_rng(1))
@@ -231,8 +231,8 @@ def worker(out: Path) -> None:
     import torch
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    from experiments.runner import compute_records
-    from experiments.trained.job import Job
+    from probes.runner import compute_records
+    from probes.training.job import Job
 
     # torch's initialisers draw differently per CPU capability (measured: the same seed gives
     # other initial weights under ATEN_CPU_CAPABILITY=default), and trained weights are not
@@ -249,8 +249,8 @@ def worker(out: Path) -> None:
         return task, model
 
     Job.build = seeded_build  # type: ignore[method-assign]
-    from experiments.suite import load_suite
-    from results.store import Store
+    from probes.store.db import Store
+    from probes.suite import load_suite
 
     (out / "hashes.json").write_text(json.dumps(data_hashes()))
     store = Store(out / "store.db")

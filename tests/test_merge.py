@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_store import record
 
-from precision_cli.main import main
-from results.store import Store, StoreError
+from precision.cli.main import main
+from probes.store.db import Store, StoreError
 
 
 def _store(path: Path, *records) -> Path:

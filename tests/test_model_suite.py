@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from conftest import solver_store
 
-from experiments.kinds.trained import record_id
-from experiments.suite import SuiteError, load_suite
+from precision.cli.main import main
 from precision.precisions import parse_precisions
-from precision_cli.main import main
+from probes.kinds.trained import record_id
+from probes.suite import SuiteError, load_suite
 
 HEAD = """
 name = "mine"

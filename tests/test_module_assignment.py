@@ -10,7 +10,6 @@ import pytest
 import torch
 from torch import nn
 
-from experiments.suite import load_suite
 from precision.backends.torch_backend import round_to_dtype
 from precision.evaluate import evaluate
 from precision.formats.module_assignment import (
@@ -22,6 +21,7 @@ from precision.formats.module_assignment import (
 )
 from precision.metrics import error_summary
 from precision.precisions import Precision, PrecisionError, parse_precision
+from probes.suite import load_suite
 
 BF16 = Precision("bfloat16")
 
@@ -148,7 +148,7 @@ def test_a_suite_and_precisions_on_the_command_line_take_an_assignment():
 
 
 def test_probe_checks_an_assignment_on_one_sample_before_training(tmp_path, capsys):
-    from precision_cli.main import main
+    from precision.cli.main import main
 
     factory = str(Path(__file__).resolve().parent.parent / "examples/gated_mixer.py") + \
         ":gated_mixer"

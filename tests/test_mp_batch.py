@@ -213,7 +213,7 @@ def test_recurrent_states_stay_in_arb_mat_across_the_token_loop(name, state):
     running sum of linear attention is still held as a batch when the forward pass ends:
     no op read its entries. The outputs are the object-array ones (checked against the
     float64 model here; digit for digit against the object path by the tests above)."""
-    from experiments.factory import load_factory
+    from probes.factory import load_factory
 
     torch.manual_seed(0)
     model = load_factory(f"examples/zoo/{name}.py:{name}")(5, 5, 1, 8, max_len=6).double()

@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
-from experiments.studies.noisy_regression_data import (
+from precision.deterministic import dot
+from probes.studies.noisy_regression_data import (
     NoiseSpecError,
     noise_label,
     parse_noise,
     sample_batch,
 )
-from precision.deterministic import dot
 
 
 def test_batch_shapes_and_noiseless_query() -> None:

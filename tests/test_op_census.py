@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch import nn
 
-from experiments.census import census_for_factory
 from precision.backends.interpreter import MPProgram, UnsupportedOpError
+from precision.cli.main import main
 from precision.op_census import census
 from precision.precisions import parse_precision
-from precision_cli.main import main
+from probes.census import census_for_factory
 
 THREE_MISSING = textwrap.dedent('''
     import torch
@@ -89,7 +89,7 @@ def test_precision_ops_bad_factory_is_one_line(capsys):
 
 
 def test_mp_program_error_names_every_missing_op(spec):
-    from experiments.factory import load_factory
+    from probes.factory import load_factory
 
     model = load_factory(spec)(3, 2, 1, 4).double()
     x = torch.zeros(1, 5, 3, dtype=torch.float64)

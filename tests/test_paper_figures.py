@@ -12,9 +12,9 @@ import pytest
 
 matplotlib.use("Agg")
 
+from probes.store.db import RunRecord, Store  # noqa: E402
 from reports import paper_figures as pf  # noqa: E402
 from reports.build import build_report  # noqa: E402
-from results.store import RunRecord, Store  # noqa: E402
 
 PRECISIONS = ("float32", "float64")
 

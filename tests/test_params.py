@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from experiments.suite import load_suite, shipped_suites
 from precision import problems
 from precision.constructions.measure import CONSTRUCTIONS
 from precision.params import Param, ParamError, check_params, count, positive
 from precision.solvers.measure import SOLVERS, SolverError, get_solver, resolve_params
+from probes.suite import load_suite, shipped_suites
 
 
 def test_counts_are_integers_in_range():
@@ -97,7 +97,7 @@ def test_valid_problems_are_unchanged_by_the_checks():
 
 
 def _study_sizes():
-    from experiments.studies import load_studies
+    from probes.studies import load_studies
 
     return [(name, key) for name, spec in sorted(load_studies().items())
             for key, value in spec.defaults.items()
@@ -108,7 +108,7 @@ def _study_sizes():
 def test_every_integer_study_parameter_is_bounded(study, key):
     """An integer study parameter (a size or a count) of 1e9 is a StudyError, never a run
     that exhausts memory or never ends."""
-    from experiments.studies import StudyError, get_study
+    from probes.studies import StudyError, get_study
 
     with pytest.raises(StudyError, match=key.split("_")[0]):
         get_study(study).resolve({key: 10**9})

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-import experiments.suite as ps
 import precision.precisions as pp
+import probes.suite as ps
+from precision.cli.main import main
 from precision.precisions import Precision, PrecisionError, parse_precision, parse_spelling
-from precision_cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("precision", "results", "experiments", "reports", "precision_cli")
+PACKAGES = ("precision", "probes", "reports")
 #: The Python API's entry points: they accept a spelling and convert it (``as_precision``).
 EDGES = {("precision/evaluate.py", "evaluate"), ("precision/evaluate.py", "evaluate_method"),
          ("precision/evaluate.py", "error_decomposition"),

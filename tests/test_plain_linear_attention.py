@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from experiments.suite import load_suite
 from precision.models import build_model
 from precision.tasks import make_task
+from probes.suite import load_suite
 
 
 def test_layer_is_equation_21() -> None:

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from experiments.api import FloorAssertionError, assert_floor_below, probe
-from precision_cli.main import main
-from results.store import Store
+from precision.cli.main import main
+from probes.api import FloorAssertionError, assert_floor_below, probe
+from probes.store.db import Store
 
 HERE = Path(__file__).resolve()
 

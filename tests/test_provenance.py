@@ -2,9 +2,9 @@
 
 import torch
 
+from precision.cli.main import main
 from precision.provenance import provenance, provenance_line
-from precision_cli.main import main
-from results.store import Store
+from probes.store.db import Store
 
 SUITE = """
 name = "tiny"

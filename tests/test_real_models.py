@@ -16,11 +16,11 @@ import pytest
 import torch
 import transformers  # noqa: F401 - the [hf] extra must be installed (no skip)
 
-from experiments.hf_models import build_hf
 from precision.evaluate import error_decomposition, evaluate
 from precision.islands import island_report
 from precision.metrics import error_summary
 from precision.precisions import parse_precision
+from probes.hf_models import build_hf
 
 D_IN, D_OUT, DEPTH, WIDTH, TOKENS = 3, 2, 1, 16, 5
 

@@ -11,8 +11,8 @@ import torch
 import transformers  # noqa: F401 - the [hf] extra must be installed (no skip)
 from torch import nn
 
-from precision_cli.main import main
-from results.store import Store
+from precision.cli.main import main
+from probes.store.db import Store
 
 HERE = Path(__file__).resolve()
 SHAPE = ["--d-in", "3", "--d-out", "2", "--depth", "1", "--width", "16", "--tokens", "5"]

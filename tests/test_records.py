@@ -1,4 +1,4 @@
-"""The record schema (results/records.py): the writer's JSON reads back typed, a store of an
+"""The record schema (probes/store/records.py): the writer's JSON reads back typed, a store of an
 older version still reads, and a claim the schema does not allow is a one-line error.
 
 ``tests/fixtures/store_v0.db`` was written by the code of data version 2 before the schema
@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-import results
-from precision_cli.main import main
-from reports.build import build_report
-from reports.claims import ClaimsError, check_claims, load_claims
-from results.canonical import canonical_json
-from results.records import (
+import probes
+from precision.cli.main import main
+from probes.store.canonical import canonical_json
+from probes.store.db import Store
+from probes.store.records import (
     StudyConfig,
     StudyResult,
     SubjectConfig,
@@ -31,7 +30,8 @@ from results.records import (
     metric_problem,
     result_of,
 )
-from results.store import Store
+from reports.build import build_report
+from reports.claims import ClaimsError, check_claims, load_claims
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_v0.db"
 
@@ -101,7 +101,7 @@ def test_missing_keys_read_as_defaults_and_unknown_ones_are_ignored():
 
 def test_the_old_store_reads_prints_and_reports_the_numbers_it_was_made_with(v0, tmp_path,
                                                                               capsys):
-    frame = results.runs(v0, kind="trained", precision="float32")
+    frame = probes.runs(v0, kind="trained", precision="float32")
     assert len(frame) == 6 and set(frame["subject"]) == {"baseconv", "transformer"}
     # the CLI tables, as the code that wrote the store printed them
     assert main(["results", "--db", str(v0)]) == 0

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from experiments.studies import STUDIES, StudyError, get_study
 from precision.constructions.measure import CONSTRUCTIONS, get_construction
 from precision.params import Param, count
 from precision.registry import Declared, Registry
 from precision.solvers.measure import SOLVERS, SolverError, get_solver
+from probes.studies import STUDIES, StudyError, get_study
 
 
 class _Error(ValueError):

@@ -11,10 +11,10 @@ from grid_store import write_grid_store
 
 matplotlib.use("Agg")
 
+from probes.store.db import Store  # noqa: E402
 from reports import plots  # noqa: E402
 from reports.floor_cells import format_log10  # noqa: E402
 from reports.tables import GRID_COLUMNS, grid_runs  # noqa: E402
-from results.store import Store  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ import tempfile
 import pytest
 from conftest import solver_store
 
-from precision_cli.main import main
+from precision.cli.main import main
+from probes.store.db import RunRecord, Store
 from reports.build import ReportError, build_report
 from reports.claims import check_claims, load_claims
 from reports.floor_cells import format_log10  # log10 in, text out
-from results.store import RunRecord, Store
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ profile has gained float8_e4m3 and mxfp8_e4m3 since, so the same runs are now
 ``--profile quick --precisions float32,mp30`` (the test checks that they are the profile's
 runs, id for id). The README's block is ``precision run solvers --profile quick --solvers
 gd,cg,ols_normal,ols_qr``: the same runs again, in more formats. A run is computed as the
-serial sweep of ``precision run`` computes it (``experiments.runner.compute_records``, the
+serial sweep of ``precision run`` computes it (``probes.runner.compute_records``, the
 records written to a store) and rendered as the page is (``results_markdown`` of that store).
 
 The slice (~32 s of CPU here; gd on ls_gauss is 13 s of it):
@@ -44,9 +44,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.runner import compute_records
-from experiments.suite import load_suite
-from results.store import Store
+from probes.runner import compute_records
+from probes.store.db import Store
+from probes.suite import load_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("regenerate_docs", ROOT / "tools/regenerate_docs.py")

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from experiments.sr_stagnation import dot_error, gd_errors, least_squares_problem
 from precision.precisions import parse_precision
+from probes.sr_stagnation import dot_error, gd_errors, least_squares_problem
 
 
 def test_gd_in_fp8_stagnates_under_rne_and_keeps_descending_under_sr():

@@ -4,8 +4,8 @@ import sqlite3
 
 import pytest
 
-from results.canonical import config_hash
-from results.store import RunRecord, Store, StoreError
+from probes.store.canonical import config_hash
+from probes.store.db import RunRecord, Store, StoreError
 
 
 def record(run_id: str, n: int = 5, suite: str = "s") -> RunRecord:
@@ -112,7 +112,7 @@ def test_check_writable_catches_damage_and_read_only(tmp_path, monkeypatch):
     with Store(fresh) as s:
         s.write_run(record("a"))
     real = sqlite3.connect
-    monkeypatch.setattr("results.store.sqlite3.connect",
+    monkeypatch.setattr("probes.store.db.sqlite3.connect",
                         lambda target, *a, uri=False, **k: real(
                             (target if uri else fresh.absolute().as_uri()).split("?")[0]
                             + "?mode=ro", *a, uri=True, **k))

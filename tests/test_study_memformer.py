@@ -8,8 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.studies import StudyError, get_study, memformer
-from experiments.studies.memformer import (
+from precision.cli.main import main
+from precision.evaluate import evaluate_method
+from precision.models.memformer import Memformer
+from precision.precisions import parse_precision
+from probes.store.db import Store
+from probes.studies import StudyError, get_study, memformer
+from probes.studies.memformer import (
     DEFAULTS,
     baseline_losses,
     build,
@@ -20,14 +25,9 @@ from experiments.studies.memformer import (
     sample_instances,
     train,
 )
-from experiments.suite import load_suite
-from experiments.trained.recipes import train as train_model
-from precision.evaluate import evaluate_method
-from precision.models.memformer import Memformer
-from precision.precisions import parse_precision
-from precision_cli.main import main
+from probes.suite import load_suite
+from probes.training.recipes import train as train_model
 from reports.claims import metric_value
-from results.store import Store
 
 F64 = parse_precision("float64")
 TINY = {**DEFAULTS, "d": 3, "n": 6, "eigenvalues": [1.0, 0.5, 0.25], "B": 4, "steps": 60}
@@ -124,7 +124,7 @@ def test_short_training_lowers_the_loss() -> None:
 
 
 def test_training_is_adam_with_each_matrix_clipped() -> None:
-    """The shared training loop (experiments.trained.recipes) with per-matrix clipping hooks gives
+    """The shared training loop (probes.training.recipes) with per-matrix clipping hooks gives
     the
     weights and curve of the plain loop of Sec. 3.3, bit for bit: Adam, the gradient of every
     parameter matrix clipped to norm ``clip`` separately, a fresh batch every ``resample``

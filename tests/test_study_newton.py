@@ -1,4 +1,4 @@
-"""000 studies (experiments/studies/newton.py): kappa sweep, trained linear attention, logistic."""
+"""000 studies (probes/studies/newton.py): kappa sweep, trained linear attention, logistic."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.studies import StudyError, get_study, newton
-from experiments.studies.newton import equivalent_steps, predicted_steps, regression_prompts
-from experiments.suite import load_suite
-from experiments.trained.recipes import train
 from precision.models.linear_transformer_ln import LinearTransformerLN
 from precision.precisions import parse_precision
+from probes.studies import StudyError, get_study, newton
+from probes.studies.newton import equivalent_steps, predicted_steps, regression_prompts
+from probes.suite import load_suite
+from probes.training.recipes import train
 
 F64 = parse_precision("float64")
 

@@ -1,4 +1,4 @@
-"""002 ridge baselines (experiments/studies/ridge_baselines.py) and the noisy_regression studies."""
+"""002 ridge baselines (probes/studies/ridge_baselines.py) and the noisy_regression studies."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import re
 import numpy as np
 import pytest
 
-from experiments.studies import StudyError, get_study
-from experiments.studies import noisy_regression as nr
-from experiments.studies import ridge_baselines as rb
-from experiments.studies.noisy_regression_data import sample_batch
 from precision.precisions import parse_precision
+from probes.studies import StudyError, get_study
+from probes.studies import noisy_regression as nr
+from probes.studies import ridge_baselines as rb
+from probes.studies.noisy_regression_data import sample_batch
 
 F64 = parse_precision("float64")
 

@@ -8,21 +8,21 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.studies import StudyError, get_study
-from experiments.studies import noisy_regression_lsa as nrl
-from experiments.studies.noisy_regression_data import sample_batch
-from experiments.studies.noisy_regression_lsa import (
+from precision.cli.main import main
+from precision.models.linear_attention import LSA, implicit_linear_model
+from precision.precisions import parse_precision
+from probes.store.db import Store
+from probes.studies import StudyError, get_study
+from probes.studies import noisy_regression_lsa as nrl
+from probes.studies.noisy_regression_data import sample_batch
+from probes.studies.noisy_regression_lsa import (
     constrr_loss,
     oracle_mse,
     ridge_predictions,
     tokens,
 )
-from experiments.suite import load_suite
-from experiments.trained.recipes import train
-from precision.models.linear_attention import LSA, implicit_linear_model
-from precision.precisions import parse_precision
-from precision_cli.main import main
-from results.store import Store
+from probes.suite import load_suite
+from probes.training.recipes import train
 
 TINY = {"d": 3, "n": 8, "batch": 64, "eval_size": 400, "lr": 1e-2}  # tiny sizes
 

@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.studies import StudyError, get_study
-from experiments.studies import population_loss as pl
-from experiments.studies.representations import (
+from precision.backends import backend_for
+from precision.models.softmax_icl import SoftmaxICL
+from precision.precisions import parse_precision
+from probes.studies import StudyError, get_study
+from probes.studies import population_loss as pl
+from probes.studies.representations import (
     cone_gap,
     limit_weights,
     monte_carlo_loss,
     single_head_gap_bound,
 )
-from experiments.suite import load_suite
-from precision.backends import backend_for
-from precision.models.softmax_icl import SoftmaxICL
-from precision.precisions import parse_precision
+from probes.suite import load_suite
 
 torch.set_num_threads(1)
 

@@ -7,16 +7,16 @@ from pathlib import Path
 import mpmath
 import pytest
 
-from experiments.kinds.study import compute
-from experiments.studies import STUDIES, StudyError, StudyOutcome, per_precision, register_study
-from experiments.suite import SuiteError, load_suite
 from precision.backends import backend_for
+from precision.cli.main import main
 from precision.precisions import Precision, as_precision
-from precision_cli.main import main
+from probes.kinds.study import compute
+from probes.store.canonical import config_hash
+from probes.store.db import Store
+from probes.studies import STUDIES, StudyError, StudyOutcome, per_precision, register_study
+from probes.suite import SuiteError, load_suite
 from reports.claims import metric_value
 from reports.study_table import study_tables
-from results.canonical import config_hash
-from results.store import Store
 
 
 def _check(params: dict) -> None:

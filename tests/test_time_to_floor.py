@@ -4,10 +4,10 @@ read from the stored validation curve and the seconds of its points."""
 import pytest
 from conftest import tiny_affine_suite
 
-from precision_cli.main import main
+from precision.cli.main import main
+from probes.store.db import Store
 from reports.build import build_report
 from reports.time_to_floor import LEVELS, time_to, time_to_floor_pivots
-from results.store import Store
 
 
 def test_time_to_is_the_first_point_at_or_below_the_level():

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from experiments.trained.job import Job
-from experiments.trained.measure import run_trained as _run_trained
+from precision.cli.main import main
 from precision.precisions import parse_precisions
-from precision_cli.main import main
-from results.store import Store
+from probes.store.db import Store
+from probes.training.job import Job
+from probes.training.measure import run_trained as _run_trained
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,7 +108,7 @@ def test_killed_trained_sweep_resumes_without_loss_or_duplicates(tmp_path):
     suite = tmp_path / "killme.toml"
     suite.write_text(SUITE)
     db = tmp_path / "results.db"
-    cmd = [sys.executable, "-m", "precision_cli", "run", str(suite), "--db", str(db),
+    cmd = [sys.executable, "-m", "precision", "run", str(suite), "--db", str(db),
            "--no-progress", "--no-report"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,

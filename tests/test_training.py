@@ -1,4 +1,4 @@
-"""Training recipes (experiments/trained/recipes.py): determinism, divergence, schedulers, and the
+"""Training recipes (probes/training/recipes.py): determinism, divergence, schedulers, and the
 high-precision recipe's floor against the paper recipe (001 App. D.1) on a small MULTIPLY."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from experiments.trained.recipes import AdaptiveLR, TrainConfig, batch_gradient, train
 from precision.models import build_model
+from probes.training.recipes import AdaptiveLR, TrainConfig, batch_gradient, train
 
 
 def multiply_sampler(d: int, n: int):
@@ -196,7 +196,7 @@ def test_sample_jacobian_equals_batch_jacobian() -> None:
     BaseConv with LayerNorm and a softmax Transformer, multi-entry targets (batch, n, 2)."""
     from torch.func import functional_call
 
-    from experiments.trained.levenberg_marquardt import (
+    from probes.training.levenberg_marquardt import (
         _batch_jacobian,
         _Flat,
         _Predictor,
@@ -251,7 +251,7 @@ def test_second_order_falls_back_when_vmap_cannot_batch_the_model() -> None:
 
 
 def test_constant_and_cosine_recipes_warm_up_decay_and_clip() -> None:
-    from experiments.trained.recipes import scheduled_rate
+    from probes.training.recipes import scheduled_rate
 
     cos = TrainConfig(recipe="cosine", steps=110, batch_size=8, lr=1e-2, warmup=10)
     assert scheduled_rate(cos, 5) == pytest.approx(5e-3)            # warm-up: linear
@@ -285,7 +285,7 @@ def test_cholesky_step_equals_the_eigenbasis_step(rows: int) -> None:
     """The engine's Cholesky step is the high-precision recipe's eigenbasis
     step for the same damping: (S J^T J S + mu I) z = S J^T r, d = -S z, and the same
     predicted decrease, in both of its forms."""
-    from experiments.trained.levenberg_marquardt import _CholeskyModel, _dense_model
+    from probes.training.levenberg_marquardt import _CholeskyModel, _dense_model
 
     gen = torch.Generator().manual_seed(3)
     jac = torch.randn(rows, 60, generator=gen, dtype=torch.float64) \

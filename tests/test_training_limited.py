@@ -5,10 +5,10 @@ import torch
 from conftest import tiny_affine_suite
 from torch import nn
 
-from experiments.trained.recipes import TrainConfig, Validation, train
-from precision_cli.main import main
+from precision.cli.main import main
+from probes.store.db import Store
+from probes.training.recipes import TrainConfig, Validation, train
 from reports.model_table import limit_label, model_tables
-from results.store import Store
 
 W = torch.tensor([[0.5], [-1.25]], dtype=torch.float64)
 

@@ -227,7 +227,7 @@ def test_model_in_float64_is_rounded_once_into_bfloat16():
 
 
 def test_trained_truth_in_low_mp_uses_the_rounded_inputs():
-    from experiments.trained.measure import _rounded_inputs
+    from probes.training.measure import _rounded_inputs
 
     x = torch.tensor([1 / 3, 2.0, 1e-5], dtype=torch.float64)
     p = parse_precision("mp10")
@@ -237,7 +237,7 @@ def test_trained_truth_in_low_mp_uses_the_rounded_inputs():
 
 
 def test_exactly_zero_rounding_error_keeps_its_label():
-    from experiments.trained.measure import log10_or_none
+    from probes.training.measure import log10_or_none
 
     assert log10_or_none(-math.inf) == -math.inf and log10_or_none(math.nan) is None
     row = {"kind": "trained", "task": "read", "subject": "baseconv", "precision": "mp50",

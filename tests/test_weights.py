@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.trained.job import Job
-from experiments.trained.measure import TEST_SEED_OFFSET, measure_precision
-from experiments.trained.weights import WeightsError, load_trained_model, load_weights, save_weights
+from precision.cli.main import main
 from precision.precisions import as_precision
-from precision_cli.main import main
-from results.store import Store
+from probes.store.db import Store
+from probes.training.job import Job
+from probes.training.measure import TEST_SEED_OFFSET, measure_precision
+from probes.training.weights import WeightsError, load_trained_model, load_weights, save_weights
 
 SUITE = """
 name = "w"

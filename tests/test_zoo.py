@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.factory import load_factory
 from precision.evaluate import error_decomposition, evaluate
 from precision.op_census import census
+from probes.factory import load_factory
 
 ZOO = {
     "llama": ["aten._softmax.default", "aten.rsqrt.default", "aten.sigmoid.default"],

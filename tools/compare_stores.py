@@ -14,7 +14,7 @@ a summary; exit code 1 if any.
 a trained record is the hash of its stored config, and version 4 changed the config in four
 ways, so every trained id changed. Each version-3 trained record of ``before`` is compared as
 the record it now is, its config migrated by :func:`migrate` and its id
-``results.canonical.config_hash(migrated config)``:
+``probes.store.canonical.config_hash(migrated config)``:
 
 - the top-level copies ``layernorm`` and ``train_steps`` (of ``model_options.layernorm`` and
   ``train.steps``) are gone;
@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from experiments.trained.train_config import TrainConfig  # noqa: E402  (the checkout's own packages)
-from results.canonical import config_hash  # noqa: E402
+from probes.store.canonical import config_hash  # noqa: E402
+from probes.training.train_config import TrainConfig  # noqa: E402  (the checkout's own packages)
 
 SKIPPED_COLUMNS = {"wall_time", "worker", "created_at"}
 #: Keys trained configs no longer hold (see ``--map-ids`` in the module docstring).

@@ -19,7 +19,7 @@ its real output in the code block under the mark::
 
 The commands of one file run in order in one fresh temporary folder (a later command sees
 the stores of the earlier ones; ``examples/`` is linked into it); ``precision`` runs as
-``python -m precision_cli`` of this checkout. ``head=N`` / ``tail=M`` keep the first N /
+``python -m precision`` of this checkout. ``head=N`` / ``tail=M`` keep the first N /
 last M lines of the output with a line saying how many were left out; ``show=TEXT`` is the
 command line shown after ``$`` (by default the command itself, without ``--no-progress``).
 A command that fails stops the tool (exit 1) and leaves the file unchanged. ``--only TEXT``
@@ -46,11 +46,11 @@ if str(ROOT) not in sys.path:   # run as a script from anywhere: this checkout's
     sys.path.insert(0, str(ROOT))
 
 from precision.provenance import provenance_line  # noqa: E402
+from probes.store.db import Store  # noqa: E402
 from reports.files import write_text  # noqa: E402
 from reports.model_table import model_tables  # noqa: E402
 from reports.solver_table import solver_tables  # noqa: E402
 from reports.study_table import study_tables  # noqa: E402
-from results.store import Store  # noqa: E402
 
 COMMAND = "python tools/regenerate_docs.py"
 #: Folders of this checkout that the README's commands name by relative path; they are linked
@@ -140,7 +140,7 @@ def _run(command: str, cwd: Path) -> str:
     """Run one documented command in ``cwd``; its stdout and stderr, in order."""
     argv = shlex.split(command)
     if argv and argv[0] == "precision":
-        argv = [sys.executable, "-m", "precision_cli", *argv[1:]]
+        argv = [sys.executable, "-m", "precision", *argv[1:]]
     elif argv and argv[0] == "python":
         argv = [sys.executable, *argv[1:]]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(

@@ -6,7 +6,7 @@ k <= N, query tokens (v_k, 0) for k > N. With W^O = (I_K, ..., I_K), W_h^V = (0,
   y_hat_k = < y, sum_h w_{h,k} softmax(V^T Q_h v_k) >,   V = (v_1, ..., v_N).
 Output (batch, K, 1). ``from_weights`` builds the model from given (Q, w), ``embed`` builds
 the input from the dictionary and prompt labels, ``a_hat`` returns the N x K matrix
-A_hat(theta) of eq. 32 (used by experiments/studies/representations.py).
+A_hat(theta) of eq. 32 (used by probes/studies/representations.py).
 """
 
 from __future__ import annotations

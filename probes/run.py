@@ -1,0 +1,153 @@
+"""One run of a suite (:class:`Run`), its one exception (:class:`SuiteError`), and the one
+builder of its store records (:func:`make_record`).
+
+Every run kind (``probes.kinds``) expands suite tables into :class:`Run` values and computes a
+run into records with :func:`make_record`, so the store's columns mean the same for every
+kind: ``mse`` / ``log10_mse`` the run's final error, ``floor_*`` its detected floor,
+``steps`` the length of its trace.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from precision.deterministic import DATA_VERSION
+from precision.metrics import Floor
+from precision.precisions import Precision
+from probes.store.canonical import config_hash
+from probes.store.db import RunRecord
+from probes.store.records import stored_float
+
+#: Traces longer than this are stored subsampled (first points dense, then every k-th + last).
+MAX_SERIES_POINTS = 2000
+
+
+class SuiteError(ValueError):
+    """A suite that cannot be found, parsed or run (one line, for the CLI)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a suite: everything needed to compute it, and its id.
+
+    ``config`` is the resolved config whose hash is ``run_id`` (plain JSON data, stored with
+    the run). ``precisions`` are parsed once, when the suite is expanded: one for a solver or
+    construction run; every precision of a trained job or a study grid point, which writes one
+    record per precision (``record_ids``, in the same order). ``device``: where a trained job
+    trains and evaluates its float precisions (:mod:`precision.devices`; not part of the id).
+    ``time_limit``: seconds the run may take before it is stopped and stored as ``timeout``
+    (None: the default of its kind, :mod:`probes.isolation`); ``weights_dir``: the folder a
+    trained job saves its weights into (``--save-weights``; None: not saved);
+    ``checkpoint_dir``: where a trained job keeps its training state (``--checkpoints``,
+    :mod:`probes.training.checkpoint`) and ``pause_at`` the wall-clock time at which its
+    training pauses (``--slice``). None of these is part of the id. ``spec``: the kind's
+    typed description of the work (a trained run's :class:`~probes.training.job.Job`),
+    made once when the suite is expanded; ``config`` is its stored, hashed form.
+    """
+
+    run_id: str
+    suite: str
+    kind: str
+    subject: str
+    label: str
+    precisions: tuple[Precision, ...]
+    config: dict[str, Any] = field(hash=False)
+    record_ids: tuple[str, ...] = ()
+    device: str = "cpu"
+    time_limit: float | None = None
+    weights_dir: str | None = None
+    checkpoint_dir: str | None = None
+    pause_at: float | None = None
+    spec: Any = field(default=None, compare=False, hash=False)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The store ids this run writes."""
+        return self.record_ids or (self.run_id,)
+
+    @property
+    def precision(self) -> Precision:
+        """The precision of a one-precision run (solver, construction)."""
+        return self.precisions[0]
+
+
+def check_time_limit(value: Any, where: str) -> float | None:
+    """A suite's ``time_limit`` (seconds, a positive number; None when absent), or a one-line
+    :class:`SuiteError`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not math.isfinite(value) or value <= 0:
+        raise SuiteError(f"{where}: time_limit must be a positive number of seconds, "
+                         f"got {value!r}")
+    return float(value)
+
+
+def new_run(kind: str, subject: str, label: str, precisions: list[Precision],
+            config: dict[str, Any], record_ids: tuple[str, ...] = (),
+            device: str = "cpu", time_limit: float | None = None, spec: Any = None) -> Run:
+    """A :class:`Run` whose id is the hash of ``config`` (which holds the suite's name).
+
+    ``config`` gets the ``data_version`` of the problem generators
+    (:data:`~precision.deterministic.DATA_VERSION`) when it has none, so every run id and
+    every stored config names the data its numbers were computed from (a kind that derives
+    ``record_ids`` from its config puts it there first)."""
+    config = {**config, "data_version": config.get("data_version", DATA_VERSION)}
+    return Run(run_id=config_hash(config), suite=config["suite"], kind=kind, subject=subject,
+               label=label, precisions=tuple(precisions), config=config,
+               record_ids=record_ids, device=device, time_limit=time_limit, spec=spec)
+
+
+def finite_or_none(x: Any) -> float | None:
+    """``x`` as a float when it is a finite number, else None (what the store's REAL columns
+    and the reports expect for "no value")."""
+    v = stored_float(x)
+    return v if v is not None and math.isfinite(v) else None
+
+
+def subsample(values: list[Any]) -> list[tuple[int, Any]]:
+    """``(step, value)`` pairs of a trace, at most :data:`MAX_SERIES_POINTS` of them (every
+    k-th point and the last)."""
+    n = len(values)
+    if n <= MAX_SERIES_POINTS:
+        return list(enumerate(values))
+    stride = math.ceil(n / MAX_SERIES_POINTS)
+    idx = sorted(set(range(0, n, stride)) | {n - 1})
+    return [(i, values[i]) for i in idx]
+
+
+def make_record(run: Run, *, status: str, error: str | None = None,
+                precision: Precision | None = None, record_id: str | None = None,
+                mse: float | None = None, log10_mse: float | None = None,
+                floor: Floor | None = None, steps: int | None = None,
+                wall_time: float | None = None, config: dict[str, Any] | None = None,
+                result: dict[str, Any] | None = None,
+                series: dict[str, list[Any]] | None = None) -> RunRecord:
+    """The store record of ``run`` (or of one of its precisions, for a trained job).
+
+    A floor level of -inf (an exact zero: no error at all) is stored as such, NaN as null;
+    the worker is this host and process.
+    """
+    level = floor.log10_level if floor else None
+    return RunRecord(
+        run_id=record_id or run.run_id, suite=run.suite, kind=run.kind, subject=run.subject,
+        task=run.label, precision=(precision or run.precision).name, status=status,
+        error=error, mse=mse, log10_mse=log10_mse,
+        floor_log10=None if level is None or math.isnan(level) else level,
+        floor_index=floor.index if floor else None, rate=floor.rate if floor else None,
+        conv_order=floor.order if floor else None, steps=steps, wall_time=wall_time,
+        worker=f"{socket.gethostname()}:{os.getpid()}", config=config or run.config,
+        result=result or {}, series=series or {})
+
+
+def status_records(run: Run, status: str, message: str) -> list[RunRecord]:
+    """Store records saying ``run`` produced no measurement (one per record id):
+    ``status`` ``failed`` or ``timeout``, ``message`` why (one line)."""
+    return [RunRecord(run_id=rid, suite=run.suite, kind=run.kind, subject=run.subject,
+                      task=run.label, precision=p.name, status=status, error=message,
+                      config={**run.config, "precision": p.name}, result={})
+            for rid, p in zip(run.ids, run.precisions, strict=True)]

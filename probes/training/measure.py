@@ -1,0 +1,277 @@
+"""One trained-model run: build, train, evaluate in every precision, decompose the error.
+
+A *job* is (model family + options, depth, width, task, training recipe, seed). It trains
+once (:mod:`probes.training.recipes`) and then measures the trained weights on a fixed seeded
+test
+set in each evaluation precision p:
+
+  total         = f_p(x_p) - y*(x_p)       the test MSE in p
+  approximation = f_mp100(x_p) - y*(x_p)   what the weights represent
+  rounding      = f_p(x_p) - f_mp100(x_p)  what p's arithmetic loses
+
+where x_p is the test input rounded into p and y* the task's exact target of x_p. For the
+explicit-gradient task (001 Sec. 5.1.2) the trained model is also *iterated* in p,
+w_{t+1} = w_t - eta Delta_t with Delta_t = model(context, w_t), and the MSE of w_t against
+the OLS solution per iteration is a trace whose floor the detector measures.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from precision import deterministic
+from precision.backends import backend_for
+from precision.backends.interpreter import UnsupportedOpError
+from precision.backends.mp_backend import exact_array
+from precision.backends.torch_backend import round_to_dtype
+from precision.evaluate import evaluate, reference_digits
+from precision.formats.simulate import round_tensor
+from precision.metrics import Floor, decompose, detect_floor, error_summary
+from precision.precisions import Precision
+from precision.reference import MODEL_REFERENCE
+from precision.tasks import Task, gradient_query_row
+from precision.truth import least_squares_truth, truth_bits
+from probes.store.canonical import config_hash
+from probes.training.checkpoint import Checkpoint
+from probes.training.convergence_check import Check, convergence_check
+from probes.training.job import Job
+from probes.training.recipes import TrainResult, train
+from probes.training.weights import save_weights
+
+#: The high precision the decomposition's f_mp is computed in.
+REFERENCE_PRECISION = MODEL_REFERENCE
+#: Offset between the training seed and the test-set seed (the test set never overlaps).
+TEST_SEED_OFFSET = 1_000_003
+
+
+@dataclass
+class PrecisionOutcome:
+    """What one evaluation precision measured."""
+
+    precision: str
+    status: str                      # "ok" | "diverged" | "failed"
+    error: str | None
+    total: float | None = None       # MSE
+    log10_total: float | None = None
+    log10_approximation: float | None = None
+    log10_rounding: float | None = None
+    digits: float | None = None
+    iterate_trace: list[float] = field(default_factory=list)   # log10 MSE per iteration
+    floor: Floor | None = None
+    truth_digits: float | None = None  # certain digits of the mp100 reference (mp200 check)
+
+
+@dataclass
+class TrainedOutcome:
+    """The training result and one :class:`PrecisionOutcome` per evaluation precision."""
+
+    training: TrainResult
+    per_precision: list[PrecisionOutcome]
+    n_params: int
+    task: str
+    wall_time: float
+    #: Why the weights could not be saved (one line; None: saved, or not asked for).
+    weights_error: str | None = None
+    #: The convergence check of the trained weights (None: training failed).
+    check: Check | None = None
+
+
+def _rounded_inputs(x: torch.Tensor, p: Precision) -> torch.Tensor:
+    """x (float64) rounded into precision p, as exact float64 values: the inputs the model
+    sees in p, from which its truth is computed. An mpN of fewer than 53 bits rounds too
+    (its values still fit a float64 exactly); mpN of 53 bits or more holds x as it is."""
+    if p.is_simulated:
+        return round_tensor(x, p).to(torch.float64)
+    if not p.is_mp:
+        return round_to_dtype(x, p.torch_dtype).to(torch.float64)
+    if p.bits >= 53:
+        return x
+    rounded = backend_for(p).to_exact(backend_for(p).asarray(x.numpy()))
+    return torch.tensor([float(v) for v in rounded.reshape(-1)],
+                        dtype=torch.float64).reshape(x.shape)
+
+
+def log10_or_none(x: float | None) -> float | None:
+    """A log10 error as stored: -inf (an exact zero: no error at all) is kept, so a
+    decomposition whose rounding part is exactly 0 still says which part dominates; NaN and
+    +inf become None."""
+    return None if x is None or math.isnan(x) or x == math.inf else x
+
+
+def measure_precision(model: nn.Module, task: Task, x: torch.Tensor,
+                      p: Precision,
+                      ref_cache: dict[bytes, tuple[np.ndarray, float] | None],
+                      device: str = "cpu") -> PrecisionOutcome:
+    """Test MSE of ``model`` in ``precision`` (a float precision on ``device``) and its
+    decomposition (module docstring), with the reference's certain digits (mp100 against
+    mp200 on one test sequence, :mod:`precision.reference`); a module the mp interpreter
+    cannot run gets the total error without the decomposition. ``ref_cache``: the reference
+    and its digits per rounded test input."""
+    xp_ = _rounded_inputs(x, p)
+    x_exact = exact_array(xp_.numpy())
+    truth = task.evaluated(task.truth(x_exact, truth_bits(p)))
+    f_p = task.evaluated(task.select(evaluate(model, xp_, p, device)))
+    key = xp_.numpy().tobytes()
+    if key not in ref_cache:
+        try:
+            raw = evaluate(model, xp_, REFERENCE_PRECISION)
+            ref_cache[key] = (task.evaluated(task.select(raw)),
+                              reference_digits(model, xp_, raw, REFERENCE_PRECISION))
+        except UnsupportedOpError:  # no mp path (a user module's op): total error only
+            ref_cache[key] = None
+    cached = ref_cache[key]
+    truth_digits = None if cached is None else cached[1]
+    if cached is None:
+        total, approx, rounding = error_summary(f_p, truth), None, None
+    else:
+        parts = decompose(f_p, cached[0], truth)
+        total = parts["total"]
+        approx, rounding = parts["approximation"].log10_mse, parts["rounding"].log10_mse
+    if not math.isfinite(total.mse):
+        return PrecisionOutcome(p.name, "diverged", f"model output not finite in {p.name}")
+    return PrecisionOutcome(
+        p.name, "ok", None, total=total.mse, log10_total=total.log10_mse,
+        log10_approximation=log10_or_none(approx), log10_rounding=log10_or_none(rounding),
+        digits=total.digits, truth_digits=truth_digits)
+
+
+def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, p: Precision,
+                     iters: int, device: str = "cpu") -> list[float]:
+    """001 Sec. 5.1.2 inference: w_{t+1} = w_t - eta Delta_t with the model's gradient
+    Delta_t, all arithmetic in ``precision``; log10 MSE of w_t against OLS per iteration.
+
+    x: the explicit-gradient test inputs (batch, N + 1, width); their last token's w_0 starts
+    the iteration. eta = 2 / (lambda_min + lambda_max) of X^T X / N per sequence (the best
+    fixed GD step; the paper does not state its eta), rounded to a power of two's multiple in
+    float64 and applied in ``precision``.
+    """
+    xb = backend_for(p)
+    n, d = task.options["n"], task.options["dim"]
+    ctx = exact_array(_rounded_inputs(x[:, :n], p).numpy())          # context rows, rounded
+    Xr = x[:, :n, :d].numpy()
+    etas = []
+    for X in Xr:      # no BLAS or LAPACK: the same step, so the same mpN trace, everywhere
+        ev = deterministic.eigvalsh(deterministic.matmul(X.T, X) / n)
+        etas.append(float(np.float32(2.0 / (ev[0] + ev[-1]))))     # exact in every precision
+    bits = truth_bits(p)
+    w_star = [least_squares_truth(c[:, :d], c[:, d], bits) for c in ctx]
+    w = [xb.asarray(exact_array(_rounded_inputs(x[b:b + 1, n, :d], p).numpy()[0]))
+         for b in range(x.shape[0])]
+    steps = [xb.asarray(exact_array(np.array(eta))) for eta in etas]
+    row = exact_array(gradient_query_row(torch.zeros(x.shape[0], d), x.shape[-1]).numpy())
+    trace = []
+    for _ in range(iters):
+        row[:, 0, :d] = np.stack([xb.to_exact(wb) for wb in w])      # the last token: w_t
+        delta = task.select(evaluate(model, np.concatenate([ctx, row], axis=1), p, device))
+        w = [w[b] - steps[b] * xb.asarray(delta[b]) for b in range(len(w))]
+        est = np.stack([xb.to_exact(wb) for wb in w])
+        trace.append(error_summary(est, np.stack(w_star)).log10_mse)
+        if not math.isfinite(trace[-1]):
+            break
+    return trace
+
+
+def run_trained(job: Job, precisions: Sequence[Precision], *,
+                save_as: dict[str, Any] | None = None, device: str = "cpu",
+                weights_dir: str | Path | None = None,
+                checkpoint: Checkpoint | None = None) -> TrainedOutcome:
+    """Train ``job`` and measure it in each of ``precisions``, training and float evaluation
+    on ``device`` (:mod:`precision.devices`; mpN on the CPU). When the sweep saves weights
+    (``--save-weights``: ``weights_dir``), a job of a suite (``save_as``: its config) writes
+    them to ``weights_dir/<hash of save_as>.safetensors`` with ``save_as`` as the file's
+    metadata; a failed write (a full disk) is the outcome's ``weights_error``, and the job's
+    measurements go on. ``checkpoint``: the training's state (:func:`train`; raises
+    :class:`~probes.training.checkpoint.Paused` at the end of its slice)."""
+    t0 = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small models: 1 thread beats 2 (see docs/architecture.md)
+    try:
+        return _run_trained(job, list(precisions), save_as, t0, device,
+                            Path(weights_dir) if weights_dir else None, checkpoint)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _save(model: nn.Module, folder: Path, save_as: dict[str, Any]) -> str | None:
+    """Save the weights of a suite's job; None, or why it failed (one line; the partial
+    temporary file removed)."""
+    name = config_hash(save_as)
+    try:
+        save_weights(model, folder / f"{name}.safetensors", save_as)
+    except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error on a full disk
+        for tmp in folder.glob(f"{name}.tmp*"):
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+        text = getattr(exc, "strerror", None) or (str(exc).splitlines() or [""])[0]
+        return f"weights not saved to {folder}: {text or type(exc).__name__}"
+    return None
+
+
+def train_job(job: Job, device: str = "cpu", checkpoint: Checkpoint | None = None
+              ) -> tuple[Task, nn.Module, TrainResult]:
+    """The task of ``job`` and its model trained on ``device`` (seeded: every call trains the
+    same weights), with the training result; ``checkpoint``: see :func:`train`."""
+    task, model = job.build()
+    result = train(model, task.sample, lambda m, x: task.select(m(x)),
+                   replace(job.train, seed=job.seed, device=device), checkpoint)
+    return task, model, result
+
+
+def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] | None,
+                 t0: float, device: str, folder: Path | None,
+                 checkpoint: Checkpoint | None) -> TrainedOutcome:
+    task, model, result = train_job(job, device, checkpoint)
+    predict = lambda m, x: task.select(m(x))  # noqa: E731
+    cfg = replace(job.train, seed=job.seed, device=device)
+    check = None
+    if result.status == "ok":   # the label's evidence: converged only if the check passes
+        # a floor training stopped at was confirmed by the same check of the same weights
+        check = result.check or convergence_check(model, task.sample, predict, cfg)
+        # converged: the held-out curve stopped falling (or has too few points to say) AND
+        # the check cannot lower it: a plateau alone can be a saddle, and a check alone
+        # missed a falling curve (a LayerNorm Transformer on AFFINE at 0.98 after 200 steps)
+        result = replace(result, converged=check.converged and result.converged is not False)
+    weights_error = None
+    if folder is not None and save_as is not None and result.status == "ok":
+        weights_error = _save(model, folder, save_as)
+    model = model.double().eval()
+    outcomes = []
+    if result.status != "ok":
+        outcomes = [PrecisionOutcome(p.name, result.status, result.message)
+                    for p in precisions]
+    else:
+        gen = torch.Generator().manual_seed(job.seed + TEST_SEED_OFFSET)
+        x_test, _ = task.sample(job.test_size, gen)
+        refs: dict[bytes, tuple[np.ndarray, float] | None] = {}
+        for p in precisions:
+            try:
+                out = measure_precision(model, task, x_test, p, refs, device)
+            except Exception as exc:  # noqa: BLE001 - e.g. a user module's op with no mp
+                first = (str(exc).splitlines() or [""])[0]   # implementation: a status
+                out = PrecisionOutcome(p.name, "failed", f"{type(exc).__name__}: {first}")
+            if out.status == "ok" and job.iterate and task.name == "explicit_gradient":
+                n_iter = min(job.test_size, 8)
+                out.iterate_trace = iterate_gradient(model, task, x_test[:n_iter], p,
+                                                     job.iterate, device)
+                out.floor = detect_floor([10.0 ** min(v, 300.0) for v in out.iterate_trace],
+                                         log10_trace=out.iterate_trace)
+                if out.floor.kind == "diverged" or not math.isfinite(out.iterate_trace[-1]):
+                    out.status, out.error = "diverged", (
+                        f"iterating the trained gradient diverges in {p.name} "
+                        f"(log10 MSE {out.iterate_trace[-1]:.1f} after "
+                        f"{len(out.iterate_trace)} iterations)")
+            outcomes.append(out)
+    n_params = sum(t.numel() for t in model.parameters())
+    return TrainedOutcome(result, outcomes, n_params, task.describe(),
+                          time.perf_counter() - t0, weights_error, check)
