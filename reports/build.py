@@ -2,7 +2,7 @@
 
 ``build_report(store, suites, out)`` is what ``precision report`` and the end of
 ``precision run`` call. It reads only the store (and the claims shipped in
-``reports/claims.toml``) and writes, into ``out``::
+``reports/papers/claims.toml``) and writes, into ``out``::
 
     report.md        the report (figures linked from figures/)
     report.html      the same, one self-contained file (figures embedded)
@@ -28,12 +28,12 @@ from probes.store.db import Store
 from probes.store.records import result_of
 from reports import plots
 from reports.checks import CHECKS_TEXT, checks_pivot
-from reports.claims import check_claims
 from reports.data_version import left_out_note, newest_data_rows
 from reports.files import DATA, FIGURES, TABLES, FileNames, write_text
 from reports.length_plot import length_figure, length_pivots, length_runs
 from reports.localize_plot import localize_figure, localize_pivots, localize_runs
-from reports.paper_figures import side_by_side_section
+from reports.papers.claims import check_claims
+from reports.papers.figures import side_by_side_section
 from reports.render import (
     Section,
     render_csv,

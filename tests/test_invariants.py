@@ -28,7 +28,7 @@ from precision.invariants import (
 from precision.precisions import parse_precision
 from probes.store.db import RunRecord, Store
 from reports.checks import checks_pivot
-from reports.claims import check_claims
+from reports.papers.claims import check_claims
 from reports.solver_table import solver_tables
 
 P = parse_precision

@@ -13,8 +13,8 @@ import pytest
 matplotlib.use("Agg")
 
 from probes.store.db import RunRecord, Store  # noqa: E402
-from reports import paper_figures as pf  # noqa: E402
 from reports.build import build_report  # noqa: E402
+from reports.papers import figures as pf  # noqa: E402
 
 PRECISIONS = ("float32", "float64")
 
@@ -192,14 +192,14 @@ def _one(toml: str, old: str, new: str) -> str:
     ('kind = "slope"', 'kind = "band"', "'kind' must be level, relative or slope"),
 ])
 def test_published_file_is_validated(old, new, message):
-    text = (pf.resources.files("reports") / pf.PUBLISHED_FILE).read_text(encoding="utf-8")
+    text = (pf.resources.files("reports.papers") / pf.PUBLISHED_FILE).read_text(encoding="utf-8")
     with pytest.raises(pf.PublishedError) as err:
         pf.load_published(_one(text, old, new))
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
 def test_a_missing_figure_or_a_missing_value_is_an_error():
-    text = (pf.resources.files("reports") / pf.PUBLISHED_FILE).read_text(encoding="utf-8")
+    text = (pf.resources.files("reports.papers") / pf.PUBLISHED_FILE).read_text(encoding="utf-8")
     with pytest.raises(pf.PublishedError, match="figure 'fig4' is missing"):
         pf.load_published(text[:text.index("[fig4]")] + text[text.index("[fig6]"):])
     with pytest.raises(pf.PublishedError, match="a level mark needs 'log10'"):

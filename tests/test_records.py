@@ -31,7 +31,7 @@ from probes.store.records import (
     result_of,
 )
 from reports.build import build_report
-from reports.claims import ClaimsError, check_claims, load_claims
+from reports.papers.claims import ClaimsError, check_claims, load_claims
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_v0.db"
 

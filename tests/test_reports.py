@@ -13,8 +13,8 @@ from conftest import solver_store
 from precision.cli.main import main
 from probes.store.db import RunRecord, Store
 from reports.build import ReportError, build_report
-from reports.claims import check_claims, load_claims
 from reports.floor_cells import format_log10  # log10 in, text out
+from reports.papers.claims import check_claims, load_claims
 
 
 @pytest.fixture(scope="module")
@@ -296,7 +296,7 @@ def test_newest_run_wins_when_a_suite_was_rerun_with_other_parameters(tmp_path):
 
 
 def test_trained_claims_use_best_per_task_config_filters_and_budgets():
-    from reports.claims import check_claims
+    from reports.papers.claims import check_claims
 
     def row(task, depth, steps, log10):
         return {"suite": "primitives", "subject": "transformer", "task": task,
@@ -319,7 +319,7 @@ def test_trained_claims_use_best_per_task_config_filters_and_budgets():
 
 
 def test_relative_claim_pairs_full_with_diag_of_the_same_depth_and_seed():
-    from reports.claims import check_claims
+    from reports.papers.claims import check_claims
 
     def row(subject, variant, layers, seed, loss):
         return {"suite": "noisy_regression_lsa", "subject": subject, "task": f"layers={layers}",
@@ -349,7 +349,7 @@ def test_relative_claim_pairs_full_with_diag_of_the_same_depth_and_seed():
 def test_learned_baseconv_claim_compares_orders_of_magnitude_with_the_same_cell():
     """001 Fig. 10: each BaseConv run against the Transformer of the same depth, width and
     recipe, as a log10 difference (orders of magnitude), not a ratio of logarithms."""
-    from reports.claims import check_claims
+    from reports.papers.claims import check_claims
 
     def row(subject, depth, log10, recipe="paper", steps=1_000_000):
         return {"suite": "least_squares", "subject": subject, "task": "ls_fixed_n",

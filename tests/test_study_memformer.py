@@ -27,7 +27,7 @@ from probes.studies.memformer import (
 )
 from probes.suite import load_suite
 from probes.training.recipes import train as train_model
-from reports.claims import metric_value
+from reports.papers.claims import metric_value
 
 F64 = parse_precision("float64")
 TINY = {**DEFAULTS, "d": 3, "n": 6, "eigenvalues": [1.0, 0.5, 0.25], "B": 4, "steps": 60}

@@ -15,7 +15,7 @@ from probes.store.canonical import config_hash
 from probes.store.db import Store
 from probes.studies import STUDIES, StudyError, StudyOutcome, per_precision, register_study
 from probes.suite import SuiteError, load_suite
-from reports.claims import metric_value
+from reports.papers.claims import metric_value
 from reports.study_table import study_tables
 
 

@@ -28,9 +28,9 @@ from precision.truth import (
     least_squares_truth,
     logistic_truth,
 )
-from reports.claims import check_claims
 from reports.floor_cells import floor_cell
 from reports.model_table import model_tables
+from reports.papers.claims import check_claims
 from reports.solver_table import solver_tables
 
 # --- truths ---------------------------------------------------------------------------------

@@ -652,7 +652,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
               "+seed=N; +mod[GLOB]=FORMAT assigns a format to modules "
               "(docs/precision_assignment.md)")
     if what in ("claims", "all"):
-        from reports.claims import load_claims
+        from reports.papers.claims import load_claims
 
         print("published claims (a report shows those about its suites):")
         for c in load_claims():

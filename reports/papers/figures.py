@@ -23,7 +23,7 @@ axis and its lines, from the caption and the text around it) from the store's ru
   held-out curve (``val_log10_mse``);
 * Fig. 10 -- learned Transformer vs learned BaseConv on ``ls_fixed_n``, MSE against depth.
 
-Our values are coloured; the published ones (``reports/published_001.toml``, loaded and
+Our values are coloured; the published ones (``reports/papers/published_001.toml``, loaded and
 validated by :func:`load_published`) are black, lettered (a), (b), ... on the axes and in
 the legend, "001 (published)": a level as an open marker (about), a down / up triangle
 (below / above), or a dashed line across the x range it is stated for; a relative statement
@@ -55,8 +55,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from probes.store.frames import runs_frame  # noqa: E402
-from reports.claims import rounding_limited  # noqa: E402
 from reports.files import FileNames  # noqa: E402
+from reports.papers.claims import rounding_limited  # noqa: E402
 from reports.plots import _save, label, legend_below  # noqa: E402
 from reports.render import Section  # noqa: E402
 from reports.tables import Pivot  # noqa: E402
@@ -206,11 +206,11 @@ def _mark(figure: int, index: int, raw: Any) -> Mark:
 
 
 def load_published(text: str | None = None) -> dict[int, Published]:
-    """The values 001 states per figure, from ``reports/published_001.toml`` (or ``text``),
+    """The values 001 states per figure, from ``reports/papers/published_001.toml`` (or ``text``),
     validated: an unknown key, a wrong type, a missing figure or an unknown line or panel is a
     one-line :class:`PublishedError`."""
     if text is None:
-        text = (resources.files("reports") / PUBLISHED_FILE).read_text(encoding="utf-8")
+        text = (resources.files("reports.papers") / PUBLISHED_FILE).read_text(encoding="utf-8")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -255,7 +255,8 @@ def paper_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     ``layernorm``, ``heads``, ``mlp_factor`` the model's; ``recipe`` and ``train_steps`` the
     training's; ``seed`` the job's or the problem's; ``limited``: a trained run whose
     convergence check did not pass, labelled ``T``, unless its error in its precision is that
-    precision's rounding, :func:`reports.claims.rounding_limited`, as the claims count it)."""
+    precision's rounding, :func:`~reports.papers.claims.rounding_limited`, as the claims count
+    it)."""
     frame = runs_frame(rows)
     if frame.empty:
         return pd.DataFrame(columns=PAPER_COLUMNS)

@@ -78,10 +78,10 @@ class ClaimRow:
 
 
 def load_claims(text: str | None = None) -> list[dict[str, Any]]:
-    """The claims shipped in ``reports/claims.toml`` (or in ``text``), in file order, each
+    """The claims shipped in ``reports/papers/claims.toml`` (or in ``text``), in file order, each
     check validated against the record schema (:class:`ClaimsError` otherwise)."""
     if text is None:
-        text = (resources.files("reports") / "claims.toml").read_text(encoding="utf-8")
+        text = (resources.files("reports.papers") / "claims.toml").read_text(encoding="utf-8")
     claims = list(tomllib.loads(text)["claim"])
     for c in claims:
         problem = check_problem(c["check"]) if "check" in c else None
