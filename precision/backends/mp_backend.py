@@ -578,11 +578,6 @@ class MPBackend(Backend):
             res = np.add.reduce(src, axis=0 if axis is None else axis)
         return MPArray(np.asarray(res, dtype=object), a.prec)
 
-    def _ones(self, n: int) -> MPArray:
-        out = np.empty(n, dtype=object)
-        out.fill(flint.arb(1))
-        return MPArray(out, self.prec)
-
     def max(self, a: MPArray) -> MPArray:
         flat = a.stripped().a.reshape(-1)
         best = flat[0]

@@ -56,10 +56,6 @@ class LSA(nn.Module):
         ones = torch.ones(d, dtype=pq.dtype, device=pq.device)
         return torch.cat([pq[:, :1] * ones, pq[:, 1:]], dim=1)
 
-    def _diag(self, pq: torch.Tensor) -> torch.Tensor:
-        """(heads, 2) -> (heads, D, D) matrices diag(a I_d, b)."""
-        return torch.diag_embed(self._diag_vec(pq))
-
     def step(self, e: torch.Tensor, layer: int) -> torch.Tensor:
         """One layer on tokens e (batch, N, D): e_i + G^l e_i, i.e. E + E (G^l)^T."""
         if self.param == "gdpp":

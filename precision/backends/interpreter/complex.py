@@ -57,9 +57,6 @@ class MPComplex:
         """The same shape operation applied to both parts."""
         return MPComplex(fn(self.re), fn(self.im))
 
-    def to_complex128(self) -> np.ndarray:
-        return self.re.to_float64() + 1j * self.im.to_float64()
-
 
 def is_complex(v: Any) -> bool:
     return isinstance(v, MPComplex)
