@@ -18,7 +18,7 @@ from torch import nn
 
 from precision.formats.module_assignment import work_precision
 from precision.op_census import Census, CensusError, census
-from probes.factory import FactoryError, build_from_factory, is_factory_spec
+from probes.factory import FactoryError, build_family, is_factory_spec
 from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from probes.run import Run
 from probes.sample_check import check_sample, sample_input
@@ -29,7 +29,7 @@ def census_for_factory(spec: str | Callable[..., nn.Module], d_in: int = 20, d_o
                        ) -> Census:
     """Build the module from a factory (as ``precision probe`` does, float64) and take its
     census on a (batch, tokens, d_in) input."""
-    model = build_from_factory(spec, d_in, d_out, depth, width, tokens)
+    model = build_family(spec, d_in, d_out, depth, width, tokens)
     model.eval()
     return census(model, torch.zeros(batch, tokens, d_in, dtype=torch.float64))
 

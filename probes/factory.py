@@ -1,4 +1,5 @@
-"""User architectures: a ``MODULE:FACTORY`` spec imported and called like a built-in family.
+"""Where every model is built (:func:`build_family`): a built-in family by name, or a user
+architecture, a ``MODULE:FACTORY`` spec imported and called like a built-in family.
 
 A factory is any callable ``factory(d_in, d_out, depth, width, **options) -> nn.Module``
 whose module maps (batch, n_tokens, d_in) -> (batch, n_tokens, d_out). If it has a
@@ -20,6 +21,57 @@ import torch
 from torch import nn
 
 from probes.hf_models import HFModelError, hf_factory, is_hf_spec
+
+
+def model_options(family: str, options: dict[str, Any], n_tokens: int) -> dict[str, Any]:
+    """Family options from a suite's generic ones: ``layernorm`` switches every LayerNorm of a
+    Transformer; sequence models get ``max_len`` = the task's token count (BaseConv filters,
+    the Transformer's learned positional embedding as in GPT-2, 001 App. D.1)."""
+    opts = dict(options)
+    if family == "transformer":
+        if "layernorm" in opts:
+            ln = bool(opts.pop("layernorm"))
+            opts.update(ln_attn=ln, ln_mlp=ln, ln_final=ln)
+        opts.setdefault("max_len", n_tokens)
+    elif family in ("baseconv", "linear_attention"):
+        opts.setdefault("max_len", n_tokens)
+    return opts
+
+
+def build_family(family: str | Callable[..., nn.Module], d_in: int, d_out: int, depth: int,
+                 width: int, n_tokens: int, options: dict[str, Any] | None = None, *,
+                 seed: int | None = None, check: bool = True) -> nn.Module:
+    """The one place a model is built: ``family`` (a built-in name of
+    :data:`precision.models.MODELS`, a ``MODULE:FACTORY`` / ``hf:`` spec or a callable) for
+    (batch, ``n_tokens``, ``d_in``) -> (batch, ``n_tokens``, ``d_out``) inputs, in float64.
+    ``seed``: its initial weights drawn from that seed (the global RNG untouched); ``check``:
+    a factory's module is run once on a probe input of that shape (:func:`build_from_factory`;
+    off to build on the ``meta`` device)."""
+    from precision.models import build_model
+
+    opts = dict(options or {})
+    with torch.random.fork_rng(devices=[]):
+        if seed is not None:
+            torch.manual_seed(seed)
+        if is_factory_spec(family):
+            if not check:
+                fn = family if callable(family) else load_factory(family)
+                if "max_len" in _parameters(fn):
+                    opts.setdefault("max_len", n_tokens)
+                return fn(d_in=d_in, d_out=d_out, depth=depth, width=width, **opts).double()
+            return build_from_factory(family, d_in, d_out, depth, width, n_tokens, **opts)
+        assert isinstance(family, str)
+        model = build_model(family, d_in, d_out, depth, width,
+                            **model_options(family, opts, n_tokens))
+    return model.double()
+
+
+def _parameters(fn: Callable[..., Any]) -> Any:
+    """The parameters of ``fn``'s signature (none when it has no readable signature)."""
+    try:
+        return inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
 
 
 class FactoryError(ValueError):
@@ -76,12 +128,8 @@ def build_from_factory(spec: str | Callable[..., nn.Module], d_in: int, d_out: i
     fn = spec if callable(spec) else load_factory(spec)
     spec = getattr(fn, "__qualname__", str(fn)) if callable(spec) else spec
     kwargs = dict(options)
-    try:
-        params = inspect.signature(fn).parameters
-        if "max_len" in params and "max_len" not in kwargs:
-            kwargs["max_len"] = n_tokens
-    except (TypeError, ValueError):
-        pass
+    if "max_len" in _parameters(fn):
+        kwargs.setdefault("max_len", n_tokens)
     try:
         model = fn(d_in=d_in, d_out=d_out, depth=depth, width=width, **kwargs)
     except HFModelError as exc:

@@ -27,7 +27,7 @@ from precision.localize import Localization, LocalizeError, localize
 from precision.models import MODELS
 from precision.precisions import Precision
 from precision.provenance import provenance
-from probes.factory import FactoryError, build_from_factory, is_factory_spec
+from probes.factory import FactoryError, build_family, is_factory_spec
 from probes.store.canonical import config_hash
 from probes.store.db import RunRecord
 from probes.store.records import LocalizeResult
@@ -99,13 +99,11 @@ def build(spec: LocalizeSpec) -> tuple[torch.nn.Module, torch.Tensor]:
                                "path/to/file.py:FACTORY, hf:ClassName or a built-in family "
                                f"({', '.join(sorted(MODELS))})")
         family = MODELS[family]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(spec.seed)
-        try:
-            model = build_from_factory(family, spec.d_in, spec.d_out, spec.depth, spec.width,
-                                       spec.tokens)
-        except ValueError as exc:
-            raise FactoryError(str(exc)) from None
+    try:
+        model = build_family(family, spec.d_in, spec.d_out, spec.depth, spec.width,
+                             spec.tokens, seed=spec.seed)
+    except ValueError as exc:
+        raise FactoryError(str(exc)) from None
     gen = torch.Generator().manual_seed(spec.seed + 1)
     x = torch.randn(spec.batch, spec.tokens, spec.d_in, dtype=torch.float64, generator=gen)
     return model.eval(), x

@@ -13,6 +13,7 @@ import math
 import os
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from precision.deterministic import DATA_VERSION
@@ -32,21 +33,15 @@ class SuiteError(ValueError):
 
 @dataclass(frozen=True)
 class Run:
-    """One run of a suite: everything needed to compute it, and its id.
+    """One run of a suite: its typed work and its id.
 
-    ``config`` is the resolved config whose hash is ``run_id`` (plain JSON data, stored with
-    the run). ``precisions`` are parsed once, when the suite is expanded: one for a solver or
+    ``spec`` is the kind's typed description of the work (a trained run's
+    :class:`~probes.training.job.Job`), made once when the suite is expanded; ``config`` is
+    its stored form (plain JSON data, derived once by :func:`new_run`), whose hash is
+    ``run_id``. ``precisions`` are parsed once, when the suite is expanded: one for a solver or
     construction run; every precision of a trained job or a study grid point, which writes one
-    record per precision (``record_ids``, in the same order). ``device``: where a trained job
-    trains and evaluates its float precisions (:mod:`precision.devices`; not part of the id).
-    ``time_limit``: seconds the run may take before it is stopped and stored as ``timeout``
-    (None: the default of its kind, :mod:`probes.isolation`); ``weights_dir``: the folder a
-    trained job saves its weights into (``--save-weights``; None: not saved);
-    ``checkpoint_dir``: where a trained job keeps its training state (``--checkpoints``,
-    :mod:`probes.training.checkpoint`) and ``pause_at`` the wall-clock time at which its
-    training pauses (``--slice``). None of these is part of the id. ``spec``: the kind's
-    typed description of the work (a trained run's :class:`~probes.training.job.Job`),
-    made once when the suite is expanded; ``config`` is its stored, hashed form.
+    record per precision (``record_ids``, in the same order). How a run is computed (device,
+    time limit, weights and checkpoint folders) is not part of it: :class:`RunOptions`.
     """
 
     run_id: str
@@ -57,11 +52,6 @@ class Run:
     precisions: tuple[Precision, ...]
     config: dict[str, Any] = field(hash=False)
     record_ids: tuple[str, ...] = ()
-    device: str = "cpu"
-    time_limit: float | None = None
-    weights_dir: str | None = None
-    checkpoint_dir: str | None = None
-    pause_at: float | None = None
     spec: Any = field(default=None, compare=False, hash=False)
 
     @property
@@ -73,6 +63,38 @@ class Run:
     def precision(self) -> Precision:
         """The precision of a one-precision run (solver, construction)."""
         return self.precisions[0]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a sweep computes its runs, never part of a run or its id: ``device`` where trained
+    jobs train and evaluate their float precisions (:mod:`precision.devices`); ``time_limit``
+    seconds a run may take before it is stored as ``timeout`` (``--time-limit``: replaces
+    every run's; ``time_limits``: the suite's per run id, where ``time_limit`` is None);
+    ``weights_dir`` the folder of trained jobs' weights, read before training and written
+    after (``<job id>.safetensors``: a job is trained once, then measured from its weights);
+    ``checkpoint_dir`` where trained jobs keep their training state (``--checkpoints``,
+    :mod:`probes.training.checkpoint`) and ``pause_at`` the wall-clock time at which their
+    training pauses (``--slice``)."""
+
+    device: str = "cpu"
+    time_limit: float | None = None
+    time_limits: dict[str, float] = field(default_factory=dict, hash=False)
+    weights_dir: str | None = None
+    checkpoint_dir: str | None = None
+    pause_at: float | None = None
+
+    def limit_for(self, run: Run) -> float | None:
+        """The time limit of ``run``: ``--time-limit``, else its suite's, else None."""
+        return self.time_limit if self.time_limit is not None else \
+            self.time_limits.get(run.run_id)
+
+
+def weights_folder(db: str | os.PathLike[str]) -> str:
+    """The folder of a store's trained weights (``results.db`` -> ``results.weights``): a
+    trained job's weights live there under its job id, so that any later measurement of the
+    job (another precision, a length sweep, a localize) reads them instead of training."""
+    return str(Path(db).with_suffix(".weights"))
 
 
 def check_time_limit(value: Any, where: str) -> float | None:
@@ -88,8 +110,7 @@ def check_time_limit(value: Any, where: str) -> float | None:
 
 
 def new_run(kind: str, subject: str, label: str, precisions: list[Precision],
-            config: dict[str, Any], record_ids: tuple[str, ...] = (),
-            device: str = "cpu", time_limit: float | None = None, spec: Any = None) -> Run:
+            config: dict[str, Any], record_ids: tuple[str, ...] = (), spec: Any = None) -> Run:
     """A :class:`Run` whose id is the hash of ``config`` (which holds the suite's name).
 
     ``config`` gets the ``data_version`` of the problem generators
@@ -99,7 +120,7 @@ def new_run(kind: str, subject: str, label: str, precisions: list[Precision],
     config = {**config, "data_version": config.get("data_version", DATA_VERSION)}
     return Run(run_id=config_hash(config), suite=config["suite"], kind=kind, subject=subject,
                label=label, precisions=tuple(precisions), config=config,
-               record_ids=record_ids, device=device, time_limit=time_limit, spec=spec)
+               record_ids=record_ids, spec=spec)
 
 
 def finite_or_none(x: Any) -> float | None:

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from precision.invariants import INVALID, checked
 from precision.provenance import provenance
@@ -28,7 +29,7 @@ from probes.executors import (
 from probes.factory import is_factory_spec
 from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from probes.kinds import kind_of
-from probes.run import Run
+from probes.run import Run, RunOptions
 from probes.store.db import RunRecord, Store
 from probes.suite import Suite
 
@@ -76,11 +77,12 @@ def is_user_code(run: Run) -> bool:
     return isinstance(family, str) and is_factory_spec(family)
 
 
-def time_limit_of(run: Run) -> float | None:
-    """The run's time limit: its own (suite, ``--time-limit``), else
+def time_limit_of(run: Run, options: RunOptions) -> float | None:
+    """The run's time limit: ``--time-limit`` or its suite's (``options``), else
     :data:`~probes.isolation.DEFAULT_USER_TIME_LIMIT` for user code, else none."""
-    if run.time_limit is not None:
-        return run.time_limit
+    limit = options.limit_for(run)
+    if limit is not None:
+        return limit
     return DEFAULT_USER_TIME_LIMIT if is_user_code(run) else None
 
 
@@ -93,8 +95,9 @@ def _warm_for_children(run: Run) -> None:
         import torch.export  # noqa: F401
 
 
-def compute_records(run: Run) -> list[RunRecord]:
-    """Compute one run (in whatever process calls it) with its kind's ``compute``: its store
+def compute_records(run: Run, options: RunOptions | None = None) -> list[RunRecord]:
+    """Compute one run (in whatever process calls it) with its kind's ``compute`` and the
+    sweep's ``options`` (default: :class:`~probes.run.RunOptions`'s): its store
     records (one for a solver or construction run, one per precision for a trained job or a
     study grid point), each with the provenance of the process that computed it
     (``result["provenance"]``, with the device a trained job used).
@@ -102,16 +105,17 @@ def compute_records(run: Run) -> list[RunRecord]:
     User code and any run with a time limit compute in a child process
     (:mod:`probes.isolation`): an exception, an exit, a crash or a hang there is this run's
     ``failed`` / ``timeout`` records, and the sweep goes on."""
-    limit = time_limit_of(run)
+    options = options or RunOptions()
+    limit = time_limit_of(run, options)
     if limit is None:
-        records = kind_of(run).compute(run)
+        records = kind_of(run).compute(run, options)
     else:
         _warm_for_children(run)
         try:
-            records = call_isolated(kind_of(run).compute, run, time_limit=limit)
+            records = call_isolated(kind_of(run).compute, run, options, time_limit=limit)
         except ChildFailure as exc:
             records = status_records(run, exc.status, exc.message)
-    where = provenance(run.device)
+    where = provenance(options.device)
     for record in records:
         record.result["provenance"] = where
     return records
@@ -167,34 +171,28 @@ def run_suite(
     executor: str = "local",
     address: str | None = None,
     progress: Callable[[int, int, RunRecord], None] | None = None,
-    time_limit: float | None = None,
-    weights_dir: str | None = None,
-    checkpoint_dir: str | None = None,
-    pause_at: float | None = None,
+    options: RunOptions | None = None,
 ) -> SweepSummary:
     """Compute and store every run of ``suite`` missing from ``store``.
 
     ``executor`` ``local``: in this process (``jobs`` 1) or a pool of ``jobs`` processes;
     ``dask``: a LocalCluster of ``jobs`` workers, or the scheduler at ``address``
     (:mod:`probes.executors`). Whatever computes, this driver alone writes the store.
-    ``time_limit`` replaces every run's time limit (``--time-limit``); ``weights_dir`` is
-    where trained jobs save their weights (``--save-weights``); ``checkpoint_dir`` where they
-    keep their training state and ``pause_at`` (wall-clock seconds) when they pause
-    (``--checkpoints``, ``--slice``): a paused run returns no records and is counted in
+    ``options``: how each run computes (:class:`~probes.run.RunOptions`; its device and
+    per-run time limits are the suite's, filled in here): a run whose training
+    paused at the end of its slice (``--slice``) returns no records and is counted in
     ``paused``. Ctrl-C or SIGTERM stops the workers and raises :class:`SweepInterrupted`; the
     runs written so far are whole.
     """
     todo, skipped = pending_runs(suite, store)
-    if time_limit is not None or weights_dir is not None or checkpoint_dir is not None:
-        todo = [replace(r, time_limit=time_limit if time_limit is not None else r.time_limit,
-                        weights_dir=weights_dir, checkpoint_dir=checkpoint_dir,
-                        pause_at=pause_at) for r in todo]
+    options = replace(options or RunOptions(), device=suite.settings.device,
+                      time_limits=suite.time_limits())
     paused = 0
     statuses: dict[str, int] = {}
     reasons: list[str] = []
     reasons_seen: set[str] = set()
     done = 0
-    compute = compute_records  # looked up now: tests replace it
+    compute = partial(compute_records, options=options)  # looked up now: tests replace it
     if executor == "dask":
         results = run_dask(todo, compute, jobs, address)
     elif executor == "local":

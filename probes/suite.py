@@ -94,8 +94,8 @@ class Suite:
 
     @functools.cached_property
     def runs(self) -> tuple[Run, ...]:
-        """Every run, in a deterministic order, each id once, with the suite's time limit
-        where its entry has none (an impossible model or task is a SuiteError here)."""
+        """Every run, in a deterministic order, each id once (an impossible model or task is
+        a SuiteError here)."""
         global EXPANSIONS
         EXPANSIONS += 1
         seen: set[str] = set()
@@ -103,9 +103,20 @@ class Suite:
         for r in expand_all(self.settings, self.entries):
             if r.run_id not in seen:
                 seen.add(r.run_id)
-                unique.append(r if self.time_limit is None or r.time_limit is not None
-                              else replace(r, time_limit=self.time_limit))
+                unique.append(r)
         return tuple(unique)
+
+    def time_limits(self) -> dict[str, float]:
+        """Seconds each run may take, by run id, where the suite gives a limit: its model
+        entry's ``time_limit`` for a trained or length run, else the suite's."""
+        entry_limit = {e.label: e.time_limit for e in self.models}
+        limits = {}
+        for r in self.runs:
+            limit = entry_limit.get(r.subject) if r.kind in ("trained", "length") else None
+            limit = limit if limit is not None else self.time_limit
+            if limit is not None:
+                limits[r.run_id] = limit
+        return limits
 
     @property
     def models(self) -> tuple[trained.ModelEntry, ...]:

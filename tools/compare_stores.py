@@ -7,7 +7,8 @@ Every run id must be in both stores; for each run every column, every key of its
 result, and every point of every series must be equal (floats compared exactly, NaN equal to
 NaN). What depends on the moment or the process, not on the computation, is skipped:
 ``wall_time``, ``worker``, ``created_at``, ``result.provenance`` and the keys of ``result``
-that time something (``*wall_time``, ``*_seconds``). Prints the differences (at most 20) and
+and the series that time something (``*wall_time``, ``*_seconds``). Prints the differences
+(at most 20) and
 a summary; exit code 1 if any.
 
 ``--map-ids`` compares a store of trained config version 3 with one of version 4: the id of
@@ -92,7 +93,7 @@ def _runs(db: str, suites: list[str] | None, map_ids: dict[str, str] | None = No
         runs[run["run_id"]] = run
         ids[row["run_id"]] = run["run_id"]
     for rid, name, step, value in con.execute("SELECT run_id, name, step, value FROM series"):
-        if rid in ids:
+        if rid in ids and not name.endswith("_seconds"):   # a timing, not a number computed
             runs[ids[rid]]["series"].setdefault(name, []).append((step, value))
     for run in runs.values():
         run["series"] = {k: sorted(v) for k, v in run["series"].items()}

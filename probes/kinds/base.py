@@ -24,7 +24,7 @@ from typing import Any
 
 from precision.deterministic import DATA_VERSION as DATA_VERSION  # re-exported: the kinds
 from precision.precisions import Precision, PrecisionError, parse_precision
-from probes.run import Run, SuiteError
+from probes.run import Run, RunOptions, SuiteError
 from probes.store.db import RunRecord
 
 
@@ -55,7 +55,7 @@ class RunKind:
     entry: type
     parse: Callable[[SuiteData], tuple[Any, ...]]
     expand: Callable[[SuiteData, tuple[Any, ...]], list[Run]]
-    compute: Callable[[Run], list[RunRecord]]
+    compute: Callable[[Run, RunOptions], list[RunRecord]]
     cost: Callable[[Run], float]
 
 

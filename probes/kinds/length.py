@@ -38,18 +38,16 @@ import torch
 from torch import nn
 
 from precision.lengths import DEFAULT_REFERENCE, LengthPoint, LengthSweep, sweep
-from precision.models import build_model
 from precision.precisions import Precision
 from precision.tasks import Task
-from probes.factory import build_from_factory, is_factory_spec
 from probes.kinds import trained
-from probes.kinds.base import DATA_VERSION, RunKind, SuiteData
-from probes.run import Run, make_record, new_run
+from probes.kinds.base import RunKind, SuiteData
+from probes.run import Run, RunOptions, make_record, new_run
 from probes.store.canonical import config_hash
 from probes.store.db import RunRecord
 from probes.store.records import LengthResult
-from probes.training.job import Job, model_options
-from probes.training.measure import TEST_SEED_OFFSET, train_job
+from probes.training.job import Job
+from probes.training.measure import TEST_SEED_OFFSET, trained_model
 
 #: 1: the first version of a length record's config.
 VERSION = 1
@@ -70,7 +68,7 @@ def expand(suite: SuiteData, entries: tuple[trained.ModelEntry, ...]) -> list[Ru
         if not entry.lengths:
             continue
         for job in entry.jobs(suite):
-            base = {**job.config(trained.VERSION), "data_version": DATA_VERSION}
+            base = trained.job_config(job)
             pairs = [(n, p) for n in entry.lengths for p in entry.precisions]
             config = {**base, "version": VERSION, "kind": "length",
                       "reference": DEFAULT_REFERENCE.name, "batch": BATCH,
@@ -79,7 +77,7 @@ def expand(suite: SuiteData, entries: tuple[trained.ModelEntry, ...]) -> list[Ru
             runs.append(new_run(
                 "length", entry.label, job.problem_label, [p for _, p in pairs], config,
                 record_ids=tuple(config_hash(record_config(base, n, p)) for n, p in pairs),
-                device=suite.device, time_limit=entry.time_limit, spec=job))
+                spec=job))
     return runs
 
 
@@ -89,27 +87,19 @@ def model_for_length(job: Job, task: Task, model: nn.Module, longest: int) -> nn
     untrained buffers), else ``model`` itself."""
     if longest <= task.n_tokens:
         return model
-    opts = dict(job.model_options)
     try:
-        with torch.random.fork_rng(devices=[]):
-            if is_factory_spec(job.family):
-                longer = build_from_factory(job.family, task.d_in, task.d_out, job.depth,
-                                            job.width, longest, **opts)
-            else:
-                assert isinstance(job.family, str)
-                longer = build_model(job.family, task.d_in, task.d_out, job.depth, job.width,
-                                     **model_options(job.family, {**opts, "max_len": longest},
-                                                     task))
-        longer = longer.double()
+        _, longer = job.build(n_tokens=longest)
         longer.load_state_dict(model.state_dict())
     except Exception:  # noqa: BLE001 -- weights that need the trained size: keep the model
         return model
     return longer
 
 
-def compute(run: Run) -> list[RunRecord]:
-    """Train the run's job, sweep its lengths; one record per (length, precision). A failed
-    training, or an exception in the sweep, is every record's status with its reason."""
+def compute(run: Run, options: RunOptions) -> list[RunRecord]:
+    """Sweep the lengths of the run's job (trained once: its stored weights when
+    ``options.weights_dir`` holds them, else trained and stored); one record per (length,
+    precision). A failed training, or an exception in the sweep, is every record's status
+    with its reason."""
     job: Job = run.spec
     lengths: list[int] = list(run.config["lengths"])
     precisions = run.precisions[: len(run.precisions) // len(lengths)]
@@ -121,15 +111,17 @@ def compute(run: Run) -> list[RunRecord]:
     result: LengthSweep | None = None
     task_text, status, error = "", "failed", None
     try:
-        task, model, tr = train_job(job, run.device)
+        trained_ = trained_model(job, options.device, folder=options.weights_dir,
+                                 job_config=trained.job_config(job))
+        task, tr = trained_.task, trained_.result
         task_text = task.describe()
         if tr.status != "ok":
             status, error = tr.status, tr.message
         else:
-            longest = model_for_length(job, task, model.double().eval(), max(lengths))
+            longest = model_for_length(job, task, trained_.model, max(lengths))
             result = sweep(longest, lengths, precisions, d_in=task.d_in, batch=BATCH,
                            seed=job.seed + TEST_SEED_OFFSET, reference=DEFAULT_REFERENCE,
-                           device=run.device)
+                           device=options.device)
     except Exception as exc:  # noqa: BLE001 -- any failure is this run's status, not the sweep's
         first = (str(exc).splitlines() or [""])[0]
         error = f"{type(exc).__name__}: {first}"

@@ -30,7 +30,7 @@ from typing import Any
 from precision.precisions import Precision
 from probes.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
 from probes.names import MAX_LABEL_CHARS, axis_length, check_name, list_length
-from probes.run import Run, SuiteError, finite_or_none, make_record, new_run
+from probes.run import Run, RunOptions, SuiteError, finite_or_none, make_record, new_run
 from probes.store.canonical import config_hash
 from probes.store.db import RunRecord
 from probes.studies import StudyError, StudyOutcome, StudySpec, get_study
@@ -137,7 +137,7 @@ def expand(suite: SuiteData, entries: tuple[StudyEntry, ...]) -> list[Run]:
     return runs
 
 
-def compute(run: Run) -> list[RunRecord]:
+def compute(run: Run, options: RunOptions) -> list[RunRecord]:
     """Run one study for all the run's precisions; one record per precision with its
     outcome: its metrics, its primary metric as the MSE.
 

@@ -34,7 +34,7 @@ from precision.solvers.measure import (
 )
 from probes.kinds.base import RunKind, SuiteData, entry_precisions
 from probes.names import list_length
-from probes.run import Run, SuiteError, make_record, new_run, subsample
+from probes.run import Run, RunOptions, SuiteError, make_record, new_run, subsample
 from probes.store.db import RunRecord
 from probes.store.records import SubjectResult
 
@@ -148,7 +148,7 @@ def expand(suite: SuiteData, entries: tuple[SubjectEntry, ...]) -> list[Run]:
     return runs
 
 
-def compute(run: Run) -> list[RunRecord]:
+def compute(run: Run, options: RunOptions) -> list[RunRecord]:
     """Run the solver (or construction) and store its trace: per-step errors against the
     truth (``log10_mse``, ``digits``, ``param_mse``) and, for a construction, against the
     algorithm it implements, per layer."""

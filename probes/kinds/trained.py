@@ -53,6 +53,7 @@ from probes.kinds.base import DATA_VERSION, RunKind, SuiteData, entry_precisions
 from probes.names import axis_length, list_length
 from probes.run import (
     Run,
+    RunOptions,
     SuiteError,
     check_time_limit,
     make_record,
@@ -262,13 +263,11 @@ def expand(suite: SuiteData, entries: tuple[ModelEntry, ...]) -> list[Run]:
         for job in entry.jobs(suite):
             if job.seed == (entry.seeds or suite.seeds)[0]:  # a seed changes values only
                 _validate_job(job, at)
-            # the data version first: the record ids hash it (see base.py)
-            config = {**job.config(VERSION), "data_version": DATA_VERSION}
+            config = job_config(job)   # with the data version: the record ids hash it
             runs.append(new_run(
                 "trained", entry.label, job.problem_label, entry.precisions,
                 {**config, "precisions": [p.name for p in entry.precisions]},
-                record_ids=tuple(record_id(config, p) for p in entry.precisions),
-                device=suite.device, time_limit=entry.time_limit, spec=job))
+                record_ids=tuple(record_id(config, p) for p in entry.precisions), spec=job))
     return runs
 
 
@@ -315,14 +314,22 @@ def _validate_job(job: Job, where: str) -> None:
                              f"entries is too large (at most {MAX_BATCH_ELEMENTS:.3g})")
 
 
-def compute(run: Run) -> list[RunRecord]:
-    """Train and measure the job of ``run``; one record per evaluation precision."""
-    job = {k: v for k, v in run.config.items() if k != "precisions"}
-    checkpoint = None if run.checkpoint_dir is None else \
-        Checkpoint.in_folder(run.checkpoint_dir, config_hash(job), run.pause_at)
+def job_config(job: Job) -> dict[str, Any]:
+    """The stored config of ``job`` with its data version: its hash is the job's id, which
+    names its weights file and checkpoint; a record's config adds its precision."""
+    return {**job.config(VERSION), "data_version": DATA_VERSION}
+
+
+def compute(run: Run, options: RunOptions) -> list[RunRecord]:
+    """Measure the job of ``run`` (trained once: its stored weights when
+    ``options.weights_dir`` holds them); one record per evaluation precision."""
+    job: Job = run.spec
+    config = job_config(job)
+    checkpoint = None if options.checkpoint_dir is None else \
+        Checkpoint.in_folder(options.checkpoint_dir, config_hash(config), options.pause_at)
     try:
-        outcome = run_trained(run.spec, run.precisions, save_as=job, device=run.device,
-                              weights_dir=run.weights_dir, checkpoint=checkpoint)
+        outcome = run_trained(job, run.precisions, save_as=config, device=options.device,
+                              weights_dir=options.weights_dir, checkpoint=checkpoint)
     except Paused:
         return []      # nothing to store yet: the next run of the command goes on
     except CheckpointError as exc:
@@ -371,12 +378,12 @@ def compute(run: Run) -> list[RunRecord]:
             refused_floors=tr.refused_floors,
             floor=floor.to_dict() if floor is not None else None,
             weights_error=outcome.weights_error or None, truth_digits=out.truth_digits,
-            recipe_settings=dict(RECIPE_BOOK[job["train"]["recipe"]].settings))
+            recipe_settings=dict(RECIPE_BOOK[job.train.recipe].settings))
         records.append(make_record(
-            run, record_id=record_id(job, p), precision=p, status=out.status,
+            run, record_id=record_id(config, p), precision=p, status=out.status,
             error=out.error, mse=out.total, log10_mse=out.log10_total, floor=floor,
             steps=tr.steps, wall_time=outcome.wall_time,
-            config={**job, "precision": p.name}, result=result.to_json(), series=series))
+            config={**config, "precision": p.name}, result=result.to_json(), series=series))
     if checkpoint is not None:   # the records go to the store next; the state is not needed
         checkpoint.remove()
     return records

@@ -7,28 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from torch import nn
 
-from precision.models import build_model
 from precision.tasks import Task, make_task
-from probes.factory import build_from_factory, is_factory_spec
+from probes.factory import build_family
 from probes.training.train_config import TrainConfig
-
-
-def model_options(family: str, options: dict[str, Any], task: Task) -> dict[str, Any]:
-    """Family options from a suite's generic ones: ``layernorm`` switches every LayerNorm of a
-    Transformer; sequence models get ``max_len`` = the task's token count (BaseConv filters,
-    the Transformer's learned positional embedding as in GPT-2, 001 App. D.1)."""
-    opts = dict(options)
-    if family == "transformer":
-        if "layernorm" in opts:
-            ln = bool(opts.pop("layernorm"))
-            opts.update(ln_attn=ln, ln_mlp=ln, ln_final=ln)
-        opts.setdefault("max_len", task.n_tokens)
-    elif family in ("baseconv", "linear_attention"):
-        opts.setdefault("max_len", task.n_tokens)
-    return opts
 
 
 @dataclass(frozen=True)
@@ -86,16 +69,10 @@ class Job:
             task_opts.setdefault("causal", bool(self.model_options.get("causal", True)))
         return make_task(self.task, seed=self.seed, **task_opts)
 
-    def build(self) -> tuple[Task, nn.Module]:
-        """The task instance and the freshly initialised float64 model (seeded)."""
-        opts = dict(self.model_options)
+    def build(self, n_tokens: int | None = None) -> tuple[Task, nn.Module]:
+        """The task instance and the freshly initialised float64 model (seeded), built for
+        the task's token count or ``n_tokens`` (a longer evaluation length)."""
         task = self.build_task()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            if is_factory_spec(self.family):
-                return task, build_from_factory(self.family, task.d_in, task.d_out, self.depth,
-                                                self.width, task.n_tokens, **opts)
-            assert isinstance(self.family, str)
-            model = build_model(self.family, task.d_in, task.d_out, self.depth, self.width,
-                                **model_options(self.family, opts, task))
-        return task, model.double()
+        return task, build_family(self.family, task.d_in, task.d_out, self.depth, self.width,
+                                  n_tokens or task.n_tokens, self.model_options,
+                                  seed=self.seed)

@@ -17,10 +17,11 @@ the OLS solution per iteration is a trace whose floor the detector measures.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,14 @@ from probes.training.checkpoint import Checkpoint
 from probes.training.convergence_check import Check, convergence_check
 from probes.training.job import Job
 from probes.training.recipes import TrainResult, train
-from probes.training.weights import save_weights
+from probes.training.weights import (
+    WeightsError,
+    float_dtype,
+    load_weights,
+    read_header,
+    read_training,
+    save_weights,
+)
 
 #: The high precision the decomposition's f_mp is computed in.
 REFERENCE_PRECISION = MODEL_REFERENCE
@@ -180,41 +188,132 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, p: Precision
     return trace
 
 
+#: Trainings done in this process (a measurement of a job whose weights are stored trains
+#: nothing: the tests and the bench read this).
+TRAININGS = 0
+
+
+@dataclass
+class TrainedModel:
+    """A job's trained model: its ``task``, the ``model`` (float64, eval mode), the training's
+    ``result`` (its curves, stop reason and, when it trained ``ok``, the convergence check
+    that labels it), why its weights could not be written (``weights_error``) and whether
+    they were read from a weights file instead of trained (``loaded``)."""
+
+    task: Task
+    model: nn.Module
+    result: TrainResult
+    weights_error: str | None = None
+    loaded: bool = False
+
+
+def weights_path(folder: str | Path, job_config: dict[str, Any]) -> Path:
+    """Where the weights of the job whose config is ``job_config`` live in ``folder``:
+    ``<job id>.safetensors``, the job id being the hash of its config."""
+    return Path(folder) / f"{config_hash(job_config)}.safetensors"
+
+
+def trained_model(job: Job, device: str = "cpu", *, folder: str | Path | None = None,
+                  job_config: dict[str, Any] | None = None,
+                  checkpoint: Checkpoint | None = None) -> TrainedModel:
+    """The model of ``job``, trained once: read from ``folder``'s weights file of the job
+    (``job_config``: its stored config, whose hash names the file) when one is there and
+    holds this job, else trained on ``device`` (seeded: every training gives the same
+    weights), its convergence check run, and written there. A file that cannot be written
+    (a full disk) is ``weights_error``, and the measurement goes on. ``checkpoint``: the
+    training's state (:func:`~probes.training.recipes.train`; raises
+    :class:`~probes.training.checkpoint.Paused` at the end of its slice)."""
+    path = weights_path(folder, job_config) if folder is not None and job_config else None
+    if path is not None and path.is_file():
+        loaded = _load(job, path, job_config)
+        if loaded is not None:
+            return loaded
+    global TRAININGS
+    TRAININGS += 1
+    task, model, result = train_job(job, device, checkpoint)
+    predict = lambda m, x: task.select(m(x))  # noqa: E731
+    cfg = replace(job.train, seed=job.seed, device=device)
+    if result.status == "ok":   # the label's evidence: converged only if the check passes
+        # a floor training stopped at was confirmed by the same check of the same weights
+        check = result.check or convergence_check(model, task.sample, predict, cfg)
+        # converged: the held-out curve stopped falling (or has too few points to say) AND
+        # the check cannot lower it: a plateau alone can be a saddle, and a check alone
+        # missed a falling curve (a LayerNorm Transformer on AFFINE at 0.98 after 200 steps)
+        result = replace(result, check=check,
+                         converged=check.converged and result.converged is not False)
+    weights_error = None
+    if path is not None and job_config is not None and result.status == "ok":
+        weights_error = _save(model, path, job_config, result)
+    return TrainedModel(task, model.double().eval(), result, weights_error)
+
+
+def _load(job: Job, path: Path, job_config: dict[str, Any] | None) -> TrainedModel | None:
+    """The trained model of ``job`` from its weights file, or None when the file does not
+    hold this job's trained weights and training record (then the job trains again)."""
+    try:
+        specs, _ = read_header(path)
+        tensors, stored = load_weights(path)
+        training = read_training(path)
+        if training is None or stored != json.loads(json.dumps(job_config)):
+            return None
+        task, model = job.build()
+        dtype = float_dtype(specs)
+        if dtype is not None:
+            model = model.to(dtype)
+        model.load_state_dict(tensors, strict=True)
+    except (WeightsError, RuntimeError, ValueError):
+        return None
+    return TrainedModel(task, model.double().eval(), training_result(training), loaded=True)
+
+
+def training_record(result: TrainResult) -> dict[str, Any]:
+    """``result`` as JSON data (what a weights file keeps of its training)."""
+    return asdict(result)
+
+
+def training_result(record: dict[str, Any]) -> TrainResult:
+    """The :class:`TrainResult` of :func:`training_record`'s data."""
+    pairs = ("curve", "lr_trace", "val_curve")
+    fields = {k: ([tuple(x) for x in v] if k in pairs else v) for k, v in record.items()}
+    check = fields.pop("check", None)
+    return TrainResult(**fields, check=None if check is None else Check(**check))
+
+
 def run_trained(job: Job, precisions: Sequence[Precision], *,
                 save_as: dict[str, Any] | None = None, device: str = "cpu",
                 weights_dir: str | Path | None = None,
                 checkpoint: Checkpoint | None = None) -> TrainedOutcome:
-    """Train ``job`` and measure it in each of ``precisions``, training and float evaluation
-    on ``device`` (:mod:`precision.devices`; mpN on the CPU). When the sweep saves weights
-    (``--save-weights``: ``weights_dir``), a job of a suite (``save_as``: its config) writes
-    them to ``weights_dir/<hash of save_as>.safetensors`` with ``save_as`` as the file's
-    metadata; a failed write (a full disk) is the outcome's ``weights_error``, and the job's
-    measurements go on. ``checkpoint``: the training's state (:func:`train`; raises
-    :class:`~probes.training.checkpoint.Paused` at the end of its slice)."""
+    """Train ``job`` (or read its trained weights: :func:`trained_model`) and measure it in
+    each of ``precisions``, training and float evaluation on ``device``
+    (:mod:`precision.devices`; mpN on the CPU). With ``weights_dir``, a job of a suite
+    (``save_as``: its config) keeps its weights in ``weights_dir/<hash of save_as>.safetensors``
+    with ``save_as`` and the training record as the file's metadata. ``checkpoint``: see
+    :func:`trained_model`."""
     t0 = time.perf_counter()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small models: 1 thread beats 2 (see docs/architecture.md)
     try:
-        return _run_trained(job, list(precisions), save_as, t0, device,
-                            Path(weights_dir) if weights_dir else None, checkpoint)
+        trained = trained_model(job, device, folder=weights_dir, job_config=save_as,
+                                checkpoint=checkpoint)
+        return _measure(job, trained, list(precisions), t0, device)
     finally:
         torch.set_num_threads(threads)
 
 
-def _save(model: nn.Module, folder: Path, save_as: dict[str, Any]) -> str | None:
-    """Save the weights of a suite's job; None, or why it failed (one line; the partial
-    temporary file removed)."""
-    name = config_hash(save_as)
+def _save(model: nn.Module, path: Path, job_config: dict[str, Any],
+          result: TrainResult) -> str | None:
+    """Save the weights and training record of a suite's job; None, or why it failed (one
+    line; the partial temporary file removed)."""
     try:
-        save_weights(model, folder / f"{name}.safetensors", save_as)
+        save_weights(model, path, job_config, training_record(result))
     except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error on a full disk
-        for tmp in folder.glob(f"{name}.tmp*"):
+        for tmp in path.parent.glob(f"{path.stem}.tmp*"):
             try:
                 tmp.unlink()
             except OSError:
                 pass
         text = getattr(exc, "strerror", None) or (str(exc).splitlines() or [""])[0]
-        return f"weights not saved to {folder}: {text or type(exc).__name__}"
+        return f"weights not saved to {path.parent}: {text or type(exc).__name__}"
     return None
 
 
@@ -228,24 +327,11 @@ def train_job(job: Job, device: str = "cpu", checkpoint: Checkpoint | None = Non
     return task, model, result
 
 
-def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] | None,
-                 t0: float, device: str, folder: Path | None,
-                 checkpoint: Checkpoint | None) -> TrainedOutcome:
-    task, model, result = train_job(job, device, checkpoint)
-    predict = lambda m, x: task.select(m(x))  # noqa: E731
-    cfg = replace(job.train, seed=job.seed, device=device)
-    check = None
-    if result.status == "ok":   # the label's evidence: converged only if the check passes
-        # a floor training stopped at was confirmed by the same check of the same weights
-        check = result.check or convergence_check(model, task.sample, predict, cfg)
-        # converged: the held-out curve stopped falling (or has too few points to say) AND
-        # the check cannot lower it: a plateau alone can be a saddle, and a check alone
-        # missed a falling curve (a LayerNorm Transformer on AFFINE at 0.98 after 200 steps)
-        result = replace(result, converged=check.converged and result.converged is not False)
-    weights_error = None
-    if folder is not None and save_as is not None and result.status == "ok":
-        weights_error = _save(model, folder, save_as)
-    model = model.double().eval()
+def _measure(job: Job, trained: TrainedModel, precisions: list[Precision], t0: float,
+             device: str) -> TrainedOutcome:
+    """The trained model measured in each of ``precisions`` (module docstring)."""
+    task, model, result = trained.task, trained.model, trained.result
+    check = result.check if result.status == "ok" else None
     outcomes = []
     if result.status != "ok":
         outcomes = [PrecisionOutcome(p.name, result.status, result.message)
@@ -274,4 +360,4 @@ def _run_trained(job: Job, precisions: list[Precision], save_as: dict[str, Any] 
             outcomes.append(out)
     n_params = sum(t.numel() for t in model.parameters())
     return TrainedOutcome(result, outcomes, n_params, task.describe(),
-                          time.perf_counter() - t0, weights_error, check)
+                          time.perf_counter() - t0, trained.weights_error, check)

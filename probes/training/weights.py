@@ -21,7 +21,6 @@ never holds weights.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import warnings
@@ -57,18 +56,42 @@ class WeightsError(ValueError):
     """A weights file that cannot be read or does not fit its model (one line)."""
 
 
-def save_weights(model: nn.Module, path: str | Path, job: dict[str, Any]) -> Path:
+def save_weights(model: nn.Module, path: str | Path, job: dict[str, Any],
+                 training: dict[str, Any] | None = None) -> Path:
     """Write ``model``'s parameters and buffers to ``path`` (safetensors, atomically) with
-    ``job`` (the job config) as JSON metadata."""
+    ``job`` (the job config) and ``training`` (what the training measured: its curves, stop
+    reason and convergence check, so that a later measurement of the job needs no training)
+    as JSON metadata."""
     from safetensors.torch import save_file
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    save_file(tensors, str(tmp), metadata={"job": json.dumps(job, sort_keys=True)})
+    meta = {"job": json.dumps(job, sort_keys=True)}
+    if training is not None:
+        meta["training"] = json.dumps(training, sort_keys=True)
+    save_file(tensors, str(tmp), metadata=meta)
     os.replace(tmp, path)
     return path
+
+
+def read_training(path: str | Path) -> dict[str, Any] | None:
+    """The training record a weights file holds (see :func:`save_weights`), or None when it
+    holds none or it cannot be read (the caller then trains again)."""
+    try:
+        _, meta = read_header(path)
+        training = json.loads(meta["training"]) if "training" in meta else None
+    except (WeightsError, json.JSONDecodeError, RecursionError):
+        return None
+    return training if isinstance(training, dict) else None
+
+
+def float_dtype(specs: dict[str, tuple[str, tuple[int, ...]]]) -> torch.dtype | None:
+    """The one floating dtype of a weights file's tensors (``specs`` from
+    :func:`read_header`), or None when it has none or several."""
+    dtypes = {_DTYPES[d][0] for d, _ in specs.values() if _DTYPES[d][0].is_floating_point}
+    return dtypes.pop() if len(dtypes) == 1 else None
 
 
 def read_header(path: str | Path) -> tuple[dict[str, tuple[str, tuple[int, ...]]],
@@ -269,9 +292,9 @@ def load_trained_model(path: str | Path, factory: Factory | str | None = None,
         first = (str(exc).splitlines() or [""])[0]
         raise WeightsError(f"{path}: cannot rebuild the model of its job config: {first}") \
             from None
-    dtypes = {_DTYPES[d][0] for d, _ in specs.values() if _DTYPES[d][0].is_floating_point}
-    if len(dtypes) == 1:
-        model = model.to(dtypes.pop())
+    dtype = float_dtype(specs)
+    if dtype is not None:
+        model = model.to(dtype)
     tensors, _ = load_weights(path)
     try:
         model.load_state_dict(tensors, strict=True)
@@ -286,9 +309,8 @@ def _check_fits(path: Path, job: Any, specs: dict[str, tuple[str, tuple[int, ...
     """WeightsError unless the tensors the header declares are exactly the model's state
     (names and shapes), checked on a model built on the ``meta`` device (nothing
     allocated). A user factory that cannot build on ``meta`` is checked after loading."""
-    from precision.models import build_model
     from precision.tasks import TaskError, make_task
-    from probes.training.job import model_options
+    from probes.factory import build_family
 
     try:
         task_opts = dict(job.task_options)
@@ -299,15 +321,8 @@ def _check_fits(path: Path, job: Any, specs: dict[str, tuple[str, tuple[int, ...
         raise WeightsError(f"{path}: the task of its job config is invalid: {exc}") from None
     try:
         with torch.device("meta"):
-            if callable(job.family):
-                kwargs = dict(job.model_options)
-                if "max_len" in inspect.signature(job.family).parameters:
-                    kwargs.setdefault("max_len", task.n_tokens)
-                model = job.family(d_in=task.d_in, d_out=task.d_out, depth=job.depth,
-                                   width=job.width, **kwargs)
-            else:
-                model = build_model(job.family, task.d_in, task.d_out, job.depth, job.width,
-                                    **model_options(job.family, job.model_options, task))
+            model = build_family(job.family, task.d_in, task.d_out, job.depth, job.width,
+                                 task.n_tokens, job.model_options, check=False)
     except Exception as exc:  # noqa: BLE001 - rebuilt for real (and reported) below
         if not callable(job.family):
             first = (str(exc).splitlines() or [""])[0]
