@@ -59,6 +59,10 @@ def add_parser(sub: Any, default_db: str) -> argparse.ArgumentParser:
                      "file (its shapes come from the file, its input from the task it was "
                      "trained on); FACTORY is then its family, or the user factory it was "
                      "trained from")
+    loc.add_argument("--trained", default=None, metavar="RUN_ID",
+                     help="localize the trained model of a stored trained record of --db (its "
+                     "run id, as 'precision results' lists it): its job's weights, kept "
+                     "beside the store when it was trained, are read; nothing is trained")
     loc.add_argument("--label", default=None,
                      help="the model name its records are stored under (default: FACTORY's "
                      "name)")
@@ -104,6 +108,10 @@ def spec_of(args: argparse.Namespace) -> LocalizeSpec:
             raise LocalizeUsageError("--modules: empty list (give comma-separated globs)")
     shapes = (args.d_in, args.d_out, args.depth, args.width, args.tokens)
     weights_job = weights_task = None
+    if args.trained is not None:
+        if args.weights is not None:
+            raise LocalizeUsageError("give --weights FILE or --trained RUN_ID, not both")
+        args.weights = trained_weights(args.db, args.trained)
     if args.weights is not None:
         shapes, weights_job, weights_task = _weights_shapes(args.weights, args.factory)
     label = args.label if args.label is not None else args.factory.rpartition(":")[2]
@@ -116,6 +124,31 @@ def spec_of(args: argparse.Namespace) -> LocalizeSpec:
                         modules, *shapes, args.batch, args.seed,
                         weights=args.weights, weights_job=weights_job,
                         weights_task=weights_task)
+
+
+def trained_weights(db: str, run_id: str) -> str:
+    """The weights file of the job of the trained record ``run_id`` of the store ``db``
+    (:func:`probes.run.weights_folder`); LocalizeUsageError when the store has no such
+    trained record or its job's weights are not there."""
+    from probes.run import weights_folder
+    from probes.store.db import StoreError
+    from probes.training.measure import weights_path
+
+    try:
+        with Store(db, create=False, read_only=True) as store:
+            rows = store.runs(run_id=run_id)
+    except StoreError as exc:
+        raise LocalizeUsageError(str(exc)) from None
+    if not rows or rows[0]["kind"] != "trained":
+        raise LocalizeUsageError(f"--trained: {db} has no trained record {run_id!r} (see "
+                                 f"'precision results --db {db}')")
+    job = {k: v for k, v in rows[0]["config"].items() if k != "precision"}
+    path = weights_path(weights_folder(db), job)
+    if not path.is_file():
+        raise LocalizeUsageError(f"--trained {run_id}: its weights are not in "
+                                 f"{path.parent} (trained before weights were kept, or "
+                                 "moved); run its suite again to train it once more")
+    return str(path)
 
 
 def _weights_shapes(path: str, factory: str) -> tuple[tuple[int, int, int, int, int], str, str]:
