@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 from precision.formats.binary_format import (
     FLOAT64,
+    FORMATS,
     MX_FORMATS,
     BinaryFormat,
     binary_format,
@@ -97,6 +98,28 @@ PARSE_COUNT = 0
 
 class PrecisionError(ValueError):
     """An unknown or impossible precision spelling (one line)."""
+
+
+@cache
+def _torch_dtypes() -> dict[str, Any]:
+    """Name -> torch dtype of every torch dtype a format names (torch is imported on first
+    use: parsing a precision does not need it)."""
+    import torch
+
+    names = [*FLOAT_BITS, *(f.torch_dtype for f in FORMATS.values() if f.torch_dtype)]
+    return {name: getattr(torch, name) for name in dict.fromkeys(names)}
+
+
+def torch_dtype_of(name: str) -> Any:
+    """The ``torch.dtype`` called ``name``: a torch float format (:data:`FLOAT_BITS`:
+    float16, bfloat16, float32, float64) or the torch dtype whose casts a binary format
+    matches (``BinaryFormat.torch_dtype``, e.g. ``float8_e5m2``, ``float8_e4m3fn``). The one
+    table from a format's name to its torch dtype; PrecisionError for any other name."""
+    try:
+        return _torch_dtypes()[name]
+    except KeyError:
+        raise PrecisionError(f"no torch dtype is called {name!r} (known: "
+                             f"{', '.join(_torch_dtypes())})") from None
 
 
 def digits_to_bits(digits: int) -> int:
@@ -262,9 +285,7 @@ class Precision:
             raise PrecisionError(f"{self.name} has no torch dtype"
                                  + (" (it is simulated in its carrier dtype)"
                                     if self.is_simulated else ""))
-        import torch
-
-        return getattr(torch, self.format)
+        return torch_dtype_of(self.format)
 
     @property
     def is_plain(self) -> bool:

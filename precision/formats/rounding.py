@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from precision.formats.binary_format import BinaryFormat, fits_float32
+from precision.precisions import torch_dtype_of
 
 MODES = ("rne", "rz", "ru", "rd", "sr")
 #: float32's exponent field, as a 0-d int32 tensor (a Python int operand is slower).
@@ -226,7 +227,7 @@ def round_to_format(x: torch.Tensor, fmt: BinaryFormat, mode: str = "rne",
         raise ValueError("stochastic rounding needs a RandomStream")
     if (mode == "rne" and fmt.torch_dtype in _FAST_CASTS
             and (x.dtype == torch.float32 or fmt.name == "float32")):
-        dtype = getattr(torch, fmt.torch_dtype)
+        dtype = torch_dtype_of(fmt.torch_dtype)
         return x if x.dtype == dtype else x.to(dtype).to(x.dtype)
     if x.numel() == 0:
         return x

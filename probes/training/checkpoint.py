@@ -31,6 +31,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,20 @@ import torch
 CHECKPOINT_EVERY = 60.0
 #: The layout of the state (a file of another format is refused).
 FORMAT = 1
+
+
+class Phase(StrEnum):
+    """Where a saved training stands (the state's ``"phase"``; the value is what the file
+    holds, so files written before the enum read back unchanged)."""
+
+    #: in the Adam steps (or before them)
+    FIRST_ORDER = "first_order"
+    #: the Adam steps are done, the engine's iterations not begun
+    SECOND_ORDER = "second_order"
+    #: in the engine's iterations (the state holds :class:`LMState`'s under ``"lm"``)
+    SECOND_ORDER_RUNNING = "second_order_running"
+    #: training is over (the state holds the result)
+    DONE = "done"
 
 
 class Paused(Exception):  # noqa: N818 - not an error: the slice is over

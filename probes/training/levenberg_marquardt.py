@@ -32,6 +32,8 @@ from torch import nn
 from torch.func import functional_call, jacfwd, jacrev, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from probes.training.train_config import TrainConfig
+
 _log = logging.getLogger(__name__)
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 Predict = Callable[[nn.Module, torch.Tensor], torch.Tensor]
@@ -406,7 +408,8 @@ class LMState:
     so that iterations resumed from it compute what uninterrupted ones would, bit for bit:
     the iterations done, the damping ``mu`` and its growth ``nu``, the remembered steps, the
     batch in use and the one drawn ahead (``held``), which Jacobian paths still work, and
-    where the Krylov path's curvature stands (its fraction of the batch, float32 products)."""
+    where the Krylov path's curvature stands (its fraction of the batch, lower-precision
+    products). The iterations update it in place (:meth:`_Engine.iterate`)."""
 
     it: int = 0
     mu: float | None = None
@@ -417,7 +420,7 @@ class LMState:
     per_sample: bool = True
     dense_ok: bool = True
     curvature: float | None = None   # the Krylov path's curvature fraction (None: the setting's)
-    low: bool | None = None   # its products in float32 (None: as the setting says)
+    low: bool | None = None   # its products in lm_curvature_dtype (None: as the setting says)
 
     def to_checkpoint(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         """(tensors, JSON-able scalars) for a checkpoint (floats are exact in JSON)."""
@@ -451,166 +454,272 @@ class LMState:
                    low=None if state.get("low") is None else bool(state["low"]))
 
 
-def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg: Any,
-                        gen: torch.Generator, first_steps: int, deadline: float | None,
-                        after_step: Callable[[int, float, Callable[[], None]], bool],
-                        st: LMState) -> int:
+#: A damped-step model of one iteration: the dense path's (eigenbasis or Cholesky) or the
+#: Krylov path's; ``step(mu)`` gives (d (P,), predicted decrease of ||r||^2 / 2).
+DampedModel = _Model2 | _CholeskyModel
+#: r(theta): the residuals (M,) of one batch at the parameters theta (P,).
+ResidualFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+class _Residuals:
+    """The model's residuals r(theta) = predict(model_theta, x) - y at any flat parameter
+    vector theta (P,) (``functional_call`` swaps the parameters in; the model's own stay)."""
+
+    def __init__(self, model: nn.Module, predict: Predict, low_dtype: torch.dtype) -> None:
+        self.wrapper = _Predictor(model, predict)
+        self.flat = _Flat(model)
+        self.low_dtype = low_dtype
+        self.low_buffers = {n: b.to(low_dtype) if b.is_floating_point() else b
+                            for n, b in self.wrapper.named_buffers()}
+
+    def __call__(self, th: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """r (M,) of the batch (x, y), M = y.numel(), sample-major."""
+        return (functional_call(self.wrapper, self.flat.as_dict(th), (x,)) - y).flatten()
+
+    def one(self, th: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        """One sample's residuals (its x without the batch axis), for the per-sample J."""
+        return (functional_call(self.wrapper, self.flat.as_dict(th), (xb[None],))
+                - yb[None]).flatten()
+
+    def low(self, th: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """r (M,) with the parameters, buffers and batch (x, y, already in ``low_dtype``)
+        in ``low_dtype``: the Krylov path's cheaper curvature products."""
+        weights = {**self.low_buffers, **self.flat.as_dict(th.to(self.low_dtype))}
+        return (functional_call(self.wrapper, weights, (x,)) - y).flatten()
+
+    def sum_of_squares(self, th: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> float:
+        """||r||^2 of the batch (x, y) at th, without a graph (the held-out acceptance)."""
+        with torch.no_grad():
+            rh = (functional_call(self.wrapper, self.flat.as_dict(th), (x,)) - y)
+        return float(rh.pow(2).sum())
+
+    def on(self, x: torch.Tensor, y: torch.Tensor) -> ResidualFn:
+        """theta -> r (M,) of the batch (x, y)."""
+        return functools.partial(self, x=x, y=y)
+
+
+@dataclass
+class _Try:
+    """An acceptable damped step: its ``score`` (the batch loss f, or with ``lm_holdout`` the
+    held-out batch's ||r||^2), damping ``mu``, step d (P,), batch loss f = ||r||^2 / 2 after
+    it and gain ratio rho = actual / predicted decrease."""
+
+    score: float
+    mu: float
+    d: torch.Tensor
+    f: float
+    rho: float
+
+
+@dataclass
+class _Point:
+    """Where one iteration linearises: the parameters theta (P,), the batch's residual
+    function and its loss f = ||r(theta)||^2 / 2, and (``lm_holdout``) the held-out batch's
+    ||r||^2 function and its value at theta."""
+
+    theta: torch.Tensor
+    residuals: ResidualFn
+    f: float
+    held_loss: Callable[[torch.Tensor], float] | None = None
+    held_now: float | None = None
+
+    def attempt(self, q: DampedModel, mu: float) -> _Try | None:
+        """The step d of ``q`` for damping ``mu`` if it is acceptable: it lowers the batch
+        loss (f(theta + d) < f, rho > 0) and, with a held-out batch, that batch's loss."""
+        d, pred = q.step(mu)
+        with torch.no_grad():
+            rt = self.residuals(self.theta + d)
+        ft = 0.5 * float(rt.dot(rt))
+        rho = (self.f - ft) / pred if pred > 0 else -1.0
+        if not (math.isfinite(ft) and ft < self.f and rho > 0):
+            return None
+        if self.held_loss is None or self.held_now is None:
+            return _Try(ft, mu, d, ft, rho)
+        score = self.held_loss(self.theta + d)
+        return _Try(score, mu, d, ft, rho) if score < self.held_now else None
+
+
+def _search_damping(q: DampedModel, point: _Point, st: LMState, cfg: TrainConfig
+                    ) -> _Try | None:
+    """The step of this iteration, or None: the model's step is cheap for any mu, so the
+    smaller dampings mu / 10^k, k = lm_scan..0, are tried first and the best acceptable one
+    taken; with none, mu *= nu, nu *= 2 until one is acceptable (``lm_max_tries`` tries in
+    all). ``st.mu`` and ``st.nu`` hold the last damping tried and its growth."""
+    assert st.mu is not None
+    tries = [a for a in (point.attempt(q, st.mu * 10.0 ** -k)
+                         for k in range(cfg.lm_scan, -1, -1)) if a is not None]
+    for _ in range(cfg.lm_max_tries - 1 if not tries else 0):
+        st.mu *= st.nu
+        st.nu *= 2.0
+        found = point.attempt(q, st.mu)
+        if found is not None:
+            return found
+    return min(tries, key=lambda a: a.score) if tries else None
+
+
+def _draw(sample: Sampler, batch: int, gen: torch.Generator, device: torch.device
+          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fresh batch (x, y) of ``batch`` samples, drawn on the CPU, then moved to ``device``
+    in float64."""
+    xb, yb = sample(batch, gen)
+    return xb.to(device=device, dtype=torch.float64), yb.to(device=device, dtype=torch.float64)
+
+
+class _Engine:
+    """What stays fixed over the iterations of one :func:`_levenberg_marquardt` call: the
+    settings, the model's residual functions, the sampler with its generator and batch size
+    (:func:`lm_batch_size`), and the linear layers of the K-FAC scaling (None: diagonal)."""
+
+    def __init__(self, model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
+                 gen: torch.Generator) -> None:
+        self.cfg = cfg
+        self.res = _Residuals(model, predict, cfg.curvature_precision.torch_dtype)
+        self.n_params = sum(self.res.flat.sizes)
+        self.device = self.res.flat.params[0].device
+        self.linears = _linear_slices(model, self.res.flat) \
+            if cfg.lm_precondition == "kfac" else None
+        self.sample, self.gen = sample, gen
+        self.batch = lm_batch_size(cfg, self.n_params, per_sample_residuals(sample))
+
+    def next_batch(self, st: LMState) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch of iteration ``st.it``: every ``lm_refresh`` iterations the one drawn
+        ahead (or a fresh one), and (``lm_holdout``, ``lm_refresh`` = 1) the next one drawn
+        ahead into ``st.held``; otherwise the batch in use."""
+        cfg = self.cfg
+        if st.it % max(cfg.lm_refresh, 1) == 0:
+            st.batch = st.held if st.held is not None else \
+                _draw(self.sample, self.batch, self.gen, self.device)
+            st.held = _draw(self.sample, self.batch, self.gen, self.device) \
+                if cfg.lm_holdout and cfg.lm_refresh == 1 else None
+        assert st.batch is not None
+        return st.batch
+
+    def dense_fits(self, M: int, samples: int) -> bool:
+        """Whether J (M, P) is formed: P, M P and the residuals per sample within the
+        ``dense_max_*`` settings."""
+        cfg, P = self.cfg, self.n_params
+        return (P <= cfg.dense_max_params and M * P <= cfg.dense_max_entries
+                and M <= cfg.dense_max_sample_residuals * samples)
+
+    def dense_step(self, st: LMState, residuals: ResidualFn, theta: torch.Tensor,
+                   batch: tuple[torch.Tensor, torch.Tensor], r: torch.Tensor
+                   ) -> DampedModel | None:
+        """The dense path: explicit J (M, P), sample by sample (:func:`_sample_jacobian`) or,
+        where an op cannot be vmapped, for the whole batch (:func:`_batch_jacobian`), then
+        the eigenbasis of the scaled J^T J (:func:`_dense_model`) or, ``lm_solve =
+        "cholesky"``, the Cholesky model. None when no torch.func transform works (then
+        ``st.dense_ok`` is False and the Krylov path takes over for good)."""
+        jac = None
+        if st.per_sample:
+            try:
+                jac = _sample_jacobian(self.res.one, theta, *batch)
+            except (RuntimeError, NotImplementedError):   # an op vmap cannot batch
+                st.per_sample = False
+        if not st.per_sample:
+            try:
+                jac = _batch_jacobian(residuals, theta, r)
+            except (RuntimeError, NotImplementedError):   # no torch.func transform at
+                st.dense_ok = False                         # all (an autograd.Function)
+        if jac is None:
+            return None
+        return (_CholeskyModel if self.cfg.lm_solve == "cholesky" else _dense_model)(jac, r)
+
+    def krylov_step(self, st: LMState, residuals: ResidualFn, theta: torch.Tensor,
+                    batch: tuple[torch.Tensor, torch.Tensor], deadline: float | None
+                    ) -> _Model2:
+        """The Krylov path (:func:`_krylov_model`): the curvature on the first
+        ``st.curvature`` of the batch, in ``lm_curvature_dtype`` while ``st.low``; the
+        stopping rule's damping is the smallest this iteration tries, mu / 10^lm_scan."""
+        cfg, (x, y) = self.cfg, batch
+        sub = max(1, round(st.curvature * x.shape[0]))   # type: ignore[operator]
+        curvature = (self.res.on(x[:sub], y[:sub]), x.shape[0] / sub) \
+            if sub < x.shape[0] else None
+        low = functools.partial(self.res.low, x=x[:sub].to(self.res.low_dtype),
+                                y=y[:sub].to(self.res.low_dtype)) if st.low else None
+        return _krylov_model(residuals, theta, cfg.krylov_dim, cfg.diag_probes, st.memory,
+                             deadline, self.linears, curvature, low, cfg.krylov_tol,
+                             None if st.mu is None else st.mu * 10.0 ** -cfg.lm_scan)
+
+    def iterate(self, st: LMState, theta: torch.Tensor, first_steps: int,
+                deadline: float | None) -> tuple[torch.Tensor, float]:
+        """One iteration from ``theta`` (P,): the damped-step model of the batch (dense or
+        Krylov), the damping search (:func:`_search_damping`), then Nielsen's update of mu
+        on success (mu *= max(1/3, 1 - (2 rho - 1)^3), nu = 2) or, on failure, nu = 2 and on
+        the Krylov path exact products, then more of the batch, for the curvature. Updates
+        ``st`` (``st.it`` last); returns the new theta and the batch's MSE, 2 f / M.
+        :class:`Diverged` on a non-finite loss."""
+        cfg = self.cfg
+        x, y = batch = self.next_batch(st)
+        t_it = time.perf_counter()
+        residuals = self.res.on(x, y)
+        with torch.no_grad():
+            r = residuals(theta)
+        M = r.numel()
+        f = 0.5 * float(r.dot(r))
+        if not math.isfinite(f):
+            raise Diverged(f"loss became {2 * f / M} at step {first_steps + st.it + 1}")
+        q = self.dense_step(st, residuals, theta, batch, r) \
+            if self.dense_fits(M, x.shape[0]) and st.dense_ok else None
+        dense = q is not None
+        if q is None:
+            q = self.krylov_step(st, residuals, theta, batch, deadline)
+        top = max(q.top(), 1e-300)
+        if st.mu is None:
+            st.mu = cfg.lm_damping * top
+        st.mu = min(st.mu, MU_MAX_RATIO * top)
+        point = _Point(theta, residuals, f)
+        if st.held is not None:
+            point.held_loss = functools.partial(self.res.sum_of_squares, x=st.held[0],
+                                                y=st.held[1])
+            point.held_now = point.held_loss(theta)
+        best = _search_damping(q, point, st, cfg)
+        st.nu = 2.0   # on failure mu stays large; the next batch / linearisation starts from it
+        if best is not None:
+            theta, f = theta + best.d, best.f
+            st.memory = ([best.d] + st.memory)[:cfg.lm_memory]
+            st.mu = best.mu * max(1.0 / 3.0, 1.0 - (2.0 * best.rho - 1.0) ** 3)
+        elif not dense and st.low:   # the curvature cannot place a step: exact products
+            st.low = False
+        elif not dense:              # then more of the batch
+            st.curvature = min(1.0, 2.0 * st.curvature)   # type: ignore[operator]
+        if _log.isEnabledFor(logging.DEBUG):   # q.top() is a power iteration on the dense path
+            _log.debug("iteration %d: batch loss %.3e, %s, mu %.2e (top curvature %.2e), "
+                       "rho %.2f, held-out %s, %s, %.2f s", st.it + 1, 2.0 * f / M,
+                       "accepted" if best is not None else "rejected", st.mu, q.top(),
+                       -1.0 if best is None else best.rho,
+                       "-" if point.held_now is None else f"{point.held_now:.3e}",
+                       "dense" if dense else f"krylov {q.evals.numel()}",
+                       time.perf_counter() - t_it)
+        st.mu = min(max(st.mu, 1e-300), 1e300)
+        st.it += 1
+        return theta, 2.0 * f / M
+
+
+def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
+                         gen: torch.Generator, first_steps: int, deadline: float | None,
+                         after_step: Callable[[int, float, Callable[[], None]], bool],
+                         st: LMState) -> int:
     """Levenberg-Marquardt on fixed float64 batches of ``sample`` (see the module docstring)
-    with the settings of ``cfg`` (a :class:`~probes.training.recipes.TrainConfig`), from
-    the iterations state ``st`` (updated in place after each iteration); returns the
-    iterations done in all (``st.it``), the model holding the final parameters.
+    with the settings of ``cfg``, from the iterations state ``st`` (updated in place by each
+    iteration, :meth:`_Engine.iterate`); returns the iterations done in all (``st.it``), the
+    model holding the final parameters.
 
     After iteration i, ``after_step(first_steps + i, loss of the batch, sync)`` is called;
     ``sync()`` copies the current parameters into the model; True stops the iterations.
     :class:`Diverged` on a non-finite loss."""
-    wrapper = _Predictor(model, predict)
-    flat = _Flat(model)
-    theta = flat.get()
-    P = theta.numel()
-    mu, nu, memory = st.mu, st.nu, list(st.memory)
-    per_sample, dense_ok = st.per_sample, st.dense_ok
-    frac = cfg.lm_curvature if st.curvature is None else st.curvature
-    low_on = cfg.lm_curvature_dtype == "float32" if st.low is None else st.low
-    buffers32 = {n: b.to(torch.float32) if b.is_floating_point() else b
-                 for n, b in wrapper.named_buffers()}
-    f = math.inf
-    linears = _linear_slices(model, flat) if cfg.lm_precondition == "kfac" else None
-
-    def res_one(th: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        """One sample's residuals (its x without the batch axis), for the per-sample J."""
-        return (functional_call(wrapper, flat.as_dict(th), (xb[None],)) - yb[None]).flatten()
-
-    batch = lm_batch_size(cfg, P, per_sample_residuals(sample))
-    held = st.held   # the next batch, drawn ahead
-    if st.batch is not None:
-        x, y = st.batch
-
-    def draw() -> tuple[torch.Tensor, torch.Tensor]:
-        xb, yb = sample(batch, gen)             # drawn on the CPU, then moved
-        return tuple(t.to(device=theta.device, dtype=torch.float64) for t in (xb, yb))
-
-    for it in range(st.it, cfg.second_order_steps):
+    engine = _Engine(model, sample, predict, cfg, gen)
+    theta = engine.res.flat.get()
+    if st.curvature is None:
+        st.curvature = cfg.lm_curvature
+    if st.low is None:
+        st.low = engine.res.low_dtype != torch.float64
+    while st.it < cfg.second_order_steps:
         if deadline is not None and time.perf_counter() > deadline:
             break
-        if it % max(cfg.lm_refresh, 1) == 0:
-            x, y = held if held is not None else draw()
-            held = draw() if cfg.lm_holdout and cfg.lm_refresh == 1 else None
-
-        def res(th: torch.Tensor, x: torch.Tensor = x, y: torch.Tensor = y) -> torch.Tensor:
-            return (functional_call(wrapper, flat.as_dict(th), (x,)) - y).flatten()
-
-        def held_loss(th: torch.Tensor, held: tuple[torch.Tensor, torch.Tensor] | None = held
-                      ) -> float:
-            assert held is not None
-            with torch.no_grad():
-                rh = (functional_call(wrapper, flat.as_dict(th), (held[0],)) - held[1])
-            return float(rh.pow(2).sum())
-
-        t_it = time.perf_counter()
-        with torch.no_grad():
-            r = res(theta)
-        M = r.numel()
-        f = 0.5 * float(r.dot(r))
-        if not math.isfinite(f):
-            raise Diverged(f"loss became {2 * f / M} at step {first_steps + it + 1}")
-        dense = (P <= cfg.dense_max_params and M * P <= cfg.dense_max_entries
-                 and M <= cfg.dense_max_sample_residuals * x.shape[0])
-        jac = None
-        if dense and dense_ok:
-            if per_sample:
-                try:
-                    jac = _sample_jacobian(res_one, theta, x, y)
-                except (RuntimeError, NotImplementedError):   # an op vmap cannot batch
-                    per_sample = False
-            if not per_sample:
-                try:
-                    jac = _batch_jacobian(res, theta, r)
-                except (RuntimeError, NotImplementedError):   # no torch.func transform at
-                    dense_ok = False                            # all (an autograd.Function)
-        dense = jac is not None
-        if jac is not None:
-            q = (_CholeskyModel if cfg.lm_solve == "cholesky" else _dense_model)(jac, r)
-        else:
-            sub = max(1, round(frac * x.shape[0]))
-            curvature = None
-            if sub < x.shape[0]:
-                def res_c(th: torch.Tensor, x: torch.Tensor = x[:sub], y: torch.Tensor = y[:sub]
-                          ) -> torch.Tensor:
-                    return (functional_call(wrapper, flat.as_dict(th), (x,)) - y).flatten()
-                curvature = (res_c, x.shape[0] / sub)
-            low = None
-            if low_on:
-                x32, y32 = x[:sub].to(torch.float32), y[:sub].to(torch.float32)
-
-                def low(th: torch.Tensor, x: torch.Tensor = x32, y: torch.Tensor = y32
-                        ) -> torch.Tensor:
-                    weights = {**buffers32, **flat.as_dict(th.to(torch.float32))}
-                    return (functional_call(wrapper, weights, (x,)) - y).flatten()
-            # the stopping rule's damping: the smallest this iteration tries
-            q = _krylov_model(res, theta, cfg.krylov_dim, cfg.diag_probes, memory, deadline,
-                              linears, curvature, low, cfg.krylov_tol,
-                              None if mu is None else mu * 10.0 ** -cfg.lm_scan)
-        top = max(q.top(), 1e-300)
-        if mu is None:
-            mu = cfg.lm_damping * top
-        mu = min(mu, MU_MAX_RATIO * top)
-        held_now = held_loss(theta) if held is not None else None
-
-        def attempt(m: float, q: Any = q, theta: torch.Tensor = theta, f: float = f,
-                    held_now: float | None = held_now
-                    ) -> tuple[float, float, torch.Tensor, float, float] | None:
-            """The step for damping m if it is acceptable: (score, m, d, loss, rho)."""
-            d, pred = q.step(m)
-            with torch.no_grad():
-                rt = res(theta + d)
-            ft = 0.5 * float(rt.dot(rt))
-            rho = (f - ft) / pred if pred > 0 else -1.0
-            if not (math.isfinite(ft) and ft < f and rho > 0):
-                return None
-            score = ft if held_now is None else held_loss(theta + d)
-            if held_now is not None and score >= held_now:
-                return None
-            return score, m, d, ft, rho
-
-        # automatic damping: the model's step is cheap for any mu, so smaller dampings are
-        # tried first (lm_scan of them, 10x apart) and the best acceptable step is taken
-        tries = [a for a in (attempt(mu * 10.0 ** -k) for k in range(cfg.lm_scan, -1, -1))
-                 if a is not None]
-        rho = -1.0
-        for _ in range(cfg.lm_max_tries - 1 if not tries else 0):   # lm_max_tries in all
-            mu *= nu
-            nu *= 2.0
-            found = attempt(mu)
-            if found is not None:
-                tries = [found]
-                break
-        accepted = bool(tries)
-        if accepted:
-            _, mu, d, f, rho = min(tries, key=lambda a: a[0])
-            theta = theta + d
-            memory = ([d] + memory)[:cfg.lm_memory]
-            mu *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
-            nu = 2.0
-        if not accepted:
-            nu = 2.0    # keep mu large; the next batch / linearisation starts from it
-            if not dense and low_on:   # the curvature cannot place a step: exact products
-                low_on = False
-            elif not dense:            # then more of the batch
-                frac = min(1.0, 2.0 * frac)
-        if _log.isEnabledFor(logging.DEBUG):   # q.top() is a power iteration on the dense path
-            _log.debug("iteration %d: batch loss %.3e, %s, mu %.2e (top curvature %.2e), "
-                       "rho %.2f, held-out %s, %s, %.2f s", it + 1, 2.0 * f / M,
-                       "accepted" if accepted else "rejected", mu, q.top(), rho,
-                       "-" if held_now is None else f"{held_now:.3e}",
-                       "dense" if dense else f"krylov {q.evals.numel()}",
-                       time.perf_counter() - t_it)
-        mu = min(max(mu, 1e-300), 1e300)
-        st.it, st.mu, st.nu, st.memory = it + 1, mu, nu, memory
-        st.batch, st.held, st.per_sample, st.dense_ok = (x, y), held, per_sample, dense_ok
-        st.curvature, st.low = frac, low_on
-        if after_step(first_steps + st.it, 2.0 * f / M, functools.partial(flat.set, theta)):
+        theta, loss = engine.iterate(st, theta, first_steps, deadline)
+        if after_step(first_steps + st.it, loss, functools.partial(engine.res.flat.set, theta)):
             break
-    flat.set(theta)
+    engine.res.flat.set(theta)
     return st.it
 
 
@@ -620,7 +729,7 @@ def per_sample_residuals(sample: Sampler) -> int:
     return int(sample(1, torch.Generator().manual_seed(0))[1].numel())
 
 
-def lm_batch_size(cfg: Any, n_params: int, residuals: int) -> int:
+def lm_batch_size(cfg: TrainConfig, n_params: int, residuals: int) -> int:
     """Samples per Levenberg-Marquardt batch: ``second_order_batch``, raised so that the batch
     holds at least ``lm_residuals`` x P residuals (a Gauss-Newton step fits P directions to
     the batch's residuals: with fewer residuals than parameters it fits the batch's noise), at
@@ -629,7 +738,7 @@ def lm_batch_size(cfg: Any, n_params: int, residuals: int) -> int:
     return max(cfg.second_order_batch, min(need, cfg.lm_max_batch))
 
 
-def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg: Any,
+def levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                         gen: torch.Generator, first_steps: int, deadline: float | None,
                         after_step: Callable[[int, float, Callable[[], None]], bool],
                         state: LMState | None = None) -> int:

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from precision.metrics import detect_floor
-from probes.training.checkpoint import Checkpoint, Paused
+from probes.training.checkpoint import Checkpoint, CheckpointError, Paused, Phase
 from probes.training.convergence_check import Check, convergence_check
 from probes.training.levenberg_marquardt import (
     Diverged,
@@ -39,12 +39,6 @@ from probes.training.levenberg_marquardt import (
 )
 from probes.training.recipe_book import RECIPES as RECIPE_BOOK
 from probes.training.train_config import RECIPES, SECOND_ORDER, UNTIL, TrainConfig
-
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "bfloat16": torch.bfloat16,
-}
 
 
 @dataclass
@@ -442,10 +436,10 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
     second_order = cfg.second_order  # cfg was validated when it was made
     check_cfg = cfg
     cfg = cfg.resolved()
-    dtype = torch.float64 if second_order else DTYPES[cfg.dtype]
+    dtype = cfg.training_precision.torch_dtype
     saved = checkpoint.load() if checkpoint is not None else None
-    phase = saved[1]["phase"] if saved is not None else "first_order"
-    if saved is not None and phase == "done":
+    phase = _phase(checkpoint, saved)
+    if saved is not None and phase is Phase.DONE:
         return _finished(model, saved)
     start = time.perf_counter() - (float(saved[1]["elapsed"]) if saved is not None else 0.0)
     deadline = None if cfg.time_limit is None else start + cfg.time_limit
@@ -477,7 +471,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
         val.confirm = confirm
 
     lm_state = LMState()
-    if saved is not None and phase == "second_order_running":
+    if saved is not None and phase is Phase.SECOND_ORDER_RUNNING:
         lm_state = LMState.from_checkpoint(saved[0], saved[1]["lm"], cfg.device)
 
     def after_lm_step(step: int, loss: float, sync: Callable[[], None]) -> bool:
@@ -493,7 +487,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
         if pause or (checkpoint is not None and checkpoint.save_due()):
             sync()   # the model holds the parameters; lm_state the rest
             lm_t, lm_s = lm_state.to_checkpoint()
-            save(step, lm_t, {"lm": lm_s}, at="second_order_running")
+            save(step, lm_t, {"lm": lm_s}, at=Phase.SECOND_ORDER_RUNNING)
             if pause:
                 raise Paused(f"paused in the second-order phase at step {step}")
         return False
@@ -505,7 +499,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
             done = _restore_common(saved, model, gen, curve, lr_trace, val)
 
         def save(step: int, tensors: dict[str, torch.Tensor], state: dict[str, Any],
-                 at: str = "first_order") -> None:
+                 at: Phase = Phase.FIRST_ORDER) -> None:
             assert checkpoint is not None
             common_t, common_s = _common_state(model, gen, curve, lr_trace, val)
             checkpoint.save({**common_t, **tensors},
@@ -513,17 +507,17 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                              "elapsed": time.perf_counter() - start})
 
         try:
-            if phase == "first_order":
+            if phase is Phase.FIRST_ORDER:
                 done = _first_order(model, sample, predict, cfg,
                                     RECIPE_BOOK[cfg.recipe].schedule, dtype, gen, curve,
                                     lr_trace, deadline, val, checkpoint,
                                     save if checkpoint is not None else None, saved)
                 if checkpoint is not None and second_order and not (val is not None and val.stop):
-                    save(done, {}, {}, at="second_order")   # a pause later resumes here
+                    save(done, {}, {}, at=Phase.SECOND_ORDER)   # a pause resumes here
             adam_done = done - lm_state.it
             if val is not None and second_order:   # the engine's plateau is the floor
                 val.until_floor, val.second_from = cfg.until == "floor", adam_done
-                if phase != "second_order_running":   # (a resumed one's is in its state)
+                if phase is not Phase.SECOND_ORDER_RUNNING:   # (a resumed one's: in its state)
                     val.floor_from = len(val.curve)
             if second_order and not (val is not None and val.stop):
                 done = adam_done + levenberg_marquardt(model, sample, predict, cfg, gen,
@@ -555,8 +549,23 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                          refused_floors=val.refused if val is not None else 0)
     if checkpoint is not None:   # kept until the job's records are made
         state = {k: v for k, v in asdict(result).items() if k != "check"}
-        checkpoint.save(_model_tensors(model), {"phase": "done", "result": state})
+        checkpoint.save(_model_tensors(model), {"phase": Phase.DONE, "result": state})
     return result
+
+
+def _phase(checkpoint: Checkpoint | None,
+           saved: tuple[dict[str, torch.Tensor], dict[str, Any]] | None) -> Phase:
+    """The phase a saved training stands in (none saved: the first-order one);
+    CheckpointError for a phase this version does not know."""
+    if saved is None:
+        return Phase.FIRST_ORDER
+    try:
+        return Phase(saved[1].get("phase"))
+    except ValueError:
+        path = checkpoint.path if checkpoint is not None else "?"
+        raise CheckpointError(f"checkpoint {path} holds an unknown phase "
+                              f"{saved[1].get('phase')!r}; delete it to train this job "
+                              "from the start") from None
 
 
 def _copy_weights(model: nn.Module, weights: list[torch.Tensor]) -> None:
@@ -635,6 +644,6 @@ def _finished(model: nn.Module, saved: tuple[dict[str, torch.Tensor], dict[str, 
     return TrainResult(**r)
 
 
-__all__ = ["DTYPES", "RECIPES", "SECOND_ORDER", "UNTIL",
+__all__ = ["RECIPES", "SECOND_ORDER", "UNTIL",
            "AdaptiveLR", "Predict", "Sampler", "TrainConfig", "TrainResult", "Validation",
            "scheduled_rate", "train"]

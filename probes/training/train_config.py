@@ -8,6 +8,11 @@ one with
 :meth:`TrainConfig.from_table`; :meth:`TrainConfig.table` gives back the resolved table (every
 suite-settable field, less the later additions left at their default) that a trained job
 stores in its config and hashes into its id.
+
+The precisions are settings spelled as strings (``dtype``, ``lm_curvature_dtype``: that
+spelling is what the table stores and hashes); a config turns them once, when it is made,
+into :class:`~precision.precisions.Precision` values (:attr:`TrainConfig.precision`,
+:attr:`TrainConfig.curvature_precision`), which is what training reads.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from precision.params import Param, ParamError, count, positive
+from precision.precisions import Precision
 from probes.training.recipe_book import RECIPES as RECIPE_BOOK
 
 RECIPES = tuple(RECIPE_BOOK)
@@ -25,6 +31,12 @@ SECOND_ORDER = tuple(name for name, r in RECIPE_BOOK.items() if r.second_order)
 UNTIL = ("steps", "floor")
 #: Training dtypes (the second-order recipes train in float64 whatever ``dtype`` says).
 TRAIN_DTYPES = ("float32", "float64", "bfloat16")
+#: Each spelling ``dtype`` and ``lm_curvature_dtype`` may take, as its Precision (a closed set
+#: of plain formats, so a config's one conversion is this look-up, not a parse: a command's
+#: precision parses stay the ones its precisions list asks for).
+PRECISIONS: dict[str, Precision] = {name: Precision(name) for name in TRAIN_DTYPES}
+#: What the second-order recipes train in.
+FLOAT64 = PRECISIONS["float64"]
 
 
 class TrainConfigError(ValueError):
@@ -48,7 +60,8 @@ class TrainConfig:
 
     recipe: one of :data:`RECIPES` (:mod:`probes.training.recipe_book`); steps:
     first-order (Adam) steps (for the second-order recipes: the Adam steps before the
-    engine's iterations); dtype: training precision.
+    engine's iterations); dtype: training precision, spelled (the stored form; training
+    reads it parsed, :attr:`precision`).
     """
 
     recipe: str = _setting(MISSING, RECIPES)
@@ -139,6 +152,28 @@ class TrainConfig:
             elif check is not None and (not isinstance(value, str) or value not in check):
                 raise TrainConfigError(f"unknown {f.name} {value!r} (choose from: "
                                        f"{', '.join(check)})")
+        # the one conversion of the precision settings (not fields: neither stored nor
+        # compared; the spellings are)
+        object.__setattr__(self, "_precision", PRECISIONS[self.dtype])
+        object.__setattr__(self, "_curvature_precision", PRECISIONS[self.lm_curvature_dtype])
+
+    @property
+    def precision(self) -> Precision:
+        """``dtype`` parsed: the precision the model trains in (the first-order recipes;
+        the second-order ones train in float64, :attr:`training_precision`)."""
+        return self._precision  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def training_precision(self) -> Precision:
+        """What the model trains in: :attr:`precision`, or float64 for a second-order
+        recipe."""
+        return FLOAT64 if self.second_order else self.precision
+
+    @property
+    def curvature_precision(self) -> Precision:
+        """``lm_curvature_dtype`` parsed: the precision of the Krylov path's curvature
+        products (float64 or float32)."""
+        return self._curvature_precision  # type: ignore[attr-defined, no-any-return]
 
     @classmethod
     def from_table(cls, table: dict[str, Any], **outside: Any) -> TrainConfig:

@@ -30,7 +30,8 @@ from precision.formats.module_assignment import base_of, parents, precision_at
 from precision.formats.op_rounding import round_values
 from precision.precisions import Precision
 
-_EXACT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+#: The plain formats :func:`casts.round_into` rounds into exactly (its narrow dtypes).
+_EXACT_FORMATS = frozenset(casts.NARROW_DTYPES.values())
 
 
 def _returns_view(target: Any) -> bool:
@@ -73,8 +74,8 @@ def node_formats(graph: torch.fx.Graph, input_specs: dict[str, Any],
 def round_into_format(value: Any, q: Precision) -> Any:
     """``value`` (an MPArray, an MPComplex, or a tuple / list of values) with every float
     array rounded into the float format ``q`` (module docstring); other values unchanged."""
-    if q.is_plain and q.format in _EXACT_DTYPES:
-        return casts.round_into(value, _EXACT_DTYPES[q.format])
+    if q.is_plain and q.format in _EXACT_FORMATS:
+        return casts.round_into(value, q.torch_dtype)
     return casts.map_arrays(value, lambda a: _round_array(a, q))
 
 

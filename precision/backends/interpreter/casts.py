@@ -28,7 +28,7 @@ from precision.backends.interpreter.complex import MPComplex
 from precision.backends.interpreter.core import NEG_INF, POS_INF
 from precision.backends.mp_backend import MPArray, exact_array
 from precision.backends.torch_backend import round_to_dtype
-from precision.precisions import FLOAT_BITS
+from precision.precisions import FLOAT_BITS, torch_dtype_of
 
 #: Float dtypes narrower than float64 -> their name in :data:`FLOAT_BITS`; a complex dtype
 #: by the float dtype of its parts.
@@ -65,7 +65,7 @@ def _rounder(dtype: torch.dtype) -> Any:
     """One arb midpoint -> the nearest value of ``dtype`` (an exact arb), in integer
     arithmetic on its mantissa and exponent (arb's own rounding truncates midpoints)."""
     bits = FLOAT_BITS[NARROW_DTYPES[dtype]]
-    info = torch.finfo(getattr(torch, NARROW_DTYPES[dtype]))
+    info = torch.finfo(torch_dtype_of(NARROW_DTYPES[dtype]))
     largest = flint.arb(float(info.max))
     lowest_quantum = math.frexp(float(info.tiny))[1] - bits  # log2 of the smallest subnormal
 
@@ -104,7 +104,7 @@ def _through_float64(f: np.ndarray, dtype: torch.dtype) -> tuple[np.ndarray, np.
     bits = f.view(np.uint64) & np.uint64((1 << low) - 1)
     with np.errstate(all="ignore"):
         unsure = (bits == np.uint64(1 << (low - 1))) | ~(np.abs(f) >= torch.finfo(
-            getattr(torch, name)).tiny) | ~np.isfinite(f)
+            torch_dtype_of(name)).tiny) | ~np.isfinite(f)
         if name == "bfloat16":
             rounded = round_to_dtype(torch.from_numpy(f), torch.bfloat16).double().numpy()
         else:
