@@ -1,0 +1,131 @@
+"""Train once, measure many: a trained job's weights and training record are kept beside the
+store under the job's id, and every later measurement of the job (another precision, a length
+sweep, a localize) reads them, trains nothing and stores the numbers a fresh training
+stores."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import probes.training.measure as measure
+from precision.cli.main import main
+from probes.kinds.trained import job_config
+from probes.run import RunOptions, weights_folder
+from probes.runner import run_suite
+from probes.store.db import Store
+from probes.suite import load_suite, suite_with_lengths
+from probes.training.weights import read_training
+
+SUITE = """
+name = "once"
+precisions = ["float32", "mp30"]
+seeds = [0]
+[tasks.mul]
+task = "multiply"
+dim = 4
+n = 6
+[models.tf]
+family = "transformer"
+tasks = ["mul"]
+depth = 1
+width = [8]
+test_size = 4
+train.recipe = "engine"
+train.steps = 12
+train.batch_size = 8
+train.second_order_steps = 2
+train.second_order_batch = 4
+"""
+
+
+def _sweep(path: Path, db: Path, precisions: list[str], weights: Path | None,
+           lengths: list[int] | None = None) -> int:
+    """Run the suite into ``db``; the trainings it did."""
+    suite = load_suite(str(path), precisions=precisions)
+    if lengths:
+        suite = suite_with_lengths(suite, lengths)
+    before = measure.TRAININGS
+    with Store(db) as store:
+        run_suite(suite, store, options=RunOptions(
+            weights_dir=None if weights is None else str(weights)))
+    return measure.TRAININGS - before
+
+
+def _numbers(db: Path) -> dict[str, tuple]:
+    """Every stored number of ``db`` by run id (timings left out)."""
+    con = sqlite3.connect(db)
+    rows = {}
+    for rid, mse, floor, steps, result in con.execute(
+            "SELECT run_id, mse, floor_log10, steps, result_json FROM runs"):
+        res = {k: v for k, v in json.loads(result).items()
+               if k != "provenance" and not k.endswith(("wall_time", "_seconds"))}
+        rows[rid] = (mse, floor, steps, res)
+    for rid, name, step, value in con.execute("SELECT run_id, name, step, value FROM series"):
+        if not name.endswith("_seconds"):
+            rows[rid] += ((name, step, value),)
+    con.close()
+    return rows
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """One store measured from kept weights (trained once, then a new precision and a length
+    sweep), one trained afresh for every measurement."""
+    tmp = tmp_path_factory.mktemp("once")
+    path = tmp / "once.toml"
+    path.write_text(SUITE)
+    kept, fresh = tmp / "kept.db", tmp / "fresh.db"
+    folder = Path(weights_folder(kept))
+    trainings = [_sweep(path, kept, ["float32"], folder),
+                 _sweep(path, kept, ["float32", "float64"], folder, [6])]
+    fresh_trainings = _sweep(path, fresh, ["float32", "float64"], None, [6])
+    return {"kept": kept, "fresh": fresh, "folder": folder, "trainings": trainings,
+            "fresh_trainings": fresh_trainings}
+
+
+def test_a_second_measurement_trains_nothing(stores):
+    assert stores["trainings"] == [1, 0]          # a new precision and a length sweep: read
+    assert stores["fresh_trainings"] == 2         # without kept weights each trains again
+    files = list(stores["folder"].glob("*.safetensors"))
+    assert len(files) == 1
+    training = read_training(files[0])
+    assert training is not None and training["status"] == "ok" and training["check"]
+
+
+def test_measured_from_weights_is_bit_identical_to_trained_afresh(stores):
+    kept, fresh = _numbers(stores["kept"]), _numbers(stores["fresh"])
+    assert kept.keys() == fresh.keys() and len(kept) == 4   # 2 trained, 2 length records
+    assert kept == fresh
+
+
+def test_localize_reads_the_trained_weights(stores, capsys):
+    con = sqlite3.connect(stores["kept"])
+    (rid,) = con.execute("SELECT run_id FROM runs WHERE kind = 'trained' LIMIT 1").fetchone()
+    con.close()
+    before = measure.TRAININGS
+    assert main(["localize", "transformer", "--trained", rid, "--db", str(stores["kept"]),
+                 "--precision", "bfloat16"]) == 0
+    assert measure.TRAININGS == before
+    assert "records of kind localize" in capsys.readouterr().out
+    assert main(["localize", "transformer", "--trained", "nope", "--db",
+                 str(stores["kept"]), "--precision", "bfloat16"]) == 2
+    assert "no trained record 'nope'" in capsys.readouterr().err
+
+
+def test_weights_of_another_job_are_not_read(stores, tmp_path):
+    """A file under a job's name that holds another job's config is trained over."""
+    (src,) = stores["folder"].glob("*.safetensors")
+    suite = load_suite(str(stores["kept"].parent / "once.toml"), precisions=["float32"])
+    job = replace(suite.runs[0].spec, seed=1)
+    target = measure.weights_path(tmp_path, job_config(job))
+    shutil.copy(src, target)       # the seed-0 job's weights under the seed-1 job's name
+    before = measure.TRAININGS
+    trained = measure.trained_model(job, folder=tmp_path, job_config=job_config(job))
+    assert measure.TRAININGS == before + 1 and not trained.loaded
+    assert measure.trained_model(job, folder=tmp_path, job_config=job_config(job)).loaded
