@@ -1,0 +1,88 @@
+"""``precision list [suites|solvers|precisions|claims]``: the shipped suites, the reference
+solvers, constructions and studies, the precisions and their spelling, and the published
+claims the reports check."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from precision.precisions import VALID_FORMS
+from precision.solvers.measure import SOLVERS
+from probes.suite import SuiteError, load_suite, shipped_suites
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``list`` subcommand on ``sub`` (the main parser's subparsers)."""
+    lst = sub.add_parser("list", help="list suites, solvers, precisions and claims",
+                         description="List shipped suites, reference solvers, precisions "
+                         "and the published claims the reports check.")
+    lst.add_argument("what", nargs="?", default="all",
+                     choices=["all", "suites", "solvers", "precisions", "claims"])
+    return lst
+
+
+def main(args: argparse.Namespace) -> int:
+    """``precision list``: the listings ``what`` asks for (all by default)."""
+    what = args.what
+    if what in ("suites", "all"):
+        _suites()
+    if what in ("solvers", "all"):
+        _solvers()
+    if what in ("precisions", "all"):
+        _precisions()
+    if what in ("claims", "all"):
+        _claims()
+    return 0
+
+
+def _suites() -> None:
+    print("suites:")
+    for name, path in sorted(shipped_suites().items()):
+        desc = ""
+        try:
+            desc = load_suite(str(path)).description
+        except SuiteError as exc:
+            desc = f"(invalid: {exc})"
+        print(f"  {name:<12} {desc}")
+
+
+def _solvers() -> None:
+    from precision.constructions.measure import CONSTRUCTIONS
+
+    print("solvers:")
+    for name, spec in sorted(SOLVERS.items()):
+        print(f"  {name:<16} [{spec.task}] {spec.description}")
+    print("constructions (run by name like solvers, e.g. --solvers lsa_gd):")
+    for name, cspec in sorted(CONSTRUCTIONS.items()):
+        print(f"  {name:<18} [{cspec.task}] {cspec.description}")
+    from probes.studies import load_studies
+
+    print("studies (run from a suite's [studies.<label>] tables):")
+    for name, sspec in sorted(load_studies().items()):
+        print(f"  {name:<34} {sspec.doc}")
+
+
+def _precisions() -> None:
+    print("precisions:")
+    from precision.formats.catalog import listing
+
+    print("\n".join(listing()))
+    print(f"  forms: {VALID_FORMS}")
+    print("  spelling: FORMAT[:rne|rz|ru|rd|sr][+acc=FORMAT][+act=FORMAT]"
+          "[+casts=keep|promote][+seed=N][+mod[GLOB]=FORMAT]...; roundings other than "
+          "rne, +acc= and +act= simulate the format per op (docs/formats.md); sr needs "
+          "+seed=N; +mod[GLOB]=FORMAT assigns a format to modules "
+          "(docs/precision_assignment.md)")
+
+
+def _claims() -> None:
+    from reports.papers.claims import load_claims
+
+    print("published claims (a report shows those about its suites):")
+    for c in load_claims():
+        check = c.get("check")
+        suite = check.get("suite") if check else None
+        where = (", ".join(suite) if isinstance(suite, list) else str(suite)) if check \
+            else "no suite yet"
+        print(f"  {c['id']:<24} [{where}] {c['claim']}: {c['published']}")
