@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -53,6 +54,16 @@ from probes.training.measure import TEST_SEED_OFFSET, trained_model
 VERSION = 1
 #: Input sequences per length (one sequence of L tokens already holds L x d_out outputs).
 BATCH = 1
+
+
+@dataclass(frozen=True)
+class LengthWork:
+    """What a length run measures: the trained ``job``'s weights at each of ``lengths`` in
+    each of ``precisions`` (one record per pair, lengths outermost)."""
+
+    job: Job
+    lengths: tuple[int, ...]
+    precisions: tuple[Precision, ...]
 
 
 def record_config(job: dict[str, Any], length: int, precision: Precision) -> dict[str, Any]:
@@ -77,7 +88,7 @@ def expand(suite: SuiteData, entries: tuple[trained.ModelEntry, ...]) -> list[Ru
             runs.append(new_run(
                 "length", entry.label, job.problem_label, [p for _, p in pairs], config,
                 record_ids=tuple(config_hash(record_config(base, n, p)) for n, p in pairs),
-                spec=job))
+                spec=LengthWork(job, tuple(entry.lengths), tuple(entry.precisions))))
     return runs
 
 
@@ -100,11 +111,9 @@ def compute(run: Run, options: RunOptions) -> list[RunRecord]:
     ``options.weights_dir`` holds them, else trained and stored); one record per (length,
     precision). A failed training, or an exception in the sweep, is every record's status
     with its reason."""
-    job: Job = run.spec
-    lengths: list[int] = list(run.config["lengths"])
-    precisions = run.precisions[: len(run.precisions) // len(lengths)]
-    base = {k: v for k, v in run.config.items()
-            if k not in ("lengths", "precisions", "version", "kind", "reference", "batch")}
+    work: LengthWork = run.spec
+    job, lengths, precisions = work.job, list(work.lengths), list(work.precisions)
+    base = trained.job_config(job)
     start = time.perf_counter()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small models: 1 thread beats 2 (as the trained runs)
