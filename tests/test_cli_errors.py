@@ -59,9 +59,9 @@ def computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = probes.runner.compute_records
 
-    def spy(run):
+    def spy(run, options=None):
         calls.append(run.run_id)
-        return real(run)
+        return real(run, options)
 
     monkeypatch.setattr(probes.runner, "compute_records", spy)
     return calls

@@ -404,7 +404,7 @@ def test_a_factory_named_like_a_suite_entry_is_refused(tmp_path, base_store, cap
 
 def test_two_factories_under_one_label_are_refused(tmp_path, capsys, monkeypatch):
     # a stand-in compute: ok records at once (a sweep whose every record failed exits 1)
-    monkeypatch.setattr(probes.runner, "compute_records", lambda run: [
+    monkeypatch.setattr(probes.runner, "compute_records", lambda run, options=None: [
         dataclasses.replace(r, status="ok", error=None)
         for r in failed_records(run, "not computed")])
     for name in ("one", "two"):

@@ -354,8 +354,10 @@ def test_time_limits_of_the_suite_and_of_an_entry(tmp_path: Path, capsys) -> Non
         ENTRY.format(name="base", family="baseconv") + \
         ENTRY.format(name="short", family="baseconv").replace("test_size = 4",
                                                                "test_size = 4\ntime_limit = 5")
-    runs = list(load_suite(str(_suite(tmp_path, text))).runs)
-    assert {(r.subject, r.time_limit) for r in runs} == {("base", 600.0), ("short", 5.0)}
+    suite = load_suite(str(_suite(tmp_path, text)))
+    limits = suite.time_limits()
+    assert {(r.subject, limits[r.run_id]) for r in suite.runs} == \
+        {("base", 600.0), ("short", 5.0)}
     assert main(["run", str(_suite(tmp_path, text)), "--time-limit", "-3"]) == 2
     assert "--time-limit must be a positive number" in capsys.readouterr().err
 

@@ -196,7 +196,7 @@ def _bad_names(db: Path) -> list[str]:
     return sorted(repr(n) for n in names if name_problem(n, MAX_LABEL_CHARS) is not None)
 
 
-def _not_computed(run: Any) -> list[Any]:
+def _not_computed(run: Any, options: Any = None) -> list[Any]:
     """Stand-in for the runner's compute: a record per id, at once (status ``ok``: a sweep
     whose every record failed exits 1 by design, which is not what is fuzzed here)."""
     return [dataclasses.replace(r, status="ok", error=None)

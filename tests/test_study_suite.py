@@ -11,6 +11,7 @@ from precision.backends import backend_for
 from precision.cli.main import main
 from precision.precisions import Precision, as_precision
 from probes.kinds.study import compute
+from probes.run import RunOptions
 from probes.store.canonical import config_hash
 from probes.store.db import Store
 from probes.studies import STUDIES, StudyError, StudyOutcome, per_precision, register_study
@@ -156,7 +157,7 @@ def test_one_call_per_run_and_todays_record_ids(tmp_path: Path) -> None:
         assert run.ids == tuple(config_hash({**base, "precision": p})
                                 for p in ("float32", "float64"))
         assert run.run_id not in run.ids                   # the run's id only schedules it
-        records = compute(run)
+        records = compute(run, RunOptions())
         assert calls == [("float32", "float64")]           # one call for both precisions
         assert [r.run_id for r in records] == list(run.ids)
         assert [r.config for r in records] == [{**base, "precision": p}
@@ -186,7 +187,7 @@ def test_a_study_that_raises_fails_every_precision_of_its_run(tmp_path: Path) ->
     try:
         path = _suite(tmp_path, '[studies.u]\nstudy = "test.untrainable"\n')
         [run] = load_suite(str(path)).runs
-        records = compute(run)
+        records = compute(run, RunOptions())
         assert [r.precision for r in records] == ["float32", "float64", "mp50"]
         assert all(r.status == "failed" and "loss became nan" in r.error for r in records)
     finally:
