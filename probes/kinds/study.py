@@ -117,6 +117,18 @@ def parse(suite: SuiteData) -> tuple[StudyEntry, ...]:
     return tuple(_entry(suite, name, entry) for name, entry in entries.items())
 
 
+@dataclass(frozen=True)
+class StudyWork:
+    """What a study run computes: the registered study named ``study`` (looked up where the
+    run computes) at ``params`` from ``seed``; ``config`` is the stored form a record adds
+    its precision to."""
+
+    study: str
+    params: dict[str, Any]
+    seed: int
+    config: dict[str, Any]
+
+
 def expand(suite: SuiteData, entries: tuple[StudyEntry, ...]) -> list[Run]:
     """Every (entry, grid point, seed) of ``entries`` as one run of all the entry's
     precisions, writing one record per precision."""
@@ -133,7 +145,8 @@ def expand(suite: SuiteData, entries: tuple[StudyEntry, ...]) -> list[Run]:
                     "study", e.label, label, list(e.precisions),
                     {**config, "precisions": [p.name for p in e.precisions]},
                     record_ids=tuple(config_hash({**config, "precision": p.name})
-                                     for p in e.precisions)))
+                                     for p in e.precisions),
+                    spec=StudyWork(e.study.name, params, seed, config)))
     return runs
 
 
@@ -146,11 +159,11 @@ def compute(run: Run, options: RunOptions) -> list[RunRecord]:
     crash of the sweep; non-finite metrics are stored as null. Every record's wall time is
     the run's.
     """
-    cfg = {k: v for k, v in run.config.items() if k != "precisions"}
-    spec = get_study(cfg["study"])
+    work: StudyWork = run.spec
+    spec, cfg = get_study(work.study), work.config
     start = time.perf_counter()
     try:
-        outcomes = spec.fn(dict(cfg["params"]), run.precisions, int(cfg["seed"]))
+        outcomes = spec.fn(dict(work.params), run.precisions, work.seed)
         if len(outcomes) != len(run.precisions):
             raise StudyError(f"study '{spec.name}' returned {len(outcomes)} outcomes for "
                              f"{len(run.precisions)} precisions")
