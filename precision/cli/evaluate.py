@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from precision.cli.common import FACTORY_HELP, UsageError, add_shape_options, csv_names
-from precision.precisions import CAST_POLICIES, parse_precision, with_casts
+from precision.precisions import CAST_POLICIES, Precision, parse_precision, with_casts
+
+if TYPE_CHECKING:
+    from probes.sample_check import SampleEvaluation
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -41,13 +44,7 @@ def main(args: argparse.Namespace) -> int:
     from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
     from probes.sample_check import evaluate_sample
 
-    names = csv_names(args.precisions, "--precisions") or ["float32", "float64", "mp50"]
-    precisions = [parse_precision(n) for n in names]
-    if args.casts is not None:
-        precisions = [with_casts(p, args.casts) for p in precisions]
-    reference = with_casts(parse_precision(args.reference), "promote")
-    if not reference.is_mp:
-        raise UsageError(f"--reference must be an mpN precision, not {args.reference}")
+    precisions, reference = _precisions(args)
     for option in ("d_in", "d_out", "depth", "width", "tokens", "batch"):
         if getattr(args, option) < 1:
             raise UsageError(f"--{option.replace('_', '-')} must be a positive integer")
@@ -59,6 +56,28 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"factory '{args.factory}' cannot be evaluated: {exc.message}") from None
     if result.build_error is not None:
         raise UsageError(result.build_error)
+    _print(result, reference)
+    if result.problem:
+        print(f"precision: error: {result.problem}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _precisions(args: argparse.Namespace) -> tuple[list[Precision], Precision]:
+    """The precisions to evaluate (``--casts``'s policy when given) and the reference (an
+    mpN, every cast promoted)."""
+    names = csv_names(args.precisions, "--precisions") or ["float32", "float64", "mp50"]
+    precisions = [parse_precision(n) for n in names]
+    if args.casts is not None:
+        precisions = [with_casts(p, args.casts) for p in precisions]
+    reference = with_casts(parse_precision(args.reference), "promote")
+    if not reference.is_mp:
+        raise UsageError(f"--reference must be an mpN precision, not {args.reference}")
+    return precisions, reference
+
+
+def _print(result: SampleEvaluation, reference: Precision) -> None:
+    """The table of the precisions evaluated, then where their casts round."""
     wide = max([24, *(len(row.precision) for row in result.rows)])
     print(f"{'precision':<{wide}}  {'relative error':>14}  {'digits':>6}  casts (keep vs promote)")
     for row in result.rows:
@@ -67,7 +86,3 @@ def main(args: argparse.Namespace) -> int:
     print(f"(against the model in {reference.name}: every cast promoted)")
     if result.notes:
         print("\n".join(result.notes))
-    if result.problem:
-        print(f"precision: error: {result.problem}", file=sys.stderr)
-        return 1
-    return 0

@@ -37,6 +37,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _suites() -> None:
+    """The shipped suites and their descriptions (an invalid one says why)."""
     print("suites:")
     for name, path in sorted(shipped_suites().items()):
         desc = ""
@@ -48,6 +49,7 @@ def _suites() -> None:
 
 
 def _solvers() -> None:
+    """The reference solvers, the constructions and the studies."""
     from precision.constructions.measure import CONSTRUCTIONS
 
     print("solvers:")
@@ -64,6 +66,7 @@ def _solvers() -> None:
 
 
 def _precisions() -> None:
+    """The precisions of the format catalog, their forms and spelling."""
     print("precisions:")
     from precision.formats.catalog import listing
 
@@ -77,6 +80,7 @@ def _precisions() -> None:
 
 
 def _claims() -> None:
+    """The published claims and the suites that check them."""
     from reports.papers.claims import load_claims
 
     print("published claims (a report shows those about its suites):")

@@ -27,7 +27,7 @@ from precision.cli.common import (
     writable_folder,
 )
 from precision.precisions import ALIASES_TEXT, CAST_POLICIES, parse_precision, with_casts
-from probes.run import weights_folder
+from probes.run import RunOptions, weights_folder
 from probes.store.db import Store
 from probes.suite import Suite, load_suite, suite_with_lengths
 from reports.data_version import left_out_note, newest_data_rows
@@ -235,10 +235,9 @@ def _report_folder(suite: Suite, args: argparse.Namespace) -> Path | None:
     return folder
 
 
-def _run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """How the runs compute, as ``run_suite``'s keywords: the time limit, the weights and
-    checkpoint folders (created and checked writable now) and the wall-clock time at which
-    trainings pause (``--slice``)."""
+def _run_options(args: argparse.Namespace) -> RunOptions:
+    """How the runs compute: the time limit, the weights and checkpoint folders (created and
+    checked writable now) and the wall-clock time at which trainings pause (``--slice``)."""
     check_time_limit(args)
     weights_dir = writable_folder("--save-weights", args.save_weights)
     checkpoint_dir = writable_folder("--checkpoints", args.checkpoints)
@@ -253,20 +252,18 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
         pause_at = time.time() + args.slice
     if weights_dir is None:   # trained weights are kept beside the store: trained once
         weights_dir = weights_folder(args.db)
-    return {"time_limit": args.time_limit, "weights_dir": weights_dir,
-            "checkpoint_dir": checkpoint_dir, "pause_at": pause_at}
+    return RunOptions(time_limit=args.time_limit, weights_dir=weights_dir,
+                      checkpoint_dir=checkpoint_dir, pause_at=pause_at)
 
 
-def _sweep(suite: Suite, store: Store, args: argparse.Namespace, options: dict[str, Any],
+def _sweep(suite: Suite, store: Store, args: argparse.Namespace, options: RunOptions,
            progress: Progress) -> SweepSummary:
     """The one call of ``run_suite``: the missing runs computed and stored."""
-    from probes.run import RunOptions
     from probes.runner import SweepInterrupted, run_suite
 
     try:
         return run_suite(suite, store, jobs=args.jobs, executor=args.executor,
-                         address=args.address, progress=progress,
-                         options=RunOptions(**options))
+                         address=args.address, progress=progress, options=options)
     except SweepInterrupted as exc:
         exc.db = args.db  # type: ignore[attr-defined]
         raise
