@@ -10,7 +10,7 @@ from conftest import tiny_affine_suite
 
 from precision.models import build_model
 from precision.tasks import make_task
-from probes.training.checkpoint import Checkpoint, CheckpointError, Paused
+from probes.training.checkpoint import Checkpoint, CheckpointError, Paused, Phase
 from probes.training.recipes import TrainConfig, train
 
 
@@ -147,6 +147,22 @@ def test_a_checkpoint_of_another_job_or_unreadable_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match="cannot be read.*delete it"):
         _train(cfg, Checkpoint(path, "job-a"))
     assert path.exists()            # never silently replaced
+
+
+def test_the_phases_are_the_strings_checkpoint_files_hold(tmp_path):
+    """Phase is a str enum: its values are the strings files written before it hold, a
+    file's phase reads back as a plain JSON string, and an unknown phase is a one-line
+    CheckpointError."""
+    assert [p.value for p in Phase] == ["first_order", "second_order",
+                                        "second_order_running", "done"]
+    cfg = TrainConfig(recipe="paper", steps=5, batch_size=8)
+    path = tmp_path / "a.ckpt.safetensors"
+    _train(cfg, Checkpoint(path, "job"))
+    tensors, state = Checkpoint(path, "job").load()
+    assert type(state["phase"]) is str and Phase(state["phase"]) is Phase.DONE
+    Checkpoint(path, "job").save(tensors, {**state, "phase": "third_order"})
+    with pytest.raises(CheckpointError, match="unknown phase 'third_order'.*delete it"):
+        _train(cfg, Checkpoint(path, "job"))
 
 
 def test_no_checkpoint_no_files(tmp_path):

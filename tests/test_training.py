@@ -364,3 +364,27 @@ def test_micro_batched_training_follows_the_one_pass_run() -> None:
     with pytest.raises(ValueError, match="micro_batch"):
         train(small_baseconv(), sample, call,
               TrainConfig(recipe="paper", steps=1, batch_size=4, micro_batch=-1))
+
+
+def test_the_config_carries_its_precisions_typed_and_stores_their_spelling() -> None:
+    """``dtype`` and ``lm_curvature_dtype`` are carried as Precision values (made once, with
+    the config); the stored, hashed table holds the spellings, so run ids do not move; one
+    table gives every torch dtype a format names."""
+    import json
+
+    from precision.precisions import FLOAT_BITS, PrecisionError, parse_precision, torch_dtype_of
+
+    cfg = TrainConfig(recipe="paper", steps=1, batch_size=2, dtype="bfloat16")
+    assert cfg.precision == parse_precision("bfloat16") == cfg.training_precision
+    assert cfg.training_precision.torch_dtype == torch.bfloat16
+    assert cfg.table()["dtype"] == "bfloat16" and '"dtype": "bfloat16"' in json.dumps(cfg.table())
+    engine = TrainConfig(recipe="engine", steps=1, batch_size=2, dtype="float32").resolved()
+    assert engine.training_precision.torch_dtype == torch.float64   # second order: float64
+    assert engine.curvature_precision.torch_dtype == torch.float32
+    assert engine.table()["dtype"] == "float32"
+    assert {n: torch_dtype_of(n) for n in FLOAT_BITS} == {
+        "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+        "float64": torch.float64}
+    assert torch_dtype_of("float8_e5m2") == torch.float8_e5m2
+    with pytest.raises(PrecisionError, match="no torch dtype"):
+        torch_dtype_of("mp50")

@@ -15,6 +15,13 @@ the damped step for *any* lam is then a cheap solve in the stored eigenbasis, so
 step costs one forward pass, not a new factorisation. The damping follows Nielsen's rule
 (gain ratio rho = actual / predicted decrease: on success lam *= max(1/3, 1 - (2 rho - 1)^3),
 on failure lam *= nu, nu *= 2).
+
+The code: :class:`LMState` is what the iterations update (in place: a checkpoint saves it);
+:class:`_Engine` holds what stays fixed (the settings, a :class:`TrainConfig`; the model's
+residual functions, :class:`_Residuals`; the sampler) and runs one iteration,
+:meth:`_Engine.iterate`: its batch, the dense step (:meth:`_Engine.dense_step`) or the
+Krylov step (:meth:`_Engine.krylov_step`), the damping search (:func:`_search_damping` over
+the tries of a :class:`_Point`), the damping update.
 """
 
 from __future__ import annotations
@@ -624,14 +631,19 @@ class _Engine:
             return None
         return (_CholeskyModel if self.cfg.lm_solve == "cholesky" else _dense_model)(jac, r)
 
+    def fraction(self, st: LMState) -> float:
+        """The Krylov path's curvature fraction of the batch: the state's (the setting's,
+        ``lm_curvature``, before the first iteration)."""
+        return self.cfg.lm_curvature if st.curvature is None else st.curvature
+
     def krylov_step(self, st: LMState, residuals: ResidualFn, theta: torch.Tensor,
                     batch: tuple[torch.Tensor, torch.Tensor], deadline: float | None
                     ) -> _Model2:
         """The Krylov path (:func:`_krylov_model`): the curvature on the first
-        ``st.curvature`` of the batch, in ``lm_curvature_dtype`` while ``st.low``; the
+        :meth:`fraction` of the batch, in ``lm_curvature_dtype`` while ``st.low``; the
         stopping rule's damping is the smallest this iteration tries, mu / 10^lm_scan."""
         cfg, (x, y) = self.cfg, batch
-        sub = max(1, round(st.curvature * x.shape[0]))   # type: ignore[operator]
+        sub = max(1, round(self.fraction(st) * x.shape[0]))
         curvature = (self.res.on(x[:sub], y[:sub]), x.shape[0] / sub) \
             if sub < x.shape[0] else None
         low = functools.partial(self.res.low, x=x[:sub].to(self.res.low_dtype),
@@ -681,7 +693,7 @@ class _Engine:
         elif not dense and st.low:   # the curvature cannot place a step: exact products
             st.low = False
         elif not dense:              # then more of the batch
-            st.curvature = min(1.0, 2.0 * st.curvature)   # type: ignore[operator]
+            st.curvature = min(1.0, 2.0 * self.fraction(st))
         if _log.isEnabledFor(logging.DEBUG):   # q.top() is a power iteration on the dense path
             _log.debug("iteration %d: batch loss %.3e, %s, mu %.2e (top curvature %.2e), "
                        "rho %.2f, held-out %s, %s, %.2f s", st.it + 1, 2.0 * f / M,
