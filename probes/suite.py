@@ -46,7 +46,7 @@ from typing import Any
 
 from precision.devices import DeviceError, resolve_device
 from precision.lengths import LengthError, check_lengths
-from precision.precisions import PrecisionError, parse_precision
+from precision.precisions import PrecisionError, parse_precision, with_casts
 from probes.factory import is_factory_spec
 from probes.kinds import SuiteData, expand_all, grid_size, parse_all, trained
 from probes.kinds.subject import SUBJECT_TABLES
@@ -139,15 +139,19 @@ def load_suite(
     precisions: list[str] | None = None,
     solvers: list[str] | None = None,
     device: str | None = None,
+    casts: str | None = None,
     expand: bool = True,
 ) -> Suite:
     """Load a shipped suite by name, or a suite file by path, applying ``profile``.
 
     ``precisions`` replaces every precision list of the suite; ``solvers`` keeps only those
-    solver entries; ``device`` replaces the suite's ``device`` (the command line's
-    ``--precisions`` / ``--solvers`` / ``--device``). Everything is validated here; with
-    ``expand`` (the default) the runs are expanded too, so an impossible model fails here
-    (``expand=False``: the entries only, e.g. for a suite that only lends its settings).
+    solver entries; ``device`` replaces the suite's ``device``; ``casts`` gives every
+    precision that cast policy (:func:`~precision.precisions.with_casts`; the suite's own
+    top-level list when ``precisions`` is not given, which then replaces every list) (the
+    command line's ``--precisions`` / ``--solvers`` / ``--device`` / ``--casts``). Everything
+    is validated here; with ``expand`` (the default) the runs are expanded too, so an
+    impossible model fails here (``expand=False``: the entries only, e.g. for a suite that
+    only lends its settings).
     """
     shipped = shipped_suites()
     if name_or_path in shipped:
@@ -162,11 +166,17 @@ def load_suite(
     data = _parse(path)
     data = _apply_profile(data, profile, path)
     data = _apply_overrides(data, solvers, path)
+    own = data.get("precisions")
+    if casts is not None and not precisions and isinstance(own, list) and \
+            all(isinstance(p, str) for p in own):   # (a bad list is reported below)
+        precisions = own
     if precisions:  # replaces every precision list of the suite
         try:
-            data["precisions"] = tuple(parse_precision(p) for p in precisions)
+            parsed = [parse_precision(p) for p in precisions]
         except PrecisionError as exc:
             raise SuiteError(str(exc)) from None
+        data["precisions"] = tuple(parsed if casts is None else
+                                   (with_casts(p, casts) for p in parsed))
         data.update({t: {k: {kk: vv for kk, vv in v.items() if kk != "precisions"}
                          if isinstance(v, dict) else v for k, v in data[t].items()}
                      for t in (*SUBJECT_TABLES, "models", "studies")

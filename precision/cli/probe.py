@@ -18,7 +18,6 @@ from precision.cli.run import (
     check_factories,
     check_run_args,
     parse_lengths,
-    precisions_with_casts,
     run_loaded,
 )
 from probes.store.db import Store
@@ -48,7 +47,8 @@ def main(args: argparse.Namespace) -> int:
     check_run_args(args)
     lengths = parse_lengths(args.lengths)
     base = load_suite(args.suite, profile=args.profile, expand=False,
-                      precisions=precisions_with_casts(args), device=args.device)
+                      precisions=csv_names(args.precisions, "--precisions"),
+                      casts=args.casts, device=args.device)
     suite = suite_for_factory(base, args.factory, tasks=csv_names(args.tasks, "--tasks"),
                               label=args.label)
     suite = suite_with_lengths(suite, lengths)

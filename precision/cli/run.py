@@ -26,7 +26,7 @@ from precision.cli.common import (
     max_jobs,
     writable_folder,
 )
-from precision.precisions import ALIASES_TEXT, CAST_POLICIES, parse_precision, with_casts
+from precision.precisions import ALIASES_TEXT, CAST_POLICIES
 from probes.run import RunOptions, weights_folder
 from probes.store.db import Store
 from probes.suite import Suite, load_suite, suite_with_lengths
@@ -116,7 +116,8 @@ def main(args: argparse.Namespace) -> int:
     suite = load_suite(
         args.suite,
         profile=args.profile,
-        precisions=precisions_with_casts(args),
+        precisions=csv_names(args.precisions, "--precisions"),
+        casts=args.casts,
         solvers=csv_names(args.solvers, "--solvers"),
         device=args.device,
         expand=lengths is None,
@@ -153,18 +154,6 @@ def parse_lengths(text: str | None) -> list[int] | None:
         raise UsageError(f"--lengths: give comma-separated positive integers (e.g. "
                          f"16,64,256), not '{text}'")
     return [int(t) for t in items]
-
-
-def precisions_with_casts(args: argparse.Namespace) -> list[str] | None:
-    """``--precisions`` as given, each with ``--casts``'s policy when it is given (then the
-    suite's own precision list when ``--precisions`` is not)."""
-    names = csv_names(args.precisions, "--precisions")
-    if args.casts is None:
-        return names
-    if names is None:
-        base = load_suite(args.suite, profile=args.profile, expand=False)
-        names = [p.name for p in base.settings.precisions]
-    return [with_casts(parse_precision(n), args.casts).name for n in names]
 
 
 def check_time_limit(args: argparse.Namespace) -> None:
