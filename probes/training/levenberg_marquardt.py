@@ -543,15 +543,16 @@ class _Point:
         if self.held_loss is None or self.held_now is None:
             return _Try(ft, mu, d, ft, rho)
         score = self.held_loss(self.theta + d)
-        return _Try(score, mu, d, ft, rho) if score < self.held_now else None
+        return None if score >= self.held_now else _Try(score, mu, d, ft, rho)
 
 
 def _search_damping(q: DampedModel, point: _Point, st: LMState, cfg: TrainConfig
                     ) -> _Try | None:
     """The step of this iteration, or None: the model's step is cheap for any mu, so the
     smaller dampings mu / 10^k, k = lm_scan..0, are tried first and the best acceptable one
-    taken; with none, mu *= nu, nu *= 2 until one is acceptable (``lm_max_tries`` tries in
-    all). ``st.mu`` and ``st.nu`` hold the last damping tried and its growth."""
+    taken; with none, mu *= nu, nu *= 2 and the step for mu tried, until one is acceptable
+    (at most ``lm_max_tries`` - 1 times). ``st.mu`` and ``st.nu`` hold the last damping
+    tried (the scan leaves them as they were) and its growth."""
     assert st.mu is not None
     tries = [a for a in (point.attempt(q, st.mu * 10.0 ** -k)
                          for k in range(cfg.lm_scan, -1, -1)) if a is not None]

@@ -424,10 +424,11 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
           checkpoint: Checkpoint | None = None) -> TrainResult:
     """Train ``model`` in place with recipe ``cfg.recipe``; never raises on divergence.
 
-    The model is cast to ``cfg.dtype`` for training (high-precision: float64 throughout) and
-    moved to ``cfg.device``; it is left in float64 on the CPU at the end. Loss: mean over all
-    entries of (predict(model, x) - y)^2, x (batch, N, d_in) and y from ``sample`` (float64,
-    drawn on the CPU, cast to the training dtype).
+    The model is cast to ``cfg.training_precision`` for training (``cfg.dtype``; the
+    second-order recipes: float64 throughout) and moved to ``cfg.device``; it is left in
+    float64 on the CPU at the end. Loss: mean over all entries of (predict(model, x) - y)^2,
+    x (batch, N, d_in) and y from ``sample`` (float64, drawn on the CPU, cast to the training
+    dtype).
 
     ``checkpoint`` (:mod:`probes.training.checkpoint`): go on from its saved state, save
     the state as training goes, and raise :class:`~probes.training.checkpoint.Paused` at
