@@ -34,6 +34,15 @@ def census_for_factory(spec: str | Callable[..., nn.Module], d_in: int = 20, d_o
     return census(model, torch.zeros(batch, tokens, d_in, dtype=torch.float64))
 
 
+def census_or_error(spec: str, *shape: int) -> Census | str:
+    """:func:`census_for_factory` of ``spec`` at ``shape`` (d_in, d_out, depth, width,
+    tokens), or its one-line error (``precision ops`` calls it in a child process)."""
+    try:
+        return census_for_factory(spec, *shape)
+    except (FactoryError, CensusError) as exc:
+        return str(exc)
+
+
 def suite_mp_problem(suite: Any, runs: list[Run] | None = None) -> str | None:
     """For a trained suite (or only ``runs`` of it): None if every model that is evaluated in
     an mpN precision uses only supported ops, else one line naming all unsupported ops (of

@@ -7,9 +7,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from probes.names import check_name
 
@@ -115,18 +114,6 @@ def writable_folder(flag: str, value: str | None) -> str | None:
         raise UsageError(f"{flag} {value}: cannot write into the folder: "
                          f"{exc.strerror or exc}") from None
     return str(folder)   # travels with each run, to any worker
-
-
-def floor_tables(rows: Sequence[dict[str, Any]]) -> str:
-    """The solver, model, study and length tables of ``rows`` (those with rows), one blank
-    line apart."""
-    from reports.length_plot import length_tables
-    from reports.model_table import model_tables
-    from reports.solver_table import solver_tables
-    from reports.study_table import study_tables
-
-    tables = (solver_tables(rows), model_tables(rows), study_tables(rows), length_tables(rows))
-    return "\n\n".join(t for t in tables if t)
 
 
 class Progress:

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from precision.cli.common import EXIT_USAGE, FACTORY_HELP, UsageError, add_shape_options
 from precision.precisions import CAST_POLICIES
-
-if TYPE_CHECKING:
-    from precision.op_census import Census
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -29,10 +26,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     """Census of the ops of FACTORY's exported graph; exit 2 if mpN lacks any."""
+    from probes.census import census_or_error
     from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 
     try:  # the user's factory is imported and called in a child process
-        c = call_isolated(_census_or_error, args.factory, args.d_in, args.d_out, args.depth,
+        c = call_isolated(census_or_error, args.factory, args.d_in, args.d_out, args.depth,
                           args.width, args.tokens, time_limit=DEFAULT_USER_TIME_LIMIT)
     except ChildFailure as exc:
         raise UsageError(f"factory '{args.factory}' cannot be built: {exc.message}") from None
@@ -46,15 +44,3 @@ def main(args: argparse.Namespace) -> int:
         print(f"precision: error: {c.summary()}", file=sys.stderr)
         return EXIT_USAGE
     return 0
-
-
-def _census_or_error(spec: str, *shape: int) -> Census | str:
-    """In the child of ``ops``: the census of the factory's module, or its one-line error."""
-    from precision.op_census import CensusError
-    from probes.census import census_for_factory
-    from probes.factory import FactoryError
-
-    try:
-        return census_for_factory(spec, *shape)
-    except (FactoryError, CensusError) as exc:
-        return str(exc)

@@ -12,13 +12,13 @@ from typing import IO, Any
 from precision.cli.common import (
     UsageError,
     add_db_option,
-    floor_tables,
     nonempty,
     refuse_output_over_store,
     store_exists,
 )
 from precision.precisions import parse_precision
 from probes.store.db import Store
+from reports.console import floor_tables
 from reports.data_version import left_out_note, newest_data_rows
 
 

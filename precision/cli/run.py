@@ -22,7 +22,6 @@ from precision.cli.common import (
     UsageError,
     add_db_option,
     csv_names,
-    floor_tables,
     max_jobs,
     writable_folder,
 )
@@ -30,6 +29,7 @@ from precision.precisions import ALIASES_TEXT, CAST_POLICIES
 from probes.run import RunOptions, weights_folder
 from probes.store.db import Store
 from probes.suite import Suite, load_suite, suite_with_lengths
+from reports.console import floor_tables
 from reports.data_version import left_out_note, newest_data_rows
 
 if TYPE_CHECKING:
