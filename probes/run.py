@@ -67,7 +67,9 @@ class Run:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How a sweep computes its runs, never part of a run or its id: ``device`` where trained
+    """How a sweep computes its runs, never part of a run or its id: ``executor`` ``local``
+    (this process, or a pool of ``jobs`` processes) or ``dask`` (a LocalCluster of ``jobs``
+    workers, or the scheduler at ``address``; :mod:`probes.executors`); ``device`` where trained
     jobs train and evaluate their float precisions (:mod:`precision.devices`); ``time_limit``
     seconds a run may take before it is stored as ``timeout`` (``--time-limit``: replaces
     every run's; ``time_limits``: the suite's per run id, where ``time_limit`` is None);
@@ -77,6 +79,9 @@ class RunOptions:
     :mod:`probes.training.checkpoint`) and ``pause_at`` the wall-clock time at which their
     training pauses (``--slice``)."""
 
+    executor: str = "local"
+    jobs: int = 1
+    address: str | None = None
     device: str = "cpu"
     time_limit: float | None = None
     time_limits: dict[str, float] = field(default_factory=dict, hash=False)

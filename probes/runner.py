@@ -167,17 +167,12 @@ def run_suite(
     suite: Suite,
     store: Store,
     *,
-    jobs: int = 1,
-    executor: str = "local",
-    address: str | None = None,
     progress: Callable[[int, int, RunRecord], None] | None = None,
     options: RunOptions | None = None,
 ) -> SweepSummary:
     """Compute and store every run of ``suite`` missing from ``store``.
 
-    ``executor`` ``local``: in this process (``jobs`` 1) or a pool of ``jobs`` processes;
-    ``dask``: a LocalCluster of ``jobs`` workers, or the scheduler at ``address``
-    (:mod:`probes.executors`). Whatever computes, this driver alone writes the store.
+    Whatever computes (``options.executor``), this driver alone writes the store.
     ``options``: how each run computes (:class:`~probes.run.RunOptions`; its device and
     per-run time limits are the suite's, filled in here): a run whose training
     paused at the end of its slice (``--slice``) returns no records and is counted in
@@ -193,13 +188,14 @@ def run_suite(
     reasons_seen: set[str] = set()
     done = 0
     compute = partial(compute_records, options=options)  # looked up now: tests replace it
-    if executor == "dask":
-        results = run_dask(todo, compute, jobs, address)
-    elif executor == "local":
+    jobs = options.jobs
+    if options.executor == "dask":
+        results = run_dask(todo, compute, jobs, options.address)
+    elif options.executor == "local":
         results = run_serial(todo, compute) if jobs <= 1 or len(todo) <= 1 else \
             run_local_pool(todo, compute, jobs)
     else:
-        raise ExecutorError(f"unknown executor '{executor}' (choose from: "
+        raise ExecutorError(f"unknown executor '{options.executor}' (choose from: "
                             f"{', '.join(EXECUTORS)})")
     try:
         for _run, records in results:

@@ -225,8 +225,9 @@ def _report_folder(suite: Suite, args: argparse.Namespace) -> Path | None:
 
 
 def _run_options(args: argparse.Namespace) -> RunOptions:
-    """How the runs compute: the time limit, the weights and checkpoint folders (created and
-    checked writable now) and the wall-clock time at which trainings pause (``--slice``)."""
+    """How the runs compute: the executor, the time limit, the weights and checkpoint folders
+    (created and checked writable now) and the wall-clock time at which trainings pause
+    (``--slice``)."""
     check_time_limit(args)
     weights_dir = writable_folder("--save-weights", args.save_weights)
     checkpoint_dir = writable_folder("--checkpoints", args.checkpoints)
@@ -241,7 +242,8 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         pause_at = time.time() + args.slice
     if weights_dir is None:   # trained weights are kept beside the store: trained once
         weights_dir = weights_folder(args.db)
-    return RunOptions(time_limit=args.time_limit, weights_dir=weights_dir,
+    return RunOptions(executor=args.executor, jobs=args.jobs, address=args.address,
+                      time_limit=args.time_limit, weights_dir=weights_dir,
                       checkpoint_dir=checkpoint_dir, pause_at=pause_at)
 
 
@@ -251,8 +253,7 @@ def _sweep(suite: Suite, store: Store, args: argparse.Namespace, options: RunOpt
     from probes.runner import SweepInterrupted, run_suite
 
     try:
-        return run_suite(suite, store, jobs=args.jobs, executor=args.executor,
-                         address=args.address, progress=progress, options=options)
+        return run_suite(suite, store, progress=progress, options=options)
     except SweepInterrupted as exc:
         exc.db = args.db  # type: ignore[attr-defined]
         raise
