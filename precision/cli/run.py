@@ -83,7 +83,9 @@ def _add_compute_options(run: argparse.ArgumentParser) -> None:
 def _add_training_options(run: argparse.ArgumentParser) -> None:
     """How trained models train and are evaluated: weights, checkpoints, device, limits."""
     run.add_argument("--save-weights", default=None, metavar="DIR",
-                     help="save each newly trained model to DIR/<job id>.safetensors")
+                     help="keep trained weights in DIR/<job id>.safetensors instead of "
+                     "beside the store (STORE.weights/): a job whose weights are there is "
+                     "measured from them, not trained again")
     run.add_argument("--checkpoints", default=None, metavar="DIR",
                      help="keep each trained job's training state in DIR (every minute, at "
                      "the end of its Adam phase and when done): a killed, interrupted or "
