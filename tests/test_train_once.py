@@ -85,23 +85,30 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     trainings = [_sweep(path, kept, ["float32"], folder),
                  _sweep(path, kept, ["float32", "float64"], folder, [6])]
     fresh_trainings = _sweep(path, fresh, ["float32", "float64"], None, [6])
-    return {"kept": kept, "fresh": fresh, "folder": folder, "trainings": trainings,
-            "fresh_trainings": fresh_trainings}
+    # the length run goes first (longest first) and trains without the convergence check;
+    # the trained run then reads its weights and runs the check once, keeping it in the file
+    lazy = tmp / "lazy.db"
+    lazy_trainings = _sweep(path, lazy, ["float32", "float64"], tmp / "lazy.weights", [6])
+    return {"kept": kept, "fresh": fresh, "lazy": lazy, "folder": folder,
+            "trainings": trainings, "fresh_trainings": fresh_trainings,
+            "lazy_trainings": lazy_trainings}
 
 
 def test_a_second_measurement_trains_nothing(stores):
     assert stores["trainings"] == [1, 0]          # a new precision and a length sweep: read
     assert stores["fresh_trainings"] == 2         # without kept weights each trains again
+    assert stores["lazy_trainings"] == 1
     files = list(stores["folder"].glob("*.safetensors"))
     assert len(files) == 1
-    training = read_training(files[0])
-    assert training is not None and training["status"] == "ok" and training["check"]
+    record = read_training(files[0])
+    assert record is not None and record["training"]["status"] == "ok" and record["check"]
 
 
 def test_measured_from_weights_is_bit_identical_to_trained_afresh(stores):
     kept, fresh = _numbers(stores["kept"]), _numbers(stores["fresh"])
     assert kept.keys() == fresh.keys() and len(kept) == 4   # 2 trained, 2 length records
     assert kept == fresh
+    assert _numbers(stores["lazy"]) == fresh
 
 
 def test_localize_reads_the_trained_weights(stores, capsys):

@@ -215,64 +215,66 @@ def weights_path(folder: str | Path, job_config: dict[str, Any]) -> Path:
 
 def trained_model(job: Job, device: str = "cpu", *, folder: str | Path | None = None,
                   job_config: dict[str, Any] | None = None,
-                  checkpoint: Checkpoint | None = None) -> TrainedModel:
+                  checkpoint: Checkpoint | None = None, check: bool = True) -> TrainedModel:
     """The model of ``job``, trained once: read from ``folder``'s weights file of the job
     (``job_config``: its stored config, whose hash names the file) when one is there and
     holds this job, else trained on ``device`` (seeded: every training gives the same
-    weights), its convergence check run, and written there. A file that cannot be written
-    (a full disk) is ``weights_error``, and the measurement goes on. ``checkpoint``: the
-    training's state (:func:`~probes.training.recipes.train`; raises
-    :class:`~probes.training.checkpoint.Paused` at the end of its slice)."""
+    weights) and written there. With ``check``, its convergence check labels the result
+    (run once, then kept in the file too; a length sweep needs no label and skips it). A
+    file that cannot be written (a full disk) is ``weights_error``, and the measurement goes
+    on. ``checkpoint``: the training's state (:func:`~probes.training.recipes.train`;
+    raises :class:`~probes.training.checkpoint.Paused` at the end of its slice)."""
     path = weights_path(folder, job_config) if folder is not None and job_config else None
-    if path is not None and path.is_file():
-        loaded = _load(job, path, job_config)
-        if loaded is not None:
-            return loaded
-    global TRAININGS
-    TRAININGS += 1
-    task, model, result = train_job(job, device, checkpoint)
-    predict = lambda m, x: task.select(m(x))  # noqa: E731
-    cfg = replace(job.train, seed=job.seed, device=device)
-    if result.status == "ok":   # the label's evidence: converged only if the check passes
+    loaded = _load(job, path, job_config) if path is not None and path.is_file() else None
+    if loaded is None:
+        global TRAININGS
+        TRAININGS += 1
+        task, model, raw = train_job(job, device, checkpoint)
+        kept = None
+    else:
+        task, model, raw, kept = loaded
+    result, save = raw, loaded is None
+    if check and raw.status == "ok":   # the label's evidence: converged only if it passes
         # a floor training stopped at was confirmed by the same check of the same weights
-        check = result.check or convergence_check(model, task.sample, predict, cfg)
+        found = kept or raw.check
+        kept = found or convergence_check(model, task.sample, lambda m, x: task.select(m(x)),
+                                          replace(job.train, seed=job.seed, device=device))
+        save = save or found is None
         # converged: the held-out curve stopped falling (or has too few points to say) AND
         # the check cannot lower it: a plateau alone can be a saddle, and a check alone
         # missed a falling curve (a LayerNorm Transformer on AFFINE at 0.98 after 200 steps)
-        result = replace(result, check=check,
-                         converged=check.converged and result.converged is not False)
+        result = replace(raw, check=kept, converged=kept.converged and raw.converged is not False)
     weights_error = None
-    if path is not None and job_config is not None and result.status == "ok":
-        weights_error = _save(model, path, job_config, result)
-    return TrainedModel(task, model.double().eval(), result, weights_error)
+    if save and path is not None and job_config is not None and raw.status == "ok":
+        weights_error = _save(model, path, job_config, raw, kept)
+    return TrainedModel(task, model.double().eval(), result, weights_error, loaded is not None)
 
 
-def _load(job: Job, path: Path, job_config: dict[str, Any] | None) -> TrainedModel | None:
-    """The trained model of ``job`` from its weights file, or None when the file does not
-    hold this job's trained weights and training record (then the job trains again)."""
+def _load(job: Job, path: Path, job_config: dict[str, Any] | None
+          ) -> tuple[Task, nn.Module, TrainResult, Check | None] | None:
+    """The task, trained model (in its training dtype), training result and kept convergence
+    check of ``job`` from its weights file, or None when the file does not hold this job's
+    trained weights and training record (then the job trains again)."""
     try:
         specs, _ = read_header(path)
         tensors, stored = load_weights(path)
-        training = read_training(path)
-        if training is None or stored != json.loads(json.dumps(job_config)):
+        record = read_training(path)
+        if record is None or stored != json.loads(json.dumps(job_config)):
             return None
         task, model = job.build()
         dtype = float_dtype(specs)
         if dtype is not None:
             model = model.to(dtype)
         model.load_state_dict(tensors, strict=True)
-    except (WeightsError, RuntimeError, ValueError):
+        raw = training_result(record["training"])
+        check = None if record.get("check") is None else Check(**record["check"])
+    except (WeightsError, RuntimeError, ValueError, TypeError, KeyError):
         return None
-    return TrainedModel(task, model.double().eval(), training_result(training), loaded=True)
-
-
-def training_record(result: TrainResult) -> dict[str, Any]:
-    """``result`` as JSON data (what a weights file keeps of its training)."""
-    return asdict(result)
+    return task, model, raw, check
 
 
 def training_result(record: dict[str, Any]) -> TrainResult:
-    """The :class:`TrainResult` of :func:`training_record`'s data."""
+    """The :class:`TrainResult` whose JSON data (``dataclasses.asdict``) is ``record``."""
     pairs = ("curve", "lr_trace", "val_curve")
     fields = {k: ([tuple(x) for x in v] if k in pairs else v) for k, v in record.items()}
     check = fields.pop("check", None)
@@ -300,12 +302,14 @@ def run_trained(job: Job, precisions: Sequence[Precision], *,
         torch.set_num_threads(threads)
 
 
-def _save(model: nn.Module, path: Path, job_config: dict[str, Any],
-          result: TrainResult) -> str | None:
-    """Save the weights and training record of a suite's job; None, or why it failed (one
-    line; the partial temporary file removed)."""
+def _save(model: nn.Module, path: Path, job_config: dict[str, Any], raw: TrainResult,
+          check: Check | None) -> str | None:
+    """Save the weights of a suite's job with its training record (the training's result as
+    it ended, and its convergence check when run); None, or why it failed (one line; the
+    partial temporary file removed)."""
     try:
-        save_weights(model, path, job_config, training_record(result))
+        save_weights(model, path, job_config, {"training": asdict(raw),
+                                               "check": None if check is None else asdict(check)})
     except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error on a full disk
         for tmp in path.parent.glob(f"{path.stem}.tmp*"):
             try:
