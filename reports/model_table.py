@@ -57,6 +57,18 @@ def train_dtype(cfg: TrainedConfig) -> str:
     return "float64" if recipe is not None and recipe.second_order else cfg.train_dtype
 
 
+#: What a cell adds when its training was stopped by its wall-clock time limit, and the line
+#: that says so under the table: such a number measures the machine's speed and load.
+TIME_MARK = " time"
+TIME_LEGEND = ("time = training stopped by its wall-clock time limit before its step budget "
+               "(the number depends on the machine's speed and load, not only on the budget)")
+
+
+def stopped_by_time(row: dict[str, Any]) -> bool:
+    """True when the record's training ended on its wall-clock time limit."""
+    return TrainedResult.from_json(row.get("result")).train_stop == "time limit"
+
+
 def _cell(row: dict[str, Any]) -> str:
     if row["status"] != "ok":
         return row["status"]
@@ -65,7 +77,7 @@ def _cell(row: dict[str, Any]) -> str:
     res = TrainedResult.from_json(row.get("result"))
     if res.approximation is not None and res.rounding is not None:
         text += " " + limit_label(res.train_converged, res.approximation, res.rounding)
-    return text
+    return text + (TIME_MARK if res.train_stop == "time limit" else "")
 
 
 def _evidence(row: dict[str, Any]) -> tuple[float | None, ...]:
@@ -164,6 +176,8 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
             body = [[*line, digits.get(lab, "")] for line, lab in zip(body, labels, strict=True)]
             title += "; ref digits = certain digits of the mp100 reference"
         blocks.append(text_table(title, head, body))
+    if any(stopped_by_time(r) for g in by_task.values() for r in g if r["status"] == "ok"):
+        blocks.append(TIME_LEGEND)
     if inverted:
         blocks.append(INVERTED_LEGEND)
     invalid = invalid_lines([r for g in by_task.values() for r in g])

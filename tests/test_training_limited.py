@@ -103,3 +103,21 @@ def test_a_budget_cut_run_is_labelled_t_in_the_table(tmp_path):
     assert all(r["result"]["recipe_settings"] == {} for r in rows)   # the paper fixes none
     text = model_tables(rows)
     assert " T " in text + " " and "T = training-limited" in text
+
+
+def test_a_training_stopped_by_time_is_marked_in_the_printed_table():
+    """A budget in steps measures the architecture; a wall-clock stop measures the machine,
+    so its cell says so and the legend below the table explains it."""
+    from reports.model_table import TIME_LEGEND, model_tables
+
+    def row(run_id: str, stop: str) -> dict:
+        return {"kind": "trained", "task": "read", "subject": "tf", "precision": "float32",
+                "status": "ok", "mse": 1e-4, "created_at": "2026", "run_id": run_id,
+                "config": {"depth": 1, "width": 4 if stop == "steps" else 8},
+                "result": {"decomposition": {"approximation": -4.0, "rounding": -9.0},
+                           "train_converged": False, "train_stop": stop}}
+
+    text = model_tables([row("a", "time limit"), row("b", "steps")])
+    assert "1.0e-04 T time" in text and TIME_LEGEND in text
+    assert "1.0e-04 T time" not in model_tables([row("b", "steps")])
+    assert TIME_LEGEND not in model_tables([row("b", "steps")])
