@@ -203,6 +203,9 @@ def test_a_stop_during_a_store_write_waits_for_the_count() -> None:
 
     from probes.runner import _signals_deferred
 
+    # Python's own Ctrl-C handler, whatever this process inherited (a job started in the
+    # background by a non-interactive shell starts with SIGINT ignored)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait, daemon=True)
     other.start()
@@ -218,8 +221,10 @@ def test_a_stop_during_a_store_write_waits_for_the_count() -> None:
     finally:
         stop.set()
         other.join()
+        restored = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, inherited)
     assert steps == ["block done", "raised after"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert restored is signal.default_int_handler
 
 
 def test_sigterm_of_the_driver_is_a_clean_stop(tmp_path: Path) -> None:
