@@ -195,5 +195,6 @@ def run(args: argparse.Namespace) -> int:
         written = store.write_runs(checked(records(spec, loc, wall)))   # the invariants
     print(f"{loc.evaluations} evaluations in {wall:.0f} s; {written} new record"
           f"{'s' if written != 1 else ''} of kind localize in {args.db} (suite {SUITE}, "
-          f"model {spec.label}); 'precision report --db {args.db}' shows the table and figure")
+          f"model {spec.label}); 'precision report --db {args.db} --out report/localize' "
+          "shows the table and figure")
     return 0
