@@ -41,19 +41,13 @@ from precision.precisions import Precision
 from precision.reference import MODEL_REFERENCE
 from precision.tasks import Task, gradient_query_row
 from precision.truth import least_squares_truth, truth_bits
+from probes.factory import is_factory_spec
 from probes.store.canonical import config_hash
 from probes.training.checkpoint import Checkpoint
 from probes.training.convergence_check import Check, convergence_check
 from probes.training.job import Job
 from probes.training.recipes import TrainResult, train
-from probes.training.weights import (
-    WeightsError,
-    float_dtype,
-    load_weights,
-    read_header,
-    read_training,
-    save_weights,
-)
+from probes.training.weights import WeightsError, load_trained_model, read_header, save_weights
 
 #: The high precision the decomposition's f_mp is computed in.
 REFERENCE_PRECISION = MODEL_REFERENCE
@@ -256,21 +250,17 @@ def _load(job: Job, path: Path, job_config: dict[str, Any] | None
     check of ``job`` from its weights file, or None when the file does not hold this job's
     trained weights and training record (then the job trains again)."""
     try:
-        specs, _ = read_header(path)
-        tensors, stored = load_weights(path)
-        record = read_training(path)
-        if record is None or stored != json.loads(json.dumps(job_config)):
+        _, meta = read_header(path)   # the header alone: no tensor is read for another job
+        if json.loads(meta["job"]) != json.loads(json.dumps(job_config)):
             return None
-        task, model = job.build()
-        dtype = float_dtype(specs)
-        if dtype is not None:
-            model = model.to(dtype)
-        model.load_state_dict(tensors, strict=True)
+        record = json.loads(meta["training"])
         raw = training_result(record["training"])
         check = None if record.get("check") is None else Check(**record["check"])
-    except (WeightsError, RuntimeError, ValueError, TypeError, KeyError):
+        model, _ = load_trained_model(
+            path, factory=job.family if is_factory_spec(job.family) else None)
+    except (WeightsError, ValueError, TypeError, KeyError, RecursionError):
         return None
-    return task, model, raw, check
+    return job.build_task(), model, raw, check
 
 
 def training_result(record: dict[str, Any]) -> TrainResult:

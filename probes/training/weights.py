@@ -1,12 +1,13 @@
 """Trained weights on disk: safetensors only, and loading never runs code the caller did not
 name.
 
-``precision run SUITE --save-weights DIR`` writes every trained job's final weights (float64
-tensors holding exactly the values of the training dtype) to ``DIR/<job id>.safetensors``
-with the job config in the file's metadata; :func:`load_trained_model` rebuilds the model
-from that config and loads the weights, e.g. to evaluate it in a precision the suite did not
-ask for. A safetensors file is a JSON header and raw tensor bytes: nothing in it is executed
-(a pickle, or any other file, is refused with a one-line :class:`WeightsError`).
+``precision run SUITE`` keeps every trained job's final weights (the values of the training
+dtype) in ``STORE.weights/<job id>.safetensors`` (``--save-weights DIR``: in ``DIR``) with the
+job config and the training record in the file's metadata; :func:`load_trained_model`
+rebuilds the model from that config and loads the weights (a later measurement of the job
+reads them instead of training: :func:`probes.training.measure.trained_model`). A
+safetensors file is a JSON header and raw tensor bytes: nothing in it is executed (a pickle,
+or any other file, is refused with a one-line :class:`WeightsError`).
 
 The metadata only describes the model. A built-in family (:data:`precision.models.MODELS`,
 the project's own code) is rebuilt by name; a model of a user factory (``MODULE:FACTORY``)
@@ -74,24 +75,6 @@ def save_weights(model: nn.Module, path: str | Path, job: dict[str, Any],
     save_file(tensors, str(tmp), metadata=meta)
     os.replace(tmp, path)
     return path
-
-
-def read_training(path: str | Path) -> dict[str, Any] | None:
-    """The training record a weights file holds (see :func:`save_weights`), or None when it
-    holds none or it cannot be read (the caller then trains again)."""
-    try:
-        _, meta = read_header(path)
-        training = json.loads(meta["training"]) if "training" in meta else None
-    except (WeightsError, json.JSONDecodeError, RecursionError):
-        return None
-    return training if isinstance(training, dict) else None
-
-
-def float_dtype(specs: dict[str, tuple[str, tuple[int, ...]]]) -> torch.dtype | None:
-    """The one floating dtype of a weights file's tensors (``specs`` from
-    :func:`read_header`), or None when it has none or several."""
-    dtypes = {_DTYPES[d][0] for d, _ in specs.values() if _DTYPES[d][0].is_floating_point}
-    return dtypes.pop() if len(dtypes) == 1 else None
 
 
 def read_header(path: str | Path) -> tuple[dict[str, tuple[str, tuple[int, ...]]],
@@ -292,9 +275,9 @@ def load_trained_model(path: str | Path, factory: Factory | str | None = None,
         first = (str(exc).splitlines() or [""])[0]
         raise WeightsError(f"{path}: cannot rebuild the model of its job config: {first}") \
             from None
-    dtype = float_dtype(specs)
-    if dtype is not None:
-        model = model.to(dtype)
+    dtypes = {_DTYPES[d][0] for d, _ in specs.values() if _DTYPES[d][0].is_floating_point}
+    if len(dtypes) == 1:
+        model = model.to(dtypes.pop())
     tensors, _ = load_weights(path)
     try:
         model.load_state_dict(tensors, strict=True)
