@@ -40,6 +40,7 @@ from torch.func import functional_call, jacfwd, jacrev, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from probes.training.train_config import TrainConfig
+from probes.training.work import WorkLedger, cholesky_flops, eigh_flops
 
 _log = logging.getLogger(__name__)
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -94,6 +95,11 @@ class _Model2:
     evals: torch.Tensor
     b: torch.Tensor
 
+    @property
+    def step_flops(self) -> float:
+        """FLOPs of one :meth:`step` (the product V z)."""
+        return 0.0 if self.V is None else 2.0 * self.V.numel()
+
     def step(self, mu: float) -> tuple[torch.Tensor, float]:
         z = self.b / (self.evals + mu)
         pred = float(self.b.dot(z) - 0.5 * (z * self.evals).dot(z))  # decrease of 0.5||r||^2
@@ -120,6 +126,9 @@ class _CholeskyModel:
         self.b = self.Js.T @ r
         self.kernel = jac.shape[0] < jac.shape[1]
         self.G = self.Js @ self.Js.T if self.kernel else self.Js.T @ self.Js
+        n = self.G.shape[0]
+        #: FLOPs of one :meth:`step`: the factorisation, two triangular solves, the products
+        self.step_flops = cholesky_flops(n) + 4.0 * n * n + 4.0 * jac.numel()
 
     def step(self, mu: float) -> tuple[torch.Tensor, float]:
         eye = torch.eye(self.G.shape[0], dtype=self.G.dtype, device=self.G.device)
@@ -134,7 +143,8 @@ class _CholeskyModel:
         return -(self.s * z), pred
 
     def top(self, iterations: int = 30) -> float:
-        """Power-iteration estimate of the largest eigenvalue of J^T J (scaled)."""
+        """Power-iteration estimate of the largest eigenvalue of J^T J (scaled); its FLOPs:
+        :meth:`top_flops`."""
         v = torch.ones(self.G.shape[0], dtype=self.G.dtype, device=self.G.device)
         v /= v.norm()
         lam = 0.0
@@ -145,6 +155,10 @@ class _CholeskyModel:
                 break
             v = w / lam
         return lam
+
+    def top_flops(self, iterations: int = 30) -> float:
+        """FLOPs of :meth:`top` (at most)."""
+        return 2.0 * iterations * self.G.numel()
 
 
 def _batch_jacobian(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor,
@@ -198,21 +212,34 @@ class _Scaling:
                  blocks: list[tuple[slice, slice | None, torch.Tensor, torch.Tensor,
                                     torch.Tensor, torch.Tensor]]) -> None:
         self.diag = diag_scale
-        self.blocks = blocks   # (weight slice, bias slice, Q_G, Q_A, inverse sqrt, sqrt)
+        # layers of one shape are scaled together (a batch of matrix products per shape,
+        # not a few small products per layer): per shape (n_out, n_in + bias), the positions
+        # of each layer's [weight | bias] matrix in the flat vector (L, n_out, n_in + bias)
+        # and the layers' stacked Q_G, Q_A, inverse sqrt and sqrt
+        by_shape: dict[tuple[int, int], list[tuple[torch.Tensor, ...]]] = {}
+        for w, b, qg, qa, isq, sq in blocks:
+            n_out, n_cols = qg.shape[0], qa.shape[0]
+            n_in = n_cols - (b is not None)
+            pos = torch.arange(w.start, w.stop, device=qg.device).view(n_out, n_in)
+            if b is not None:
+                pos = torch.cat([pos, torch.arange(b.start, b.stop,
+                                                   device=qg.device).view(n_out, 1)], dim=1)
+            by_shape.setdefault((n_out, n_cols), []).append((pos, qg, qa, isq, sq))
+        self.groups = [tuple(torch.stack(t) for t in zip(*layers, strict=True))
+                       for layers in by_shape.values()]
 
     def _apply(self, v: torch.Tensor, inverse: bool) -> torch.Tensor:
-        out = v / self.diag if inverse else v * self.diag
-        for w, b, qg, qa, isq, sq in self.blocks:
-            n_out, n_in = qg.shape[0], qa.shape[0] - (b is not None)
-            mat = v[w].view(n_out, n_in)
-            if b is not None:
-                mat = torch.cat([mat, v[b].view(n_out, 1)], dim=1)
-            z = (qg.T @ mat @ qa) * (sq if inverse else isq)
-            mat = qg @ z @ qa.T
-            out[w] = mat[:, :n_in].reshape(-1)
-            if b is not None:
-                out[b] = mat[:, n_in]
-        return out
+        """S v (or S^-1 v) of one vector (P,) or of each row of a block (b, P): the layers
+        of each shape are scaled by one batch of matrix products over the block."""
+        block = v if v.dim() == 2 else v[None]
+        out = block / self.diag if inverse else block * self.diag
+        n = block.shape[0]
+        for pos, qg, qa, isq, sq in self.groups:
+            flat = pos.flatten()
+            mat = block[:, flat].view(n, *pos.shape)           # (b, L, n_out, n_in + bias)
+            z = (qg.mT @ mat @ qa) * (sq if inverse else isq)
+            out[:, flat] = (qg @ z @ qa.mT).reshape(n, -1)
+        return out if v.dim() == 2 else out[0]
 
     def __call__(self, v: torch.Tensor) -> torch.Tensor:
         return self._apply(v, inverse=False)
@@ -317,12 +344,28 @@ def _krylov_converged(decrease: list[float], tol: float) -> bool:
     return decrease[-1] - decrease[-1 - w] < w * tol * decrease[-1]
 
 
+def _batched_grad(out: torch.Tensor, inp: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
+    """The vector-Jacobian products of ``out`` for each row of ``grads`` (b, *out.shape)
+    with respect to ``inp``: one batched backward pass (``is_grads_batched``: matrix-matrix
+    products over the block), or one pass per row where an op has no batching rule. The
+    graph is kept."""
+    if grads.shape[0] > 1:
+        try:
+            return torch.autograd.grad(out, inp, grads, retain_graph=True,
+                                       is_grads_batched=True)[0]
+        except (RuntimeError, NotImplementedError):   # an op vmap cannot batch
+            pass
+    return torch.stack([torch.autograd.grad(out, inp, g, retain_graph=True)[0] for g in grads])
+
+
 def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor, k: int,
                   probes: int, memory: list[torch.Tensor], deadline: float | None,
                   linears: list[tuple[nn.Linear, slice, slice | None]] | None = None,
                   curvature: tuple[Callable[[torch.Tensor], torch.Tensor], float] | None = None,
                   low: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                  tol: float = 0.0, damping: float | None = None) -> _Model2:
+                  tol: float = 0.0, damping: float | None = None,
+                  ledger: WorkLedger | None = None, rows: tuple[int, int] = (0, 0)
+                  ) -> _Model2:
     """Lanczos on S J^T J S started from S J^T r, at most k matrix-free products.
 
     ``tol`` > 0: the basis stops growing earlier, when the last directions no longer add to
@@ -343,70 +386,95 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
     S (:class:`_Scaling`): K-FAC on the ``linears`` (None: none), elsewhere
     diag(J^T J)^(-1/2) with diag(J^T J) = E[(J^T z)^2] estimated from ``probes`` Rademacher
     vectors z (Hutchinson); S only has to be a preconditioner.
+
+    What does not depend on the previous Lanczos vector is done over blocks of vectors at
+    once (matrix-matrix products): the probes, the curvature of the remembered steps, the
+    scaling of the final basis. ``ledger`` counts the FLOPs (:mod:`probes.training.work`);
+    ``rows``: the sequences of the batch and of its curvature subset (the counts' keys).
     """
+    ledger = ledger if ledger is not None else WorkLedger()
+    B, sub = rows
     res_c, c = curvature if curvature is not None else (res, 1.0)
-    blocks = _kfac_blocks(res_c, theta, linears) if linears else []
+    blocks = ledger.run(("kfac", sub), _kfac_blocks, res_c, theta, linears) if linears else []
+    ledger.add(sum(eigh_flops(qg.shape[0]) + eigh_flops(qa.shape[0])
+                   for _, _, qg, qa, _, _ in blocks))
     products = low if low is not None else res_c
     th = theta.detach().clone().requires_grad_(True)
-    r = res(th)
-    g = torch.autograd.grad(r, th, r.detach(), retain_graph=products is res)[0]
+
+    def gradient() -> tuple[torch.Tensor, torch.Tensor]:
+        r = res(th)
+        return r, torch.autograd.grad(r, th, r.detach(), retain_graph=products is res)[0]
+
+    r, g = ledger.run(("gradient", B), gradient)
     if products is not res:
         th = theta.detach().clone().requires_grad_(True)
-        r = products(th)
+        r = ledger.run(("forward", sub), products, th)
     u = torch.zeros_like(r, requires_grad=True)
-    jtu = torch.autograd.grad(r, th, u, create_graph=True)[0]
+    jtu = ledger.run(("graph", sub), lambda: torch.autograd.grad(r, th, u, create_graph=True)[0])
 
-    def jtj(v: torch.Tensor) -> torch.Tensor:
-        jv = torch.autograd.grad(jtu, u, v, retain_graph=True)[0]
-        return torch.autograd.grad(r, th, jv, retain_graph=True)[0] * c
+    def jtj(V: torch.Tensor) -> torch.Tensor:
+        """J^T J applied to each row of V (b, P)."""
+        jv = _batched_grad(jtu, u, V.to(jtu.dtype))
+        return _batched_grad(r, th, jv) * c
 
-    diag = torch.zeros_like(theta)
-    for _ in range(probes):
-        z = torch.randint(0, 2, r.shape, dtype=r.dtype).to(r.device).mul_(2).sub_(1)
-        diag += torch.autograd.grad(r, th, z, retain_graph=True)[0].pow(2) * c
-    sc = _Scaling(_scaling(diag / max(probes, 1)) if probes > 0 else torch.ones_like(theta),
-                  blocks)
+    if probes > 0:
+        Z = torch.randint(0, 2, (probes, r.numel()), dtype=r.dtype).to(r.device).mul_(2).sub_(1)
+        diag = ledger.run(("probe", sub), _batched_grad, r, th, Z,
+                          units=probes).pow(2).sum(0) * c
+    sc = _Scaling(_scaling(diag / probes) if probes > 0 else torch.ones_like(theta), blocks)
+
+    def image(V: torch.Tensor) -> torch.Tensor:
+        """S J^T J S of each row of V (b, P)."""
+        return ledger.run(("image", sub), lambda: sc(jtj(sc(V))), units=V.shape[0])
+
+    P = theta.numel()
+    basis = torch.empty(k + len(memory), P, dtype=theta.dtype, device=theta.device)
+    images = torch.empty_like(basis)            # S J^T J S of each basis vector
     gs = sc(g)
     gnorm = float(gs.norm())
-    basis = [gs / gnorm]
-    images: list[torch.Tensor] = []              # S J^T J S applied to each basis vector
+    basis[0] = gs / gnorm
     proj = torch.zeros(k if tol > 0.0 else 0, k if tol > 0.0 else 0,   # V^T S J^T J S V,
                        dtype=theta.dtype, device=theta.device)        # for the rule only
     decrease: list[float] = []                   # q_j of the stopping rule
+    n = 0
     for j in range(k):
-        w = sc(jtj(sc(basis[j])))
-        images.append(w)
-        Vm = torch.stack(basis, dim=1)
+        w = image(basis[j: j + 1])[0]
+        images[j] = w
+        n = j + 1
+        Vm = basis[:n]
         if tol > 0.0:
-            proj[: j + 1, j] = Vm.T @ w
-            decrease.append(_model_decrease(proj[: j + 1, : j + 1], gnorm, damping))
+            proj[:n, j] = Vm @ w
+            decrease.append(_model_decrease(proj[:n, :n], gnorm, damping))
         for _ in range(2):                       # full reorthogonalisation, twice
-            w = w - Vm @ (Vm.T @ w)
+            w = w - (Vm @ w) @ Vm
+        ledger.add(8.0 * P * n)
         beta = float(w.norm())
         if j == k - 1 or beta <= 1e-12 * float(images[0].norm()) or (
                 deadline is not None and time.perf_counter() > deadline) or (
                 tol > 0.0 and _krylov_converged(decrease, tol)):
             break
-        basis.append(w / beta)
-    basis = basis[:len(images)]
-    for d in memory:                             # earlier steps, in scaled coordinates
-        v = sc.inverse(d)
-        norm0 = float(v.norm())
-        Vm = torch.stack(basis, dim=1)
-        for _ in range(2):
-            v = v - Vm @ (Vm.T @ v)
-        nv = float(v.norm())
-        if nv <= 1e-8 * norm0:
-            continue
-        basis.append(v / nv)
-        images.append(sc(jtj(sc(basis[-1]))))
-    Vm = torch.stack(basis, dim=1)
-    T = Vm.T @ torch.stack(images, dim=1)
+        basis[n] = w / beta
+    lanczos = n
+    if memory:                                   # earlier steps, in scaled coordinates
+        for v in sc.inverse(torch.stack(memory)):
+            norm0 = float(v.norm())
+            Vm = basis[:n]
+            for _ in range(2):
+                v = v - (Vm @ v) @ Vm
+            ledger.add(8.0 * P * n)
+            nv = float(v.norm())
+            if nv > 1e-8 * norm0:
+                basis[n] = v / nv
+                n += 1
+        if n > lanczos:                          # their curvature: one block product
+            images[lanczos:n] = image(basis[lanczos:n])
+    Vm = basis[:n]
+    T = Vm @ images[:n].T
     evals, Q = torch.linalg.eigh(0.5 * (T + T.T))
-    bvec = Q.T @ (Vm.T @ gs)
-    Vm = Vm @ Q
-    Vm = torch.stack([sc(c) for c in Vm.T], dim=1)
-    return _Model2(V=Vm, evals=evals.clamp(min=0.0), b=bvec)
+    bvec = Q.T @ (Vm @ gs)
+    scaled = sc(Q.T @ Vm)                        # (n, P): the model's directions, scaled
+    ledger.add(6.0 * P * n * n + eigh_flops(n))
+    return _Model2(V=scaled.T, evals=evals.clamp(min=0.0), b=bvec)
 
 
 @dataclass
@@ -428,6 +496,7 @@ class LMState:
     dense_ok: bool = True
     curvature: float | None = None   # the Krylov path's curvature fraction (None: the setting's)
     low: bool | None = None   # its products in lm_curvature_dtype (None: as the setting says)
+    flops: float = 0.0        # the work of the iterations so far (probes.training.work)
 
     def to_checkpoint(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         """(tensors, JSON-able scalars) for a checkpoint (floats are exact in JSON)."""
@@ -438,7 +507,7 @@ class LMState:
         return tensors, {"it": self.it, "mu": self.mu, "nu": self.nu,
                          "memory": len(self.memory), "per_sample": self.per_sample,
                          "dense_ok": self.dense_ok, "curvature": self.curvature,
-                         "low": self.low}
+                         "low": self.low, "flops": self.flops}
 
     @classmethod
     def from_checkpoint(cls, tensors: dict[str, torch.Tensor], state: dict[str, Any],
@@ -458,7 +527,8 @@ class LMState:
                    per_sample=bool(state["per_sample"]), dense_ok=bool(state["dense_ok"]),
                    curvature=None if state.get("curvature") is None
                    else float(state["curvature"]),
-                   low=None if state.get("low") is None else bool(state["low"]))
+                   low=None if state.get("low") is None else bool(state["low"]),
+                   flops=float(state.get("flops", 0.0)))
 
 
 #: A damped-step model of one iteration: the dense path's (eigenbasis or Cholesky) or the
@@ -527,6 +597,8 @@ class _Point:
     theta: torch.Tensor
     residuals: ResidualFn
     f: float
+    ledger: WorkLedger
+    rows: int                  # sequences in the batch (and the held-out one)
     held_loss: Callable[[torch.Tensor], float] | None = None
     held_now: float | None = None
 
@@ -534,15 +606,16 @@ class _Point:
         """The step d of ``q`` for damping ``mu`` if it is acceptable: it lowers the batch
         loss (f(theta + d) < f, rho > 0) and, with a held-out batch, that batch's loss."""
         d, pred = q.step(mu)
+        self.ledger.add(q.step_flops)
         with torch.no_grad():
-            rt = self.residuals(self.theta + d)
+            rt = self.ledger.run(("forward", self.rows), self.residuals, self.theta + d)
         ft = 0.5 * float(rt.dot(rt))
         rho = (self.f - ft) / pred if pred > 0 else -1.0
         if not (math.isfinite(ft) and ft < self.f and rho > 0):
             return None
         if self.held_loss is None or self.held_now is None:
             return _Try(ft, mu, d, ft, rho)
-        score = self.held_loss(self.theta + d)
+        score = self.ledger.run(("forward", self.rows), self.held_loss, self.theta + d)
         return None if score >= self.held_now else _Try(score, mu, d, ft, rho)
 
 
@@ -588,6 +661,7 @@ class _Engine:
             if cfg.lm_precondition == "kfac" else None
         self.sample, self.gen = sample, gen
         self.batch = lm_batch_size(cfg, self.n_params, per_sample_residuals(sample))
+        self.ledger = WorkLedger()   # its count is added to LMState.flops by each iteration
 
     def next_batch(self, st: LMState) -> tuple[torch.Tensor, torch.Tensor]:
         """The batch of iteration ``st.it``: every ``lm_refresh`` iterations the one drawn
@@ -617,20 +691,25 @@ class _Engine:
         the eigenbasis of the scaled J^T J (:func:`_dense_model`) or, ``lm_solve =
         "cholesky"``, the Cholesky model. None when no torch.func transform works (then
         ``st.dense_ok`` is False and the Krylov path takes over for good)."""
-        jac = None
+        jac, B = None, batch[0].shape[0]
         if st.per_sample:
             try:
-                jac = _sample_jacobian(self.res.one, theta, *batch)
+                jac = self.ledger.run(("sample jacobian", B), _sample_jacobian, self.res.one,
+                                      theta, *batch)
             except (RuntimeError, NotImplementedError):   # an op vmap cannot batch
                 st.per_sample = False
         if not st.per_sample:
             try:
-                jac = _batch_jacobian(residuals, theta, r)
+                jac = self.ledger.run(("batch jacobian", B), _batch_jacobian, residuals,
+                                      theta, r)
             except (RuntimeError, NotImplementedError):   # no torch.func transform at
                 st.dense_ok = False                         # all (an autograd.Function)
         if jac is None:
             return None
-        return (_CholeskyModel if self.cfg.lm_solve == "cholesky" else _dense_model)(jac, r)
+        if self.cfg.lm_solve == "cholesky":
+            return self.ledger.run(("cholesky model", B), _CholeskyModel, jac, r)
+        self.ledger.add(eigh_flops(jac.shape[1]))
+        return self.ledger.run(("eigh model", B), _dense_model, jac, r)
 
     def fraction(self, st: LMState) -> float:
         """The Krylov path's curvature fraction of the batch: the state's (the setting's,
@@ -651,7 +730,8 @@ class _Engine:
                                 y=y[:sub].to(self.res.low_dtype)) if st.low else None
         return _krylov_model(residuals, theta, cfg.krylov_dim, cfg.diag_probes, st.memory,
                              deadline, self.linears, curvature, low, cfg.krylov_tol,
-                             None if st.mu is None else st.mu * 10.0 ** -cfg.lm_scan)
+                             None if st.mu is None else st.mu * 10.0 ** -cfg.lm_scan,
+                             self.ledger, (x.shape[0], sub))
 
     def iterate(self, st: LMState, theta: torch.Tensor, first_steps: int,
                 deadline: float | None) -> tuple[torch.Tensor, float]:
@@ -665,8 +745,9 @@ class _Engine:
         x, y = batch = self.next_batch(st)
         t_it = time.perf_counter()
         residuals = self.res.on(x, y)
+        self.ledger.flops = st.flops
         with torch.no_grad():
-            r = residuals(theta)
+            r = self.ledger.run(("forward", x.shape[0]), residuals, theta)
         M = r.numel()
         f = 0.5 * float(r.dot(r))
         if not math.isfinite(f):
@@ -677,14 +758,16 @@ class _Engine:
         if q is None:
             q = self.krylov_step(st, residuals, theta, batch, deadline)
         top = max(q.top(), 1e-300)
+        if isinstance(q, _CholeskyModel):
+            self.ledger.add(q.top_flops())
         if st.mu is None:
             st.mu = cfg.lm_damping * top
         st.mu = min(st.mu, MU_MAX_RATIO * top)
-        point = _Point(theta, residuals, f)
+        point = _Point(theta, residuals, f, self.ledger, x.shape[0])
         if st.held is not None:
             point.held_loss = functools.partial(self.res.sum_of_squares, x=st.held[0],
                                                 y=st.held[1])
-            point.held_now = point.held_loss(theta)
+            point.held_now = self.ledger.run(("forward", x.shape[0]), point.held_loss, theta)
         best = _search_damping(q, point, st, cfg)
         st.nu = 2.0   # on failure mu stays large; the next batch / linearisation starts from it
         if best is not None:
@@ -704,6 +787,7 @@ class _Engine:
                        "dense" if dense else f"krylov {q.evals.numel()}",
                        time.perf_counter() - t_it)
         st.mu = min(max(st.mu, 1e-300), 1e300)
+        st.flops = self.ledger.flops
         st.it += 1
         return theta, 2.0 * f / M
 
@@ -726,7 +810,7 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
         st.curvature = cfg.lm_curvature
     if st.low is None:
         st.low = engine.res.low_dtype != torch.float64
-    while st.it < cfg.second_order_steps:
+    while st.it < cfg.second_order_steps and not budget_spent(cfg, st):
         if deadline is not None and time.perf_counter() > deadline:
             break
         theta, loss = engine.iterate(st, theta, first_steps, deadline)
@@ -734,6 +818,11 @@ def _levenberg_marquardt(model: nn.Module, sample: Sampler, predict: Predict, cf
             break
     engine.res.flat.set(theta)
     return st.it
+
+
+def budget_spent(cfg: TrainConfig, st: LMState) -> bool:
+    """The iterations have done the work ``cfg.engine_flops`` allows (0: no work budget)."""
+    return cfg.engine_flops > 0 and st.flops >= cfg.engine_flops
 
 
 def per_sample_residuals(sample: Sampler) -> int:

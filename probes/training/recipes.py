@@ -35,6 +35,7 @@ from probes.training.levenberg_marquardt import (
     LMState,
     Predict,
     Sampler,
+    budget_spent,
     levenberg_marquardt,
 )
 from probes.training.recipe_book import RECIPES as RECIPE_BOOK
@@ -62,14 +63,17 @@ class TrainResult:
     val_times: list[float] = field(default_factory=list)
     #: the validation curve reached its plateau (None: no validation curve)
     converged: bool | None = None
-    #: why training stopped: "steps" (budget), "floor" (until = "floor": the held-out curve
-    #: plateaued and the convergence check passed), "time limit", "diverged"
+    #: why training stopped: "steps" (its step budget), "work" (the engine's FLOP budget,
+    #: ``engine_flops``), "floor" (until = "floor": the held-out curve plateaued and the
+    #: convergence check passed), "time limit" (the wall-clock safety stop), "diverged"
     stop_reason: str = "steps"
     #: the convergence check that confirmed the floor (stop_reason "floor"), of the final
     #: weights; None otherwise
     check: Check | None = None
     #: plateaus of the held-out curve that the convergence check refused (until = "floor")
     refused_floors: int = 0
+    #: floating-point operations of the second-order iterations (probes.training.work)
+    engine_flops: float = 0.0
 
 
 class Validation:
@@ -528,7 +532,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
             status, message = "diverged", str(exc)
             done = curve.last[0] if curve.last is not None else 0
     stop = "diverged" if status == "diverged" else "floor" if val is not None and val.stop \
-        else "steps" if done >= total else "time limit"
+        else "steps" if done >= total else "work" if second_order and budget_spent(cfg, lm_state) \
+        else "time limit"
     converged = None
     if val is not None and status == "ok":
         val.measure(done)   # the curve ends at the final model
@@ -547,7 +552,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                          val_times=list(val.times) if val is not None else [],
                          converged=converged, stop_reason=stop,
                          check=confirmed[0] if stop == "floor" and confirmed else None,
-                         refused_floors=val.refused if val is not None else 0)
+                         refused_floors=val.refused if val is not None else 0,
+                         engine_flops=lm_state.flops)
     if checkpoint is not None:   # kept until the job's records are made
         state = {k: v for k, v in asdict(result).items() if k != "check"}
         checkpoint.save(_model_tensors(model), {"phase": Phase.DONE, "result": state})

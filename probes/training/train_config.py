@@ -77,7 +77,8 @@ class TrainConfig:
     curve_points: int = _setting(200, count(None))      # at most this many (step, loss) points
     warmup: int = _setting(0, count(None, lo=0, hi=100_000_000))  # constant/cosine: warm-up
     clip: float = _setting(0.0, Param(None, lo=0.0))    # Adam-phase gradient-norm clip, 0 = none
-    # seconds; training stops early (status stays "ok") when exceeded
+    # seconds: a safety stop, not a budget (a run it stops is stored and printed as stopped
+    # by time); budgets are steps, second_order_steps and engine_flops
     time_limit: float | None = _setting(None, positive(None, optional=True))
     until: str = _setting("steps", UNTIL)  # "steps": all steps; "floor": the validation plateau
     device: str = _setting("cpu", suite=False)  # where the model trains; data: the CPU
@@ -94,6 +95,10 @@ class TrainConfig:
     # cap that the time limit or the floor ends the run before.
     validation_every: int = _setting(0, count(None, lo=0, hi=1_000_000),
                                      hashed_at_default=False)
+    # the second-order phase's budget in work: it stops once its iterations have done this
+    # many floating-point operations (counted, probes.training.work: the same on any machine
+    # and under any load); 0 = none (second_order_steps still caps the iterations)
+    engine_flops: float = _setting(0.0, Param(None, lo=0.0, hi=1e21), hashed_at_default=False)
     # --- adaptive scheduler (probes.training.recipes.AdaptiveLR) ---
     window: int = _setting(50, count(None), suite=False)         # steps per decision
     lr_up: float = _setting(1.5, positive(None), suite=False)    # signal dominates, loss falls
