@@ -419,9 +419,11 @@ def grid_heatmap(task: str, subject: str, precision: str, runs: pd.DataFrame, pa
     bar = fig.colorbar(im, ax=ax, label="log10 test MSE (median over seeds)")
     bar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(label(f"{task} / {subject} / {precision}", 50), fontsize=10, pad=16)
+    clock = "; time: stopped by the clock" if any(
+        lab.endswith("time") for _, lab, _ in cells.values()) else ""
     ax.text(0.5, 1.01, "A approximation-, T training-, R rounding-limited; "
-            "colours shared by the task's heatmaps", transform=ax.transAxes, ha="center",
-            va="bottom", fontsize=7, color="dimgrey")
+            f"colours shared by the task's heatmaps{clock}", transform=ax.transAxes,
+            ha="center", va="bottom", fontsize=7, color="dimgrey")
     fig.tight_layout()
     return _save(fig, path)
 

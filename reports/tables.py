@@ -21,7 +21,14 @@ from precision.invariants import inverted_runs
 from probes.store.frames import runs_frame
 from probes.store.records import SubjectConfig, TrainedConfig, TrainedResult, stored_float
 from reports.floor_cells import INVERTED_MARK, floor_cell, floor_reached, format_log10, format_mse
-from reports.model_table import format_gain, format_power, limit_label, train_dtype
+from reports.model_table import (
+    TIME_LEGEND,
+    TIME_MARK,
+    format_gain,
+    format_power,
+    limit_label,
+    train_dtype,
+)
 from reports.text_table import precision_order
 
 SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "floor_log10",
@@ -30,7 +37,7 @@ SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "
 GRID_COLUMNS = ["task", "subject", "precision", "depth", "width", "seed", "train_steps",
                 "status", "log10_mse", "approximation", "rounding", "converged", "check_gain",
                 "grad_norm", "check_drift", "check_curvature", "check_power", "truth_digits",
-                "run_id"]
+                "train_stop", "run_id"]
 
 
 def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -119,7 +126,8 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
         check_drift=[stored_float(res.check_drift) for res in outcomes],
         check_curvature=[stored_float(res.check_curvature) for res in outcomes],
         check_power=[stored_float(res.check_power) for res in outcomes],
-        truth_digits=[stored_float(res.truth_digits) for res in outcomes])[GRID_COLUMNS]
+        truth_digits=[stored_float(res.truth_digits) for res in outcomes],
+        train_stop=[res.train_stop for res in outcomes])[GRID_COLUMNS]
     if not df.empty:
         df = df.sort_values(["task", "subject", "precision", "depth", "width", "seed",
                              "run_id"]).reset_index(drop=True)
@@ -133,12 +141,20 @@ def _present(value: Any) -> bool:
 def cell_labels(runs: pd.DataFrame) -> str:
     """The limit labels (:func:`~reports.model_table.limit_label`: A / T / R) of the seeds of
     one grid cell, rows of :func:`grid_runs`: the distinct ones in the order A, T, R, joined by
-    ``/`` (``A/T``: the seeds disagree); '' when no run stored its decomposition."""
+    ``/`` (``A/T``: the seeds disagree); '' when no run stored its decomposition. A cell
+    one of whose trainings was stopped by its wall-clock limit ends in ``time``
+    (:data:`~reports.model_table.TIME_MARK`): its number depends on the machine's load."""
     labels = {limit_label(bool(r["converged"]) if _present(r["converged"]) else None,
                           float(r["approximation"]), float(r["rounding"]))
               for _, r in runs.iterrows()
               if _present(r["approximation"]) and _present(r["rounding"])}
-    return "/".join(sorted(labels, key="ATR".index))
+    text = "/".join(sorted(labels, key="ATR".index))
+    return (text + TIME_MARK).strip() if stopped_by_clock(runs) else text
+
+
+def stopped_by_clock(runs: pd.DataFrame) -> bool:
+    """Whether a training of these rows of :func:`grid_runs` ended on its wall-clock limit."""
+    return bool("train_stop" in runs and (runs["train_stop"] == "time limit").any())
 
 
 #: What a grid cell can show: the final total MSE, and its decomposition when stored
@@ -222,8 +238,9 @@ def _metric_pivots(task: str, subject: str, prec: str, group: pd.DataFrame) -> l
         frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
                              columns=[f"width {w}" for w in widths])
         suffix = "" if metric == "log10_mse" else f"-{metric}"
+        clock = f"; {TIME_LEGEND}" if metric == "log10_mse" and stopped_by_clock(group) else ""
         note = (" (median [min, max] over seeds; A approximation-, T training-, "
-                "R rounding-limited)" if metric == "log10_mse" else
+                f"R rounding-limited{clock})" if metric == "log10_mse" else
                 " (median [min, max] over seeds)")
         out.append(Pivot(f"grid-{task}-{subject}-{prec}{suffix}",
                          f"{task} / {subject} / {prec}: {label} by depth x width{note}",

@@ -121,3 +121,31 @@ def test_a_training_stopped_by_time_is_marked_in_the_printed_table():
     assert "1.0e-04 T time" in text and TIME_LEGEND in text
     assert "1.0e-04 T time" not in model_tables([row("b", "steps")])
     assert TIME_LEGEND not in model_tables([row("b", "steps")])
+
+
+def test_a_grid_cell_stopped_by_time_says_so_in_its_table_and_heatmap():
+    """The report's depth x width tables and heatmaps mark a cell one of whose trainings
+    the clock stopped, and explain the mark; a cell stopped by its budget in work is not
+    marked."""
+    import pandas as pd
+
+    from reports.model_table import TIME_LEGEND
+    from reports.plots import heatmap_cells
+    from reports.tables import grid_pivots, grid_runs
+
+    def row(run_id: str, stop: str, width: int) -> dict:
+        return {"kind": "trained", "task": "read", "subject": "tf", "precision": "float32",
+                "status": "ok", "mse": 1e-4, "log10_mse": -4.0, "created_at": "2026",
+                "run_id": run_id, "config": {"depth": 1, "width": width},
+                "result": {"decomposition": {"approximation": -4.0, "rounding": -9.0},
+                           "train_converged": False, "train_stop": stop}}
+
+    runs = grid_runs([row("a", "time limit", 8), row("b", "work", 4)])
+    table = next(p for p in grid_pivots(runs) if p.key == "grid-read-tf-float32")
+    assert list(table.frame.loc[1]) == ["1.0e-04 T", "1.0e-04 T time"]
+    assert TIME_LEGEND in table.title
+    cells = heatmap_cells("read", "tf", "float32", runs)
+    assert cells[(1, 8)][1] == "T time" and cells[(1, 4)][1] == "T"
+    untimed = grid_pivots(grid_runs([row("b", "work", 4)]))
+    assert all(TIME_LEGEND not in p.title for p in untimed)
+    assert isinstance(runs, pd.DataFrame)
