@@ -120,3 +120,52 @@ def test_every_built_in_profile_budgets_in_work_not_seconds() -> None:
                     seen += 1
                     assert run.spec.train.time_limit is None, (path.name, profile, run.id)
     assert seen > 100
+
+
+def test_block_krylov_spans_what_lanczos_does_on_a_small_problem() -> None:
+    """On a linear least-squares problem with fewer parameters than products, the Lanczos
+    basis and the block Krylov basis (start block: the gradients of 4 parts of the batch)
+    both span the whole space, so both models give the exact damped Gauss-Newton step."""
+    gen = torch.Generator().manual_seed(3)
+    A = torch.randn(40, 6, generator=gen, dtype=torch.float64)
+    y = torch.randn(40, generator=gen, dtype=torch.float64)
+
+    def res(th: torch.Tensor) -> torch.Tensor:
+        return A @ th - y
+
+    theta = torch.zeros(6, dtype=torch.float64)
+    mu = 0.5
+    exact = -torch.linalg.solve(A.T @ A + mu * torch.eye(6, dtype=torch.float64),
+                                A.T @ res(theta))
+    for block in (1, 4):
+        torch.manual_seed(0)
+        q = lm._krylov_model(res, theta, 8, 0, [], None, rows=(40, 40), block=block)
+        assert q.V is not None and q.V.shape[1] == 6     # the whole space, no more
+        d, _ = q.step(mu)
+        assert torch.allclose(d, exact, rtol=1e-9, atol=1e-12), block
+
+
+def test_a_dependent_row_is_dropped_from_the_block_basis() -> None:
+    """A start row in the span of the others adds no basis vector; the kept rows are
+    orthonormal."""
+    gen = torch.Generator().manual_seed(4)
+    W = torch.randn(3, 50, generator=gen, dtype=torch.float64)
+    W = torch.cat([W, (W[0] + 2 * W[2])[None]])
+    Q = lm._orthonormal_rows(W, W[:0], WorkLedger())
+    assert Q.shape == (3, 50)
+    assert torch.allclose(Q @ Q.T, torch.eye(3, dtype=torch.float64), atol=1e-12)
+
+
+def test_the_engine_trains_with_block_products() -> None:
+    """krylov_block > 1 on the Krylov path trains: both runs go a decade below where the
+    engine started. (Per iteration the block space is the weaker one here: 6 iterations
+    reached 1.1e-3 with Lanczos and 6.3e-2 with blocks of 4; its Krylov degree in the
+    gradient is a quarter of Lanczos's.)"""
+    for block in (1, 4):
+        cfg = replace(ENGINE, second_order_steps=6).resolved()
+        cfg = replace(cfg, krylov_block=block, dense_max_params=0)
+        task, model = _job(cfg)
+        res = train(model, task.sample, lambda m, x: task.select(m(x)), cfg)
+        assert res.status == "ok", res.message
+        start = next(loss for step, loss in res.curve if step == cfg.steps)
+        assert res.curve[-1][1] < start / 10, (block, start, res.curve[-1])
