@@ -9,9 +9,12 @@ Every stored run records them, so a reader can tell a kernel difference from a c
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 import platform
 import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 #: Environment variables that select kernels or BLAS paths (recorded when set).
@@ -31,6 +34,27 @@ def _blas(config: str) -> str:
 
 
 @functools.cache
+def code_version() -> str:
+    """The toolkit's code: ``git <commit>`` (``+changes`` when tracked files differ from it)
+    when it runs from a git checkout, else ``precision <version>`` of the installed
+    package."""
+    root = Path(__file__).resolve().parents[1]
+    if (root / ".git").exists():
+        try:
+            head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root,
+                                  capture_output=True, text=True, timeout=10, check=True)
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                   cwd=root, capture_output=True, text=True, timeout=10)
+            return f"git {head.stdout.strip()}" + ("+changes" if dirty.stdout.strip() else "")
+        except (OSError, subprocess.SubprocessError):
+            pass
+    try:
+        return f"precision {importlib.metadata.version('precision')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@functools.cache
 def _static() -> dict[str, Any]:
     import flint
     import numpy
@@ -44,6 +68,7 @@ def _static() -> dict[str, Any]:
         "python_flint": getattr(flint, "__version__", "unknown"),
         "machine": platform.machine(),
         "python": platform.python_version(),
+        "code": code_version(),
     }
 
 
@@ -61,7 +86,7 @@ def provenance(device: str = "cpu") -> dict[str, Any]:
 
 
 def provenance_line(p: dict[str, Any]) -> str:
-    """One line for reports: ``torch 2.13.0, AVX512, MKL ..., 1 thread``."""
+    """One line for reports: ``torch 2.13.0, AVX512, MKL ..., 1 thread, code git abc``."""
     threads = p.get("threads")
     parts = [f"torch {p.get('torch', '?')}", str(p.get("cpu_capability", "?")),
              str(p.get("blas", "?")),
@@ -70,4 +95,6 @@ def provenance_line(p: dict[str, Any]) -> str:
     parts += [f"{k}={v}" for k, v in sorted(env.items())]
     if p.get("device"):
         parts.append(f"trained on {p['device']}")
+    if p.get("code"):
+        parts.append(f"code {p['code']}")
     return ", ".join(x for x in parts if x)

@@ -44,3 +44,17 @@ def test_stored_runs_carry_provenance_and_the_report_shows_it(tmp_path):
             torch.backends.cpu.get_cpu_capability()
     md = (tmp_path / "rep" / "tiny" / "report.md").read_text()
     assert f"Computed with: torch {torch.__version__}" in md and "(2 runs)" in md
+
+
+def test_provenance_names_the_code_that_computed() -> None:
+    """Every run records which code computed it: the git commit of a checkout (marked when
+    tracked files differ from it) or the installed package's version; report lines show it."""
+    import re
+
+    from precision.provenance import code_version, provenance, provenance_line
+
+    code = provenance()["code"]
+    assert code == code_version()
+    assert re.fullmatch(r"git [0-9a-f]{12}(\+changes)?|precision \S+|unknown", code), code
+    assert provenance_line({"torch": "2", "threads": 1, "code": "git abc"}).endswith(
+        "code git abc")
