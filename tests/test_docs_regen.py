@@ -55,6 +55,22 @@ def test_results_page_holds_each_suites_tables_and_provenance(tmp_path):
     assert again.read_bytes() == out.read_bytes()    # the store alone decides the bytes
 
 
+def test_results_page_of_two_stores_names_each(tmp_path):
+    """Two stores (a shipped one beside a recomputed one): each suite gets its section with
+    the store it comes from; a suite both hold is told apart by the store's name."""
+    first, second = tmp_path / "a.db", tmp_path / "b.db"
+    _tiny_store(first)
+    _tiny_store(second)
+    out = tmp_path / "results.md"
+    assert regen.main(["results", str(first), str(second), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "`python tools/regenerate_docs.py results a.db b.db` from the stores `a.db`, " \
+        "`b.db`" in text
+    for title in ("prims (a.db)", "solvers (a.db)", "prims (b.db)", "solvers (b.db)"):
+        assert f"## {title}" in text
+    assert "(store `b.db`), computed" in text
+
+
 def test_results_page_of_a_missing_store_is_one_line(tmp_path, capsys):
     assert regen.main(["results", str(tmp_path / "nope.db"), "--out",
                        str(tmp_path / "r.md")]) == 1
