@@ -69,6 +69,13 @@ def test_a_work_budget_stops_at_the_same_iteration_whatever_the_clock() -> None:
         again = train(model, task.sample, lambda m, x: task.select(m(x)), cfg)
     assert again.steps == first.steps and again.val_curve == first.val_curve
     assert again.engine_flops == first.engine_flops
+    # the held-out curve's points carry the work done: 0 in the Adam phase, then rising to
+    # the run's count (the time-to-floor curve in work, the same on every machine)
+    assert len(first.val_flops) == len(first.val_curve)
+    assert all(f == 0.0 for (step, _), f in zip(first.val_curve, first.val_flops, strict=True)
+               if step <= cfg.steps)
+    assert first.val_flops == sorted(first.val_flops)
+    assert first.val_flops[-1] == first.engine_flops == again.val_flops[-1]
 
 
 def test_without_a_budget_the_count_is_still_recorded() -> None:

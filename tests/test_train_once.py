@@ -111,6 +111,18 @@ def test_measured_from_weights_is_bit_identical_to_trained_afresh(stores):
     assert _numbers(stores["lazy"]) == fresh
 
 
+def test_a_trained_record_holds_the_engines_work(stores):
+    """Each trained record stores the engine's FLOPs (its budget's unit) and the held-out
+    curve's work per point (``val_flops``), counted the same from kept weights as afresh."""
+    con = sqlite3.connect(stores["fresh"])
+    results = [json.loads(r) for (r,) in
+               con.execute("SELECT result_json FROM runs WHERE kind = 'trained'")]
+    names = {name for (name,) in con.execute("SELECT DISTINCT name FROM series")}
+    con.close()
+    assert results and all(r["engine_flops"] > 0 for r in results)
+    assert "val_flops" in names
+
+
 def test_localize_reads_the_trained_weights(stores, capsys):
     con = sqlite3.connect(stores["kept"])
     (rid,) = con.execute("SELECT run_id FROM runs WHERE kind = 'trained' LIMIT 1").fetchone()

@@ -29,10 +29,11 @@ Each (job, precision) is one store record whose id is the hash of the job config
 precision, so adding a precision later re-trains (deterministically) and writes only the
 missing records. Every record carries the job's training curve (``train_log10_loss``), its
 held-out validation curve (``val_log10_mse``) with the wall seconds of each point
-(``val_seconds``: time-to-floor curves), and, for iterated explicit-gradient runs, its
-precision's iterate trace (``log10_mse``); ``result`` holds the decomposition (log10 of the
-approximation and rounding MSE), whether the validation curve reached its plateau
-(``train_converged``; False = training-limited) and why training stopped (``train_stop``).
+(``val_seconds``: time-to-floor curves) and the engine's work done there (``val_flops``),
+and, for iterated explicit-gradient runs, its precision's iterate trace (``log10_mse``);
+``result`` holds the decomposition (log10 of the approximation and rounding MSE), whether
+the validation curve reached its plateau (``train_converged``; False = training-limited),
+why training stopped (``train_stop``) and the engine's work (``engine_flops``).
 """
 
 from __future__ import annotations
@@ -354,6 +355,9 @@ def compute(run: Run, options: RunOptions) -> list[RunRecord]:
         if tr.val_times:   # wall seconds since training began, per validation point
             series["val_seconds"] = [(st, round(t, 3)) for (st, _), t
                                      in zip(tr.val_curve, tr.val_times, strict=False)]
+        if any(tr.val_flops):   # the engine's FLOPs done, per validation point
+            series["val_flops"] = [(st, f) for (st, _), f
+                                   in zip(tr.val_curve, tr.val_flops, strict=False)]
         if tr.lr_trace:
             series["lr"] = list(tr.lr_trace)
         if out.iterate_trace:
@@ -367,6 +371,7 @@ def compute(run: Run, options: RunOptions) -> list[RunRecord]:
             floor_source="iterates" if out.floor else
             ("validation curve" if val_curve else "training curve"),
             train_converged=tr.converged, train_stop=tr.stop_reason,
+            engine_flops=tr.engine_flops or None,
             check_gain=None if outcome.check is None else outcome.check.gain,
             grad_norm=None if outcome.check is None else outcome.check.grad_norm,
             check_drift=None if outcome.check is None or math.isnan(outcome.check.drift)

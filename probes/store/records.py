@@ -262,7 +262,8 @@ class TrainedResult(RecordResult):
     :mod:`precision.reference`; None: stored before it was checked, or no mp reference);
     ``recipe_settings``: the settings the training's recipe fixes (the engine's, say: they
     are not part of the run id, so a record names the ones it was trained with; None:
-    stored before they were recorded)."""
+    stored before they were recorded); ``engine_flops``: the second-order iterations' work
+    (:mod:`probes.training.work`; None: none, or stored before it was counted)."""
 
     METRICS: ClassVar[tuple[str, ...]] = ("approximation", "rounding", "digits", "n_params",
                                           "train_steps_done", "final_train_loss",
@@ -290,6 +291,7 @@ class TrainedResult(RecordResult):
     weights_error: str | None = None
     truth_digits: float | None = None
     recipe_settings: dict[str, Any] | None = None
+    engine_flops: float | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> TrainedResult:
@@ -318,7 +320,8 @@ class TrainedResult(RecordResult):
             **({} if self.weights_error is None else {"weights_error": self.weights_error}),
             **({} if self.truth_digits is None else {"truth_digits": self.truth_digits}),
             **({} if self.recipe_settings is None
-               else {"recipe_settings": dict(self.recipe_settings)}))
+               else {"recipe_settings": dict(self.recipe_settings)}),
+            **({} if not self.engine_flops else {"engine_flops": self.engine_flops}))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -61,6 +61,9 @@ class TrainResult:
     val_curve: list[tuple[int, float]] = field(default_factory=list)
     #: wall seconds since the start of training at each val_curve point
     val_times: list[float] = field(default_factory=list)
+    #: the engine's FLOPs done at each val_curve point (0 in the Adam phase): the
+    #: time-to-floor curve in work, the same on every machine
+    val_flops: list[float] = field(default_factory=list)
     #: the validation curve reached its plateau (None: no validation curve)
     converged: bool | None = None
     #: why training stopped: "steps" (its step budget), "work" (the engine's FLOP budget,
@@ -120,6 +123,8 @@ class Validation:
         self.until_floor = cfg.until == "floor"
         self.curve: list[tuple[int, float]] = []
         self.times: list[float] = []
+        self.flops: list[float] = []   # the engine's work at each point (``work()``)
+        self.work: Callable[[], float] = lambda: 0.0
         self.t0 = time.perf_counter()
         self.stop = False
         self.floor_from = 0   # the plateau is looked for from this point of the curve on
@@ -142,6 +147,7 @@ class Validation:
         if self.keep_best and math.isfinite(mse) and (self.best is None or mse < self.best[0]):
             self.best = (mse, step, [p.detach().clone() for p in self.model.parameters()])
         self.times.append(time.perf_counter() - self.t0)
+        self.flops.append(self.work())
         if self.until_floor and len(self.curve) - self.floor_from >= self.MIN_POINTS and \
                 self.plateaued(self.floor_from):
             if self.confirm is None or self.confirm():
@@ -478,6 +484,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
     lm_state = LMState()
     if saved is not None and phase is Phase.SECOND_ORDER_RUNNING:
         lm_state = LMState.from_checkpoint(saved[0], saved[1]["lm"], cfg.device)
+    if val is not None:
+        val.work = lambda: lm_state.flops
 
     def after_lm_step(step: int, loss: float, sync: Callable[[], None]) -> bool:
         curve.add(step, loss)
@@ -550,6 +558,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                          lr_trace=lr_trace,
                          val_curve=list(val.curve) if val is not None else [],
                          val_times=list(val.times) if val is not None else [],
+                         val_flops=list(val.flops) if val is not None else [],
                          converged=converged, stop_reason=stop,
                          check=confirmed[0] if stop == "floor" and confirmed else None,
                          refused_floors=val.refused if val is not None else 0,
@@ -602,7 +611,8 @@ def _common_state(model: nn.Module, gen: torch.Generator, curve: _Curve,
                   "last_time": curve.last_time},
         "lr_trace": lr_trace}
     if val is not None:
-        state["val"] = {"curve": val.curve, "times": val.times, "refused": val.refused,
+        state["val"] = {"curve": val.curve, "times": val.times, "flops": val.flops,
+                        "refused": val.refused,
                         "floor_from": val.floor_from, "best": None}
         if val.best is not None:
             state["val"]["best"] = [val.best[0], val.best[1]]
@@ -630,6 +640,7 @@ def _restore_common(saved: tuple[dict[str, torch.Tensor], dict[str, Any]], model
     if val is not None and "val" in state:
         v = state["val"]
         val.curve, val.times = _pairs(v["curve"]), list(v["times"])
+        val.flops = [float(f) for f in v.get("flops", [0.0] * len(val.curve))]
         val.refused, val.floor_from = int(v["refused"]), int(v["floor_from"])
         if v["best"] is not None:
             n = sum(1 for k in tensors if k.startswith("best."))
