@@ -111,10 +111,6 @@ class TrainConfig:
     # --- second-order phase (probes.training.levenberg_marquardt) ---
     lm_refresh: int = _setting(10, count(None), suite=False)   # LM iterations per fixed batch
     krylov_dim: int = _setting(80, count(None), suite=False)   # Lanczos basis (matrix-free)
-    # > 1: the Krylov basis is a block Krylov space grown this many vectors at a time (each
-    # curvature product over a block: matrix-matrix work), from the remembered steps and the
-    # gradients of parts of the batch; 1: Lanczos, one product at a time
-    krylov_block: int = _setting(1, count(None, hi=4096), suite=False)
     # > 0: the Lanczos basis stops before krylov_dim when its last directions add less than
     # this (relative, per direction) to the step's predicted decrease (Hessian-free's rule)
     krylov_tol: float = _setting(0.0, Param(None, lo=0.0, hi=1.0), suite=False)
