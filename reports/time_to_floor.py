@@ -63,7 +63,8 @@ def _jobs(rows: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
 def curves(rows: list[dict[str, Any]], task: str, series_of: SeriesOf
            ) -> list[dict[str, Any]]:
     """Per trained job of ``task`` with a timed validation curve: its subject label, depth,
-    width, seed, why training stopped, the held-out curve and its seconds."""
+    width, seed, why training stopped, the held-out curve and its seconds, and the engine's
+    work (FLOPs; None where it was not counted)."""
     out = []
     for r in _jobs(rows, task):
         seconds = series_of(r["run_id"], "val_seconds")
@@ -75,7 +76,8 @@ def curves(rows: list[dict[str, Any]], task: str, series_of: SeriesOf
         out.append({"subject": _model_label(str(r["subject"]), cfg), "depth": cfg.depth,
                     "width": cfg.width, "seed": cfg.seed, "stop": res.train_stop or "",
                     "trained_s": res.train_wall_time, "curve": curve, "seconds": seconds,
-                    "second_order": _second_order_pace(cfg, res, seconds)})
+                    "second_order": _second_order_pace(cfg, res, seconds),
+                    "work": res.engine_flops})
     return sorted(out, key=lambda c: (c["subject"], c["depth"] or 0, c["width"] or 0,
                                       c["seed"] or 0))
 
@@ -112,12 +114,14 @@ def time_to_floor_pivots(rows: list[dict[str, Any]], task: str, series_of: Serie
     """Per subject (model, LayerNorm, recipe) on ``task``: a row per (depth, width, seed),
     the seconds to each of :data:`LEVELS`, the lowest held-out MSE, why training stopped and,
     for the engine, how many second-order iterations it did and their mean wall time (the
-    pace that decides what a time budget can reach)."""
+    pace that decides what a time budget can reach) and the FLOPs they did (the work a
+    budget in work counts: the same on every machine)."""
     jobs = curves(rows, task, series_of)
     out = []
     for subject in sorted({c["subject"] for c in jobs}):
         mine = [c for c in jobs if c["subject"] == subject]
         paced = any(c["second_order"] for c in mine)   # a column only for the engine
+        counted = any(c["work"] for c in mine)   # the engine's work, where it was counted
         index, body = [], []
         for c in mine:
             index.append(f"d{c['depth']} w{c['width']}" + (f" s{c['seed']}" if c["seed"] else ""))
@@ -125,11 +129,13 @@ def time_to_floor_pivots(rows: list[dict[str, Any]], task: str, series_of: Serie
             body.append([_format(time_to(c["curve"], c["seconds"], lv), c["trained_s"])
                          for lv in LEVELS]
                         + [f"{10.0 ** min(finite):.1e}" if finite else "", c["stop"]]
-                        + ([c["second_order"]] if paced else []))
+                        + ([c["second_order"]] if paced else [])
+                        + ([f"{c['work']:.2g}" if c["work"] else "-"] if counted else []))
         frame = pd.DataFrame(body, index=pd.Index(index, name="depth, width"),
                              columns=[f"to 1e{lv}" for lv in LEVELS]
                              + ["lowest held-out MSE", "stopped by"]
-                             + (["second-order iterations"] if paced else []))
+                             + (["second-order iterations"] if paced else [])
+                             + (["engine FLOPs"] if counted else []))
         out.append(Pivot(f"time-{task}-{subject}",
                          f"{task} / {subject}: wall seconds of training to each held-out MSE",
                          frame, {"task": task, "subject": subject}))

@@ -75,6 +75,9 @@ def test_a_row_per_cell_with_the_seconds_to_each_level(timed_store):
     pace = engine.frame.loc["d1 w8", "second-order iterations"]
     count, _, each = pace.partition(" x ")
     assert int(count) == 4 and each.endswith(" s") and float(each[:-2]) > 0
+    # ... and the work they did, counted (a paper-recipe row has no such column)
+    assert float(engine.frame.loc["d1 w8", "engine FLOPs"]) > 0
+    assert "engine FLOPs" not in paper.frame.columns
 
 
 def test_the_report_shows_the_table_and_the_figure(timed_store, tmp_path):
