@@ -97,4 +97,6 @@ def provenance_line(p: dict[str, Any]) -> str:
         parts.append(f"trained on {p['device']}")
     if p.get("code"):
         parts.append(f"code {p['code']}")
+    if p.get("trained_by") and p.get("trained_by") != p.get("code"):
+        parts.append(f"weights trained by code {p['trained_by']}")
     return ", ".join(x for x in parts if x)

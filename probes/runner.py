@@ -116,8 +116,8 @@ def compute_records(run: Run, options: RunOptions | None = None) -> list[RunReco
         except ChildFailure as exc:
             records = status_records(run, exc.status, exc.message)
     where = provenance(options.device)
-    for record in records:
-        record.result["provenance"] = where
+    for record in records:   # a kind's own entries (who trained kept weights) kept
+        record.result["provenance"] = {**where, **record.result.get("provenance", {})}
     return records
 
 

@@ -148,3 +148,27 @@ def test_weights_of_another_job_are_not_read(stores, tmp_path):
     trained = measure.trained_model(job, folder=tmp_path, job_config=job_config(job))
     assert measure.TRAININGS == before + 1 and not trained.loaded
     assert measure.trained_model(job, folder=tmp_path, job_config=job_config(job)).loaded
+
+
+def test_records_of_kept_weights_name_the_code_that_trained_them(tmp_path, monkeypatch):
+    """Kept weights are measured by later code: each record's provenance says which code
+    trained its weights beside the code that measured them, and its report line shows the
+    difference."""
+    import probes.training.recipes as recipes
+    from precision.provenance import code_version, provenance_line
+
+    path = tmp_path / "once.toml"
+    path.write_text(SUITE)
+    db = tmp_path / "kept.db"
+    folder = Path(weights_folder(db))
+    with monkeypatch.context() as patched:
+        patched.setattr(recipes, "code_version", lambda: "git 0ld0ld0ld0ld")
+        assert _sweep(path, db, ["float32"], folder) == 1
+    assert _sweep(path, db, ["float32", "float64"], folder) == 0   # read, not trained
+    con = sqlite3.connect(db)
+    prov = {json.loads(c)["precision"]: json.loads(r)["provenance"] for c, r in
+            con.execute("SELECT config_json, result_json FROM runs WHERE kind = 'trained'")}
+    con.close()
+    assert {p["trained_by"] for p in prov.values()} == {"git 0ld0ld0ld0ld"}
+    assert prov["float64"]["code"] == code_version() != "git 0ld0ld0ld0ld"
+    assert provenance_line(prov["float64"]).endswith("weights trained by code git 0ld0ld0ld0ld")

@@ -388,7 +388,10 @@ def compute(run: Run, options: RunOptions) -> list[RunRecord]:
             run, record_id=record_id(config, p), precision=p, status=out.status,
             error=out.error, mse=out.total, log10_mse=out.log10_total, floor=floor,
             steps=tr.steps, wall_time=outcome.wall_time,
-            config={**config, "precision": p.name}, result=result.to_json(), series=series))
+            config={**config, "precision": p.name},
+            result={**result.to_json(),
+                    **({"provenance": {"trained_by": tr.code}} if tr.code else {})},
+            series=series))
     if checkpoint is not None:   # the records go to the store next; the state is not needed
         checkpoint.remove()
     return records

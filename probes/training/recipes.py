@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from precision.metrics import detect_floor
+from precision.provenance import code_version
 from probes.training.checkpoint import Checkpoint, CheckpointError, Paused, Phase
 from probes.training.convergence_check import Check, convergence_check
 from probes.training.levenberg_marquardt import (
@@ -77,6 +78,9 @@ class TrainResult:
     refused_floors: int = 0
     #: floating-point operations of the second-order iterations (probes.training.work)
     engine_flops: float = 0.0
+    #: the code that trained (:func:`precision.provenance.code_version`): kept weights are
+    #: measured by later code, and their records say which code made them
+    code: str = ""
 
 
 class Validation:
@@ -562,7 +566,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                          converged=converged, stop_reason=stop,
                          check=confirmed[0] if stop == "floor" and confirmed else None,
                          refused_floors=val.refused if val is not None else 0,
-                         engine_flops=lm_state.flops)
+                         engine_flops=lm_state.flops, code=code_version())
     if checkpoint is not None:   # kept until the job's records are made
         state = {k: v for k, v in asdict(result).items() if k != "check"}
         checkpoint.save(_model_tensors(model), {"phase": Phase.DONE, "result": state})
