@@ -86,17 +86,18 @@ def provenance(device: str = "cpu") -> dict[str, Any]:
 
 
 def provenance_line(p: dict[str, Any]) -> str:
-    """One line for reports: ``torch 2.13.0, AVX512, MKL ..., 1 thread, code git abc``."""
+    """One line for reports: ``torch 2.13.0, AVX512, MKL ..., 1 thread, code git abc`` (and
+    the device a run trained on, last)."""
     threads = p.get("threads")
     parts = [f"torch {p.get('torch', '?')}", str(p.get("cpu_capability", "?")),
              str(p.get("blas", "?")),
              f"{threads} thread{'s' if threads != 1 else ''}" if threads is not None else ""]
     env = p.get("env") or {}
     parts += [f"{k}={v}" for k, v in sorted(env.items())]
-    if p.get("device"):
-        parts.append(f"trained on {p['device']}")
     if p.get("code"):
         parts.append(f"code {p['code']}")
     if p.get("trained_by") and p.get("trained_by") != p.get("code"):
         parts.append(f"weights trained by code {p['trained_by']}")
+    if p.get("device"):
+        parts.append(f"trained on {p['device']}")
     return ", ".join(x for x in parts if x)
