@@ -165,3 +165,20 @@ def test_the_readme_marks_parse():
 def test_unknown_options_are_refused(spec):
     with pytest.raises(ValueError, match="unknown option"):
         regen._parse_spec(spec)
+
+
+def test_the_floor_page_is_its_shipped_store():
+    """docs/floor_results.md is the shipped store of the floor profile's measured cells,
+    rendered: a store or page edited without the other fails here. Every run in it is a run
+    of `primitives --profile floor` (the command that completes the store adds the rest),
+    computed by a recorded commit."""
+    from probes.suite import load_suite
+
+    store_path = ROOT / "reports" / "stores" / "primitives_floor.db"
+    with Store(store_path, create=False) as store:
+        text = regen.results_markdown(store, "reports/stores/primitives_floor.db")
+        rows = store.runs()
+    assert (ROOT / "docs" / "floor_results.md").read_text() == text
+    ids = {i for r in load_suite("primitives", profile="floor").runs for i in r.ids}
+    assert rows and {r["run_id"] for r in rows} <= ids
+    assert all(r["result"]["provenance"].get("code", "").startswith("git ") for r in rows)
