@@ -30,22 +30,14 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
+from bench_time_to_floor import floor_setting  # this folder's: the floor profile's setting
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from probes.suite import load_suite
 from probes.training import levenberg_marquardt as today
 from probes.training.job import Job
-from probes.training.train_config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CELLS = ("transformer:1:read:1:32", "transformer:1:affine:2:64")
-
-
-def floor_setting() -> TrainConfig:
-    """The one train setting of the `primitives` floor profile, resolved."""
-    settings = {run.spec.train for run in load_suite("primitives", profile="floor").runs}
-    assert len(settings) == 1
-    return settings.pop().resolved()
 
 
 def engine_at(rev: str) -> ModuleType:
@@ -81,7 +73,7 @@ def iterations(cell: str, engine: ModuleType, n: int) -> tuple[int, int, list[fl
     """(P, batch, seconds of each iteration, FLOPs of each iteration: None where the engine
     does not count) of ``n`` iterations of ``engine`` on ``cell``."""
     family, ln, task, depth, width = cell.split(":")
-    cfg = replace(floor_setting(), steps=0)
+    cfg = replace(floor_setting(), steps=0).resolved()
     job = Job(family=family, task=task, depth=int(depth), width=int(width), train=cfg,
               task_options={"dim": 20, "n": 40}, model_options={"layernorm": ln == "1"})
     t, model = job.build()

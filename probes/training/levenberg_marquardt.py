@@ -100,6 +100,10 @@ class _Model2:
         """FLOPs of one :meth:`step` (the product V z)."""
         return 0.0 if self.V is None else 2.0 * self.V.numel()
 
+    def top_flops(self) -> float:
+        """FLOPs of :meth:`top` (none worth counting: the largest of the stored evals)."""
+        return 0.0
+
     def step(self, mu: float) -> tuple[torch.Tensor, float]:
         z = self.b / (self.evals + mu)
         pred = float(self.b.dot(z) - 0.5 * (z * self.evals).dot(z))  # decrease of 0.5||r||^2
@@ -344,7 +348,7 @@ def _krylov_converged(decrease: list[float], tol: float) -> bool:
     return decrease[-1] - decrease[-1 - w] < w * tol * decrease[-1]
 
 
-def _batched_grad(out: torch.Tensor, inp: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
+def _vjp_rows(out: torch.Tensor, inp: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
     """The vector-Jacobian products of ``out`` for each row of ``grads`` (b, *out.shape)
     with respect to ``inp`` (b, *inp.shape), one backward pass per row; the graph is kept.
 
@@ -388,7 +392,7 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
 
     What does not depend on the previous Lanczos vector is handled as a block: the scaling
     of the remembered steps and of the final basis (matrix-matrix products per layer shape);
-    the products themselves run one vector at a time (:func:`_batched_grad` says why).
+    the products themselves run one vector at a time (:func:`_vjp_rows` says why).
     ``ledger`` counts the FLOPs (:mod:`probes.training.work`);
     ``rows``: the sequences of the batch and of its curvature subset (the counts' keys).
     """
@@ -414,12 +418,12 @@ def _krylov_model(res: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tens
 
     def jtj(V: torch.Tensor) -> torch.Tensor:
         """J^T J applied to each row of V (b, P)."""
-        jv = _batched_grad(jtu, u, V.to(jtu.dtype))
-        return _batched_grad(r, th, jv) * c
+        jv = _vjp_rows(jtu, u, V.to(jtu.dtype))
+        return _vjp_rows(r, th, jv) * c
 
     if probes > 0:
         Z = torch.randint(0, 2, (probes, r.numel()), dtype=r.dtype).to(r.device).mul_(2).sub_(1)
-        diag = ledger.run(("probe", sub), _batched_grad, r, th, Z,
+        diag = ledger.run(("probe", sub), _vjp_rows, r, th, Z,
                           units=probes).pow(2).sum(0) * c
     sc = _Scaling(_scaling(diag / probes) if probes > 0 else torch.ones_like(theta), blocks)
 
@@ -758,8 +762,7 @@ class _Engine:
         if q is None:
             q = self.krylov_step(st, residuals, theta, batch, deadline)
         top = max(q.top(), 1e-300)
-        if isinstance(q, _CholeskyModel):
-            self.ledger.add(q.top_flops())
+        self.ledger.add(q.top_flops())
         if st.mu is None:
             st.mu = cfg.lm_damping * top
         st.mu = min(st.mu, MU_MAX_RATIO * top)
