@@ -418,12 +418,13 @@ def grid_heatmap(task: str, subject: str, precision: str, runs: pd.DataFrame, pa
     ax.set_ylabel("depth")
     bar = fig.colorbar(im, ax=ax, label="log10 test MSE (median over seeds)")
     bar.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(label(f"{task} / {subject} / {precision}", 50), fontsize=10, pad=16)
-    clock = "; time: stopped by the clock" if any(
-        lab.endswith("time") for _, lab, _ in cells.values()) else ""
+    clock = any(lab.endswith("time") for _, lab, _ in cells.values())
+    ax.set_title(label(f"{task} / {subject} / {precision}", 50), fontsize=10,
+                 pad=26 if clock else 16)
     ax.text(0.5, 1.01, "A approximation-, T training-, R rounding-limited; "
-            f"colours shared by the task's heatmaps{clock}", transform=ax.transAxes,
-            ha="center", va="bottom", fontsize=7, color="dimgrey")
+            "colours shared by the task's heatmaps"
+            + ("\ntime: training stopped by its wall-clock limit" if clock else ""),
+            transform=ax.transAxes, ha="center", va="bottom", fontsize=7, color="dimgrey")
     fig.tight_layout()
     return _save(fig, path)
 
