@@ -127,3 +127,61 @@ def test_every_built_in_profile_budgets_in_work_not_seconds() -> None:
                     seen += 1
                     assert run.spec.train.time_limit is None, (path.name, profile, run.id)
     assert seen > 100
+
+
+def test_the_convergence_check_is_priced_like_the_engine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check reports its work: the counter's over the whole check within 15% (its
+    iterations, gradients and Hessian products by shape), the same count twice. (Two of the
+    check's engine iterations, not 15: the count per iteration is tested above.)"""
+    from probes.training import convergence_check as cc
+    from probes.training.convergence_check import convergence_check
+
+    monkeypatch.setattr(cc, "CHECK_STEPS", 2)
+    task, model = _job(ENGINE, width=4)
+    model.double()
+
+    def predict(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return task.select(m(x))
+
+    first = convergence_check(model, task.sample, predict, ENGINE)
+    with FlopCounterMode(display=False) as counter:
+        again = convergence_check(model, task.sample, predict, ENGINE)
+    assert first.flops > 0 and again.flops == first.flops
+    assert 0.85 < first.flops / counter.get_total_flops() < 1.15
+
+
+def test_checks_on_plateaus_keep_their_share_of_the_work() -> None:
+    """On a flat held-out curve every check refuses: the checks are spaced so that they take
+    at most CHECK_SHARE of the work since the first, and they keep coming (a check is never
+    blocked for good). Before the engine's phase (no work counted) MIN_POINTS alone spaces
+    them."""
+    from probes.training.recipes import Validation
+
+    task, model = _job(ENGINE)
+    cfg = replace(ENGINE, until="floor")
+    val = Validation(model, task.sample, lambda m, x: task.select(m(x)), cfg, 1000)
+    work, cost, per_point = [0.0], 50.0, 3.0   # a check costs ~17 measurements' work
+    checks: list[float] = []
+
+    def refuse() -> bool:
+        checks.append(work[0])
+        val.checked(cost)
+        return False
+
+    val.confirm, val.work, val.priced = refuse, lambda: work[0], True
+    for step in range(1, 2001):
+        work[0] += per_point
+        val.measure(step)
+    assert len(checks) >= 10 and val.refused == len(checks)
+    assert val.check_flops == cost * len(checks)
+    share = val.check_flops / (val.check_flops + work[0] - checks[0])
+    assert share <= Validation.CHECK_SHARE + cost / work[0], share
+    gaps = [b - a for a, b in zip(checks, checks[1:], strict=False)]
+    assert min(gaps) >= cost * (1 - Validation.CHECK_SHARE) / Validation.CHECK_SHARE
+    unpriced = Validation(model, task.sample, lambda m, x: task.select(m(x)), cfg, 1000)
+    seen: list[int] = []
+    unpriced.confirm = lambda: seen.append(1) or unpriced.checked(cost) or False
+    for step in range(1, 201):
+        unpriced.measure(step)
+    assert len(seen) == 200 // Validation.MIN_POINTS

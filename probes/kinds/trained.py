@@ -33,7 +33,8 @@ held-out validation curve (``val_log10_mse``) with the wall seconds of each poin
 and, for iterated explicit-gradient runs, its precision's iterate trace (``log10_mse``);
 ``result`` holds the decomposition (log10 of the approximation and rounding MSE), whether
 the validation curve reached its plateau (``train_converged``; False = training-limited),
-why training stopped (``train_stop``) and the engine's work (``engine_flops``).
+why training stopped (``train_stop``), the engine's work (``engine_flops``) and that of the
+convergence checks it ran on the way (``check_flops``).
 """
 
 from __future__ import annotations
@@ -371,7 +372,7 @@ def compute(run: Run, options: RunOptions) -> list[RunRecord]:
             floor_source="iterates" if out.floor else
             ("validation curve" if val_curve else "training curve"),
             train_converged=tr.converged, train_stop=tr.stop_reason,
-            engine_flops=tr.engine_flops or None,
+            engine_flops=tr.engine_flops or None, check_flops=tr.check_flops or None,
             check_gain=None if outcome.check is None else outcome.check.gain,
             grad_norm=None if outcome.check is None else outcome.check.grad_norm,
             check_drift=None if outcome.check is None or math.isnan(outcome.check.drift)

@@ -263,7 +263,9 @@ class TrainedResult(RecordResult):
     ``recipe_settings``: the settings the training's recipe fixes (the engine's, say: they
     are not part of the run id, so a record names the ones it was trained with; None:
     stored before they were recorded); ``engine_flops``: the second-order iterations' work
-    (:mod:`probes.training.work`; None: none, or stored before it was counted)."""
+    (:mod:`probes.training.work`; None: none, or stored before it was counted);
+    ``check_flops``: the work of the convergence checks training ran on plateaus
+    (``until = "floor"``), counted alike (None: none, or stored before it was counted)."""
 
     METRICS: ClassVar[tuple[str, ...]] = ("approximation", "rounding", "digits", "n_params",
                                           "train_steps_done", "final_train_loss",
@@ -292,6 +294,7 @@ class TrainedResult(RecordResult):
     truth_digits: float | None = None
     recipe_settings: dict[str, Any] | None = None
     engine_flops: float | None = None
+    check_flops: float | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> TrainedResult:
@@ -321,7 +324,8 @@ class TrainedResult(RecordResult):
             **({} if self.truth_digits is None else {"truth_digits": self.truth_digits}),
             **({} if self.recipe_settings is None
                else {"recipe_settings": dict(self.recipe_settings)}),
-            **({} if not self.engine_flops else {"engine_flops": self.engine_flops}))
+            **({} if not self.engine_flops else {"engine_flops": self.engine_flops}),
+            **({} if not self.check_flops else {"check_flops": self.check_flops}))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,6 +39,11 @@ Training has converged (the cell may be labelled ``A``) only when the check is p
 gain is at most :data:`CHECK_GAIN`, the drift at most :data:`CHECK_DRIFT` and the curvature
 at least :data:`CHECK_CURVATURE`; the power, the gain, the drift, the curvature and the norm of
 the held-out loss gradient are stored as the label's evidence.
+
+The check's work is counted as the engine's is (:mod:`probes.training.work`: its iterations,
+gradients and Hessian-vector products, by shape), so that training can keep the checks it
+runs on the way to a floor to a fixed share of its work (``Validation.CHECK_SHARE`` in
+:mod:`probes.training.recipes`).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from probes.training.levenberg_marquardt import (
     Diverged,
+    LMState,
     Predict,
     Sampler,
     levenberg_marquardt,
@@ -60,6 +66,7 @@ from probes.training.levenberg_marquardt import (
     per_sample_residuals,
 )
 from probes.training.train_config import TrainConfig
+from probes.training.work import WorkLedger, eigh_flops
 
 #: The largest factor by which the check may lower the held-out MSE of a converged model.
 CHECK_GAIN = 2.0
@@ -105,7 +112,8 @@ class Check:
     negative Hessian eigenvalue over the largest (module docstring; either NaN where it could
     not be measured, which does not count against convergence); power: residuals per
     parameter in one of the check's Gauss-Newton batches (below :data:`CHECK_POWER`: the
-    check could not see, and its verdict does not count)."""
+    check could not see, and its verdict does not count); flops: the check's work, counted
+    (:mod:`probes.training.work`)."""
 
     before: float
     after: float
@@ -114,6 +122,7 @@ class Check:
     drift: float = math.nan
     curvature: float = math.nan
     power: float = math.inf
+    flops: float = 0.0
 
     @property
     def powered(self) -> bool:
@@ -140,17 +149,24 @@ def _held_out_mse(model: nn.Module, predict: Predict, x: torch.Tensor, y: torch.
 
 
 def gradient_drift(model: nn.Module, sample: Sampler, predict: Predict, seed: int,
-                   batches: int = DRIFT_BATCHES, batch: int = DRIFT_BATCH) -> float:
+                   batches: int = DRIFT_BATCHES, batch: int = DRIFT_BATCH,
+                   ledger: WorkLedger | None = None) -> float:
     """z-score of |E g|^2 > 0 for the MSE gradient g of ``model`` (module docstring): the
     U-statistic mean over pairs i < j of g_i . g_j of ``batches`` independent batches of
     ``batch`` sequences (seeds ``seed``, ``seed + 1``, ...) over its jackknife standard
-    error. NaN when a gradient is not finite or the error is 0."""
+    error. NaN when a gradient is not finite or the error is 0. ``ledger``: counts the
+    gradients' FLOPs."""
+    ledger = ledger if ledger is not None else WorkLedger()
     params = [p for p in model.parameters() if p.requires_grad]
+
+    def gradient(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        loss = (predict(model, x) - y).pow(2).mean()
+        return torch.autograd.grad(loss, params, allow_unused=True)
+
     grads = []
     for k in range(batches):
         x, y = sample(batch, torch.Generator().manual_seed(seed + k))
-        loss = (predict(model, x) - y).pow(2).mean()
-        parts = torch.autograd.grad(loss, params, allow_unused=True)
+        parts = ledger.run(("drift gradient", tuple(x.shape)), gradient, x, y)
         grads.append(torch.cat([torch.zeros(p.numel(), dtype=torch.float64) if g is None
                                 else g.detach().reshape(-1).double()
                                 for p, g in zip(params, parts, strict=True)]))
@@ -168,20 +184,26 @@ def gradient_drift(model: nn.Module, sample: Sampler, predict: Predict, seed: in
 
 
 def hessian_curvature(model: nn.Module, predict: Predict, x: torch.Tensor, y: torch.Tensor,
-                      steps: int = CURVATURE_STEPS) -> float:
+                      steps: int = CURVATURE_STEPS, ledger: WorkLedger | None = None) -> float:
     """lambda_min / lambda_max of the Hessian of the MSE of ``model`` on (x, y): Lanczos
     (fully reorthogonalised, from a seeded random vector) on Hessian-vector products, the
     gradient's double backward (attention through its math kernel: the fused CPU kernels have
     no second derivative). Both ends of the spectrum converge first, so a few tens of
     products find a negative eigenvalue of a saddle. NaN when the model has no second
-    derivative or the Hessian is 0."""
+    derivative or the Hessian is 0. ``ledger``: counts the products' FLOPs (and the
+    re-orthogonalisation's, 8 P k for the k-th vector)."""
+    ledger = ledger if ledger is not None else WorkLedger()
     params = [p for p in model.parameters() if p.requires_grad]
+    key = tuple(x.shape)
     alphas: list[float] = []
     betas: list[float] = []
     try:
         with sdpa_kernel(SDPBackend.MATH):
-            loss = (predict(model, x) - y).pow(2).mean()
-            grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+            def graph() -> tuple[torch.Tensor | None, ...]:
+                loss = (predict(model, x) - y).pow(2).mean()
+                return torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+
+            grads = ledger.run(("hessian graph", key), graph)
             pairs = [(p, g) for p, g in zip(params, grads, strict=True)
                      if g is not None and g.requires_grad]
             if not pairs:
@@ -192,13 +214,14 @@ def hessian_curvature(model: nn.Module, predict: Predict, x: torch.Tensor, y: to
             q = torch.randn(flat.numel(), dtype=flat.dtype, generator=gen).to(flat.device)
             basis = [q / q.norm()]
             for _ in range(steps):
-                hv = torch.autograd.grad(flat, wrt, basis[-1], retain_graph=True,
-                                         allow_unused=True)
+                hv = ledger.run(("hessian product", key), torch.autograd.grad, flat, wrt,
+                                basis[-1], retain_graph=True, allow_unused=True)
                 z = torch.cat([torch.zeros(p.numel(), dtype=flat.dtype, device=flat.device)
                                if h is None else h.reshape(-1)
                                for p, h in zip(wrt, hv, strict=True)]).detach()
                 alphas.append(float(z @ basis[-1]))
                 V = torch.stack(basis, dim=1)
+                ledger.add(8.0 * V.numel())
                 for _ in range(2):
                     z = z - V @ (V.T @ z)
                 beta = float(z.norm())
@@ -214,6 +237,7 @@ def hessian_curvature(model: nn.Module, predict: Predict, x: torch.Tensor, y: to
         off = torch.tensor(betas[:k - 1], dtype=torch.float64)
         T = T + torch.diag(off, 1) + torch.diag(off, -1)
     evals = torch.linalg.eigvalsh(T)
+    ledger.add(eigh_flops(k))
     if not bool(torch.isfinite(evals).all()) or float(evals.abs().max()) == 0:
         return math.nan
     return float(evals[0]) / float(evals[-1]) if float(evals[-1]) > 0 else -math.inf
@@ -263,20 +287,24 @@ def convergence_check(model: nn.Module, sample: Sampler, predict: Predict,
     x, y = sample(sizes.held_out, torch.Generator().manual_seed(seed))
     trial = copy.deepcopy(model).double()
     trial.eval()
-    before, grad_norm = _held_out_mse(trial, predict, x, y, grad=True)
-    drift = gradient_drift(trial, sample, predict, seed + 2, batch=sizes.drift_batch)
-    curvature = hessian_curvature(trial, predict, x, y)
+    ledger, key = WorkLedger(), tuple(x.shape)
+    before, grad_norm = ledger.run(("held-out gradient", key), _held_out_mse, trial, predict,
+                                   x, y, grad=True)
+    drift = gradient_drift(trial, sample, predict, seed + 2, batch=sizes.drift_batch,
+                           ledger=ledger)
+    curvature = hessian_curvature(trial, predict, x, y, ledger=ledger)
+    state = LMState()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         try:
             levenberg_marquardt(trial, sample, predict, engine,
                                 torch.Generator().manual_seed(seed + 1), 0, None,
-                                lambda *_: False)
+                                lambda *_: False, state)
         except Diverged:
             pass      # the check's own trouble says nothing about the model: gain 1
-        after, _ = _held_out_mse(trial, predict, x, y)
+        after, _ = ledger.run(("held-out", key), _held_out_mse, trial, predict, x, y)
     if not math.isfinite(after) or after >= before:
         after = before
     gain = 1.0 if before == 0 else before / after if after > 0 else math.inf
     return Check(before=before, after=after, gain=gain, grad_norm=grad_norm, drift=drift,
-                 curvature=curvature, power=sizes.power)
+                 curvature=curvature, power=sizes.power, flops=ledger.flops + state.flops)

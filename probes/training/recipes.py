@@ -78,6 +78,8 @@ class TrainResult:
     refused_floors: int = 0
     #: floating-point operations of the second-order iterations (probes.training.work)
     engine_flops: float = 0.0
+    #: ... and of the convergence checks run on the way (until = "floor"), counted alike
+    check_flops: float = 0.0
     #: the code that trained (:func:`precision.provenance.code_version`): kept weights are
     #: measured by later code, and their records say which code made them
     code: str = ""
@@ -97,7 +99,9 @@ class Validation:
 
     With ``until = "floor"`` a plateau stops training only if ``confirm()`` (when set) says
     it is a floor; a refused plateau (a saddle, a slow valley) is counted in ``refused`` and
-    looked for again from the next measurement on, after :data:`MIN_POINTS` more.
+    looked for again from the next measurement on, after :data:`MIN_POINTS` more, and once
+    training has done enough work since that the checks stay within :data:`CHECK_SHARE` of
+    it (a check reports its cost to :meth:`checked`; its work is counted, not timed).
     """
 
     #: Minimum measurements before the curve can be called a plateau (``until = "floor"``).
@@ -111,6 +115,11 @@ class Validation:
     #: detector's default 0.5 let an AFFINE curve falling 0.36 decades in 10 points, one tie
     #: among them, stop at 10^-6.7; 0.1 over 30 engine iterations is a decade per 300).
     PLATEAU_DECADES = 0.1
+    #: The convergence checks that training runs on plateaus take at most this share of the
+    #: work since the first one: after a refused check of cost C, the next waits until the
+    #: engine has done C (1 - share) / share more (a check of READ, depth 1, width 32 costs
+    #: about 18 engine iterations, so the next waits at least 72 iterations, not 60).
+    CHECK_SHARE = 0.2
 
     def __init__(self, model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                  total_steps: int) -> None:
@@ -136,6 +145,9 @@ class Validation:
         self.best: tuple[float, int, list[torch.Tensor]] | None = None  # (mse, step, weights)
         self.confirm: Callable[[], bool] | None = None
         self.refused = 0
+        self.check_flops = 0.0     # the work of the checks run on plateaus (``checked``)
+        self.check_last = (0.0, 0.0)   # (the work() at the last check's end, its cost)
+        self.priced = False   # work() counts (the engine's phase): checks keep their share
 
     def measure(self, step: int) -> None:
         """Record the held-out MSE at ``step`` (in the model's current dtype)."""
@@ -153,12 +165,25 @@ class Validation:
         self.times.append(time.perf_counter() - self.t0)
         self.flops.append(self.work())
         if self.until_floor and len(self.curve) - self.floor_from >= self.MIN_POINTS and \
-                self.plateaued(self.floor_from):
+                self.check_due() and self.plateaued(self.floor_from):
             if self.confirm is None or self.confirm():
                 self.stop = True
             else:
                 self.refused += 1
                 self.floor_from = len(self.curve)
+
+    def check_due(self) -> bool:
+        """The work since the last check is at least its cost (1 - share) / share: a check
+        now keeps the checks within :data:`CHECK_SHARE` of the work."""
+        if not self.priced:   # an Adam phase's work is not counted: MIN_POINTS alone
+            return True
+        at, cost = self.check_last
+        return self.work() - at >= cost * (1.0 - self.CHECK_SHARE) / self.CHECK_SHARE
+
+    def checked(self, flops: float) -> None:
+        """A convergence check of cost ``flops`` has just run."""
+        self.check_flops += flops
+        self.check_last = (self.work(), flops)
 
     def after_step(self, step: int) -> bool:
         """Measure when due; True when training should stop (``until = "floor"``)."""
@@ -481,6 +506,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
             if val.best is not None:
                 _copy_weights(trial, val.best[2])
             check = convergence_check(trial, sample, predict, check_cfg)
+            val.checked(check.flops)
             confirmed[:] = [check] if check.converged else []
             return check.converged
         val.confirm = confirm
@@ -534,6 +560,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
             adam_done = done - lm_state.it
             if val is not None and second_order:   # the engine's plateau is the floor
                 val.until_floor, val.second_from = cfg.until == "floor", adam_done
+                val.priced = True
                 if phase is not Phase.SECOND_ORDER_RUNNING:   # (a resumed one's: in its state)
                     val.floor_from = len(val.curve)
             if second_order and not (val is not None and val.stop):
@@ -566,7 +593,9 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                          converged=converged, stop_reason=stop,
                          check=confirmed[0] if stop == "floor" and confirmed else None,
                          refused_floors=val.refused if val is not None else 0,
-                         engine_flops=lm_state.flops, code=code_version())
+                         engine_flops=lm_state.flops,
+                         check_flops=val.check_flops if val is not None else 0.0,
+                         code=code_version())
     if checkpoint is not None:   # kept until the job's records are made
         state = {k: v for k, v in asdict(result).items() if k != "check"}
         checkpoint.save(_model_tensors(model), {"phase": Phase.DONE, "result": state})
@@ -616,7 +645,8 @@ def _common_state(model: nn.Module, gen: torch.Generator, curve: _Curve,
         "lr_trace": lr_trace}
     if val is not None:
         state["val"] = {"curve": val.curve, "times": val.times, "flops": val.flops,
-                        "refused": val.refused,
+                        "refused": val.refused, "check_flops": val.check_flops,
+                        "check_last": list(val.check_last),
                         "floor_from": val.floor_from, "best": None}
         if val.best is not None:
             state["val"]["best"] = [val.best[0], val.best[1]]
@@ -646,6 +676,9 @@ def _restore_common(saved: tuple[dict[str, torch.Tensor], dict[str, Any]], model
         val.curve, val.times = _pairs(v["curve"]), list(v["times"])
         val.flops = [float(f) for f in v.get("flops", [0.0] * len(val.curve))]
         val.refused, val.floor_from = int(v["refused"]), int(v["floor_from"])
+        val.check_flops = float(v.get("check_flops", 0.0))
+        at, cost = v.get("check_last", (0.0, 0.0))
+        val.check_last = (float(at), float(cost))
         if v["best"] is not None:
             n = sum(1 for k in tensors if k.startswith("best."))
             weights = [tensors[f"best.{i}"].to(next(model.parameters()).device)
