@@ -20,7 +20,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
-from probes.run import SuiteError
+from probes.suite_error import SuiteError
 
 #: Characters of a name (suite entry labels, CLI names).
 MAX_NAME_CHARS = 100

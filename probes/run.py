@@ -22,13 +22,10 @@ from precision.precisions import Precision
 from probes.store.canonical import config_hash
 from probes.store.db import RunRecord
 from probes.store.records import stored_float
+from probes.suite_error import SuiteError as SuiteError  # (the suite code's, re-exported)
 
 #: Traces longer than this are stored subsampled (first points dense, then every k-th + last).
 MAX_SERIES_POINTS = 2000
-
-
-class SuiteError(ValueError):
-    """A suite that cannot be found, parsed or run (one line, for the CLI)."""
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,36 @@ def test_list_and_help(capsys):
         assert stop.value.code == 0 and "usage" in capsys.readouterr().out.lower()
 
 
+def test_help_and_version_import_no_torch():
+    """``precision --help``, a command's ``--help`` and ``--version`` parse and print without
+    importing torch, numpy or flint (each command imports them when it runs: seconds saved
+    at every start; a count of modules, not a timing, so it holds on any machine)."""
+    code = ("import sys\n"
+            "from precision.cli.main import main\n"
+            "for argv in (['--help'], ['run', '--help'], ['probe', '--help'], "
+            "['localize', '--help'], ['results', '--help'], ['list', '--help']):\n"
+            "    try:\n"
+            "        main(argv)\n"
+            "    except SystemExit as e:\n"
+            "        assert e.code == 0, argv\n"
+            "assert main(['--version']) == 0\n"
+            "heavy = sorted(m for m in ('torch', 'numpy', 'flint', 'matplotlib') "
+            "if m in sys.modules)\n"
+            "print('heavy:', heavy)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "heavy: []" in res.stdout, res.stdout[-300:]
+
+
+def test_list_columns_are_aligned(capsys):
+    """Every listing's texts start in one column, whatever its longest name."""
+    assert main(["list", "suites"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    starts = {len(line) - len(line[2:].split("  ", 1)[1].lstrip()) for line in lines}
+    assert len(lines) >= 10 and len(starts) == 1, starts
+
+
 def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
     db = tmp_path / "results.db"
     suite = one_seed_solvers_suite(tmp_path)
@@ -198,3 +228,23 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
         n = con.execute("SELECT COUNT(*) FROM series WHERE run_id = ? AND name = 'log10_mse'",
                         (run_id,)).fetchone()[0]
         assert n == len(_subsample([0.0] * steps))
+
+
+def test_progress_on_a_log_is_lines_not_a_bar(capsys):
+    """Where stderr is not a terminal (a log, a pipe, pytest's capture), the progress is one
+    line per tenth of the runs, never a bar's carriage-return updates."""
+    from types import SimpleNamespace
+
+    from precision.cli.common import Progress
+
+    record = SimpleNamespace(result={}, subject="gd", precision="float64", task="p")
+    progress = Progress(37, shown=True)
+    for done in range(1, 38):
+        progress(done, 37, record)
+    progress.close()
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert 10 <= len(lines) <= 12 and lines[-1] == "precision: 37/37 runs stored", lines
+    Progress(5, shown=False)(1, 5, record)
+    assert capsys.readouterr().err == ""

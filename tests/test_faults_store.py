@@ -599,6 +599,8 @@ def test_results_filters(db, capsys):
     assert len(rows("--model", "gd")) == 2 == len(rows("--subject", "gd"))
     assert len(rows("--model", "gd", "--precision", "float32", "--status", "ok")) == 1
     assert len(rows("--suite", "tiny", "--task", "p")) == N_RUNS
+    assert main(["results", "--db", str(db), "--model", "nobody"]) == 2
+    assert one_line(capsys.readouterr().err).endswith("match --model nobody; nothing was written")
     out = db.parent / "none.csv"
     assert main(["results", "--db", str(db), "--status", "failed", "--out", str(out)]) == 2
     assert one_line(capsys.readouterr().err) == (

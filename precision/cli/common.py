@@ -116,15 +116,28 @@ def writable_folder(flag: str, value: str | None) -> str | None:
     return str(folder)   # travels with each run, to any worker
 
 
+def _is_terminal(stream: object) -> bool:
+    """Whether ``stream`` is an interactive terminal (False for files, pipes, captures)."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except (OSError, ValueError):   # a closed stream
+        return False
+
+
 class Progress:
-    """The progress of a sweep: a bar on stderr (none when ``shown`` is false or nothing is
-    to compute), and the weights that could not be saved (the first one is a warning at
-    once: a full disk fails every later save)."""
+    """The progress of a sweep on stderr (nothing when ``shown`` is false or nothing is to
+    compute): a bar on a terminal; where stderr is a file or a pipe (a log), one line at
+    each tenth of the runs instead of a bar's carriage-return updates. And the weights that
+    could not be saved (the first one is a warning at once: a full disk fails every later
+    save)."""
 
     def __init__(self, total: int, shown: bool) -> None:
         self.weights_errors: list[str] = []
         self._bar = None
-        if total and shown:
+        self._lines = bool(total and shown) and not _is_terminal(sys.stderr)
+        self._next_line = 0   # (lines) the next tenth to report
+        if total and shown and not self._lines:
             from tqdm import tqdm
 
             self._bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
@@ -141,6 +154,9 @@ class Progress:
             self._bar.set_postfix_str(f"{record.subject} {record.precision} {record.task}",
                                       refresh=False)
             self._bar.update(1)
+        elif self._lines and (10 * done >= self._next_line * total or done == total):
+            print(f"precision: {done}/{total} runs stored", file=sys.stderr, flush=True)
+            self._next_line = 10 * done // total + 1
 
     def close(self) -> None:
         """The bar ends (its line stays on stderr)."""

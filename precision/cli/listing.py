@@ -8,8 +8,6 @@ import argparse
 from typing import Any
 
 from precision.precisions import VALID_FORMS
-from precision.solvers.measure import SOLVERS
-from probes.suite import SuiteError, load_suite, shipped_suites
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -38,31 +36,33 @@ def main(args: argparse.Namespace) -> int:
 
 def _suites() -> None:
     """The shipped suites and their descriptions (an invalid one says why)."""
+    from probes.suite import SuiteError, load_suite, shipped_suites
+
     print("suites:")
+    rows = []
     for name, path in sorted(shipped_suites().items()):
-        desc = ""
         try:
             desc = load_suite(str(path)).description
         except SuiteError as exc:
             desc = f"(invalid: {exc})"
-        print(f"  {name:<12} {desc}")
+        rows.append((name, desc))
+    _columns(rows)
 
 
 def _solvers() -> None:
     """The reference solvers, the constructions and the studies."""
     from precision.constructions.measure import CONSTRUCTIONS
-
-    print("solvers:")
-    for name, spec in sorted(SOLVERS.items()):
-        print(f"  {name:<16} [{spec.task}] {spec.description}")
-    print("constructions (run by name like solvers, e.g. --solvers lsa_gd):")
-    for name, cspec in sorted(CONSTRUCTIONS.items()):
-        print(f"  {name:<18} [{cspec.task}] {cspec.description}")
+    from precision.solvers.measure import SOLVERS
     from probes.studies import load_studies
 
+    print("solvers:")
+    _columns([(name, f"[{spec.task}] {spec.description}")
+              for name, spec in sorted(SOLVERS.items())])
+    print("constructions (run by name like solvers, e.g. --solvers lsa_gd):")
+    _columns([(name, f"[{c.task}] {c.description}")
+              for name, c in sorted(CONSTRUCTIONS.items())])
     print("studies (run from a suite's [studies.<label>] tables):")
-    for name, sspec in sorted(load_studies().items()):
-        print(f"  {name:<34} {sspec.doc}")
+    _columns([(name, s.doc) for name, s in sorted(load_studies().items())])
 
 
 def _precisions() -> None:
@@ -84,9 +84,18 @@ def _claims() -> None:
     from reports.papers.claims import load_claims
 
     print("published claims (a report shows those about its suites):")
+    rows = []
     for c in load_claims():
         check = c.get("check")
         suite = check.get("suite") if check else None
         where = (", ".join(suite) if isinstance(suite, list) else str(suite)) if check \
             else "no suite yet"
-        print(f"  {c['id']:<24} [{where}] {c['claim']}: {c['published']}")
+        rows.append((c["id"], f"[{where}] {c['claim']}: {c['published']}"))
+    _columns(rows)
+
+
+def _columns(rows: list[tuple[str, str]]) -> None:
+    """Each (name, text) on its line, indented, the texts aligned after the longest name."""
+    width = max((len(name) for name, _ in rows), default=0)
+    for name, text in rows:
+        print(f"  {name:<{width}}  {text}")

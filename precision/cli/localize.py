@@ -15,13 +15,14 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from precision.invariants import checked
 from precision.precisions import ALIASES_TEXT, PrecisionError, parse_precision
-from probes.localize import SUITE, LocalizeSpec, compute, records
 from probes.names import check_name
 from probes.store.db import Store
+
+if TYPE_CHECKING:   # torch loads with the command, not with --help
+    from probes.localize import LocalizeSpec
 
 
 class LocalizeUsageError(Exception):
@@ -80,6 +81,8 @@ def add_parser(sub: Any, default_db: str) -> argparse.ArgumentParser:
 
 def spec_of(args: argparse.Namespace) -> LocalizeSpec:
     """The localization ``args`` ask for, every option checked (LocalizeUsageError)."""
+    from probes.localize import LocalizeSpec
+
     try:
         low = parse_precision(args.precision)
         reference = parse_precision(args.reference)
@@ -176,7 +179,9 @@ def _weights_shapes(path: str, factory: str) -> tuple[tuple[int, int, int, int, 
 def run(args: argparse.Namespace) -> int:
     """``precision localize``: compute, print, store (module docstring); 0, or
     LocalizeUsageError for bad input."""
+    from precision.invariants import checked
     from probes.isolation import ChildFailure, call_isolated
+    from probes.localize import SUITE, compute, records
 
     spec = spec_of(args)
     with Store(args.db) as store:  # a store that cannot be written: before computing

@@ -45,10 +45,8 @@ from precision.cli.run import EXIT_PAUSED
 from precision.cli.stdout import CheckedStdout, StdoutError, drop_stdout
 from precision.cli.stopping import StopSignals, interrupted
 from precision.precisions import PrecisionError
-from precision.solvers.measure import SolverError
-from probes.executors import ExecutorError
 from probes.store.db import StoreError
-from probes.suite import SuiteError
+from probes.suite_error import SuiteError
 
 # (scripts and tests import these from here)
 __all__ = ["DEFAULT_DB", "EXIT_PAUSED", "EXIT_USAGE", "JOBS_CEILING", "JOBS_PER_CPU",
@@ -70,9 +68,23 @@ COMMANDS: tuple[tuple[Callable[[Any], argparse.ArgumentParser],
 )
 #: The commands that compute a sweep: Ctrl-C / SIGTERM stop it, one torch thread each.
 SWEEPS = ("run", "probe")
-#: The errors that are the user's: one line, exit 2.
-USER_ERRORS = (UsageError, LocalizeUsageError, SuiteError, PrecisionError, SolverError,
-               StoreError)
+#: The errors that are the user's: one line, exit 2 (and :func:`_solver_error`).
+USER_ERRORS = (UsageError, LocalizeUsageError, SuiteError, PrecisionError, StoreError)
+
+
+def _solver_error() -> type[Exception]:
+    """The solvers' user error; its module imports torch, so it is imported only when an
+    exception reaches the handlers (the parser and ``--help`` stay free of torch)."""
+    from precision.solvers.measure import SolverError
+
+    return SolverError
+
+
+def _executor_error() -> type[Exception]:
+    """An executor that failed (see :func:`_solver_error` for why it is imported late)."""
+    from probes.executors import ExecutorError
+
+    return ExecutorError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -155,7 +167,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
             # (which spin against each other); parallelism comes from --jobs processes.
             torch.set_num_threads(1)
         return int(args.func(args))
-    except USER_ERRORS as exc:
+    except SystemExit:   # --help: before the handlers that import their errors
+        raise
+    except _VersionShown:
+        return 0
+    except (*USER_ERRORS, _solver_error()) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if not message.startswith("precision"):
             message = f"precision: error: {message}"
@@ -164,13 +180,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except sqlite3.Error as exc:  # a store error outside probes.store.db's guarded methods
         print(f"precision: error: results store: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
-    except ExecutorError as exc:
+    except _executor_error() as exc:
         print(f"precision: error: {exc}; finished runs are stored, re-run to resume",
               file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         return interrupted(exc)
-    except _VersionShown:
-        return 0
     finally:
         stops.restore()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from precision.cli.common import FACTORY_HELP, UsageError, csv_names
 from precision.cli.run import (
@@ -21,7 +21,9 @@ from precision.cli.run import (
     run_loaded,
 )
 from probes.store.db import Store
-from probes.suite import Suite, load_suite, suite_with_lengths
+
+if TYPE_CHECKING:   # torch loads with the command, not with --help
+    from probes.suite import Suite
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -42,7 +44,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     """``precision probe``: the suite of FACTORY checked (module docstring), then the sweep."""
-    from probes.suite import suite_for_factory
+    from probes.suite import load_suite, suite_for_factory, suite_with_lengths
 
     check_run_args(args)
     lengths = parse_lengths(args.lengths)

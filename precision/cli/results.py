@@ -18,8 +18,10 @@ from precision.cli.common import (
 )
 from precision.precisions import parse_precision
 from probes.store.db import Store
-from reports.console import floor_tables
 from reports.data_version import left_out_note, newest_data_rows
+
+#: The option that sets each ``runs`` column filter (the others are --COLUMN).
+OPTION = {"subject": "--model"}
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -71,9 +73,8 @@ def _filters(args: argparse.Namespace) -> dict[str, str]:
         precision = parse_precision(precision).name
     chosen = {"suite": args.suite, "subject": args.subject, "task": args.task,
               "precision": precision, "status": args.status}
-    option = {"subject": "--model"}
     return {column: value for column, value in chosen.items()
-            if nonempty(option.get(column, f"--{column}"), value) is not None}
+            if nonempty(OPTION.get(column, f"--{column}"), value) is not None}
 
 
 def _check_matches(store: Store, filters: dict[str, str], db: str) -> None:
@@ -83,7 +84,7 @@ def _check_matches(store: Store, filters: dict[str, str], db: str) -> None:
         raise UsageError(f"no results for suite '{filters['suite']}' in {db} "
                          f"(suites: {known})")
     if filters and not store.matching(**filters):
-        chosen = " ".join(f"--{k} {v}" for k, v in filters.items())
+        chosen = " ".join(f"{OPTION.get(k, f'--{k}')} {v}" for k, v in filters.items())
         raise UsageError(f"no runs in {db} match {chosen}; nothing was written")
 
 
@@ -94,6 +95,8 @@ def _write(store: Store, filters: dict[str, str], form: str, out: IO[str]) -> No
     elif form == "json":
         store.export_json(out, **filters)
     else:
+        from reports.console import floor_tables  # (numpy, torch: with the table only)
+
         rows, older = newest_data_rows(store.runs(**filters))
         out.write(floor_tables(rows) + "\n")
         if older:

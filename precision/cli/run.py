@@ -26,14 +26,12 @@ from precision.cli.common import (
     writable_folder,
 )
 from precision.precisions import ALIASES_TEXT, CAST_POLICIES
-from probes.run import RunOptions, weights_folder
 from probes.store.db import Store
-from probes.suite import Suite, load_suite, suite_with_lengths
-from reports.console import floor_tables
-from reports.data_version import left_out_note, newest_data_rows
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:   # the modules that import torch load with the command, not with --help
+    from probes.run import RunOptions
     from probes.runner import SweepSummary
+    from probes.suite import Suite
     from reports.build import Report
 
 #: Exit code of a ``run`` whose slice ended with trainings paused (EX_TEMPFAIL: run it again).
@@ -113,6 +111,8 @@ def _add_training_options(run: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """``precision run``: every option and the suite checked, then the sweep."""
+    from probes.suite import load_suite, suite_with_lengths
+
     check_run_args(args)
     lengths = parse_lengths(args.lengths)
     suite = load_suite(
@@ -194,6 +194,8 @@ def run_loaded(suite: Suite, args: argparse.Namespace) -> int:
     """Check the report folder, the run options and the store, compute the runs of ``suite``
     missing from the store, print its tables and a summary; the exit code."""
     from probes.runner import pending_runs
+    from reports.console import floor_tables
+    from reports.data_version import left_out_note, newest_data_rows
 
     report_folder = _report_folder(suite, args)
     options = _run_options(args)
@@ -230,6 +232,8 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
     """How the runs compute: the executor, the time limit, the weights and checkpoint folders
     (created and checked writable now) and the wall-clock time at which trainings pause
     (``--slice``)."""
+    from probes.run import RunOptions, weights_folder
+
     check_time_limit(args)
     weights_dir = writable_folder("--save-weights", args.save_weights)
     checkpoint_dir = writable_folder("--checkpoints", args.checkpoints)
