@@ -42,6 +42,7 @@ from precision.formats.module_assignment import (
     work_precision,
 )
 from precision.formats.simulate import prepare_module, round_tensor, simulation
+from precision.forward_failure import call_naming_failure
 from precision.metrics import ErrorSummary, decompose, error_summary
 from precision.precisions import FLOAT_BITS, Precision, as_precision, with_casts
 from precision.reference import CHECK_SUBSET, certain_digits, check_precision
@@ -102,8 +103,9 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
         clone = cast_module(copy.deepcopy(model), dtype).to(device)
     mode = PromoteCasts(dtype) if p.casts == "promote" else contextlib.nullcontext()
-    with torch.no_grad(), mode:
-        out = clone((round_to_dtype(x, dtype) if x.is_floating_point() else x).to(device))
+    xin = (round_to_dtype(x, dtype) if x.is_floating_point() else x).to(device)
+    with torch.no_grad(), mode:   # a failure names its module and op (ForwardFailure)
+        out = call_naming_failure(clone, lambda: clone(xin))
     return backend_for(p).to_exact(out.cpu())
 
 
@@ -119,8 +121,9 @@ def _evaluate_simulated(model: torch.nn.Module, x: torch.Tensor, p: Precision,
         x = round_tensor(x, p)
     promote = PromoteCasts(p.carrier_dtype) if p.casts == "promote" else \
         contextlib.nullcontext()
-    with torch.no_grad(), promote, simulation(p):
-        out = clone(x.to(device))
+    xin = x.to(device)
+    with torch.no_grad(), promote, simulation(p):   # a failure names its module and op
+        out = call_naming_failure(clone, lambda: clone(xin))
     return exact_array(out.detach().cpu().to(torch.float64).numpy())
 
 

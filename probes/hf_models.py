@@ -118,7 +118,10 @@ def config_for(config_class: Any, depth: int, width: int, n_tokens: int,
 class HFSequenceModel(nn.Module):
     """``Linear(d_in, width)`` -> a transformers model (its last hidden state) ->
     ``Linear(width, d_out)``: (batch, tokens, d_in) -> (batch, tokens, d_out). With
-    ``inputs="ids"`` there is no input projection: (batch, tokens) token ids."""
+    ``inputs="ids"`` there is no input projection: (batch, tokens) token ids. The last
+    hidden state enters the output projection in that projection's dtype: a model that
+    keeps its residual stream in float32 (Mamba's ``residual_in_fp32``) returns float32
+    from a bfloat16 copy, which the projection's bfloat16 weights cannot multiply."""
 
     def __init__(self, model: nn.Module, d_in: int, d_out: int, width: int,
                  inputs: str = "embeds") -> None:
@@ -133,7 +136,7 @@ class HFSequenceModel(nn.Module):
             hidden = self.model(input_ids=x)
         else:
             hidden = self.model(inputs_embeds=self.inp(x))
-        return self.out(hidden.last_hidden_state)
+        return self.out(hidden.last_hidden_state.to(self.out.weight.dtype))
 
 
 def build_hf(spec: str, d_in: int, d_out: int, depth: int, width: int, *,

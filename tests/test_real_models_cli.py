@@ -100,3 +100,43 @@ def test_probe_of_a_model_no_precision_can_evaluate_fails_before_training(tmp_pa
     assert "cannot be evaluated in mp30" in err and "before training" in err
     assert "aten.native_dropout" in err and "(TrainingDropout)" in err and "node " in err
     assert not db.exists() or not Store(db, create=False).runs(suite="hf")
+
+
+def test_evaluate_a_mamba_in_bfloat16_and_float16(capsys):
+    """Mamba keeps its residual stream in float32 (residual_in_fp32): the wrapper's output
+    projection takes the hidden state in its own dtype, so a bfloat16 or float16 copy
+    evaluates (it failed with 'mat1 and mat2 must have the same dtype')."""
+    assert main(["evaluate", "hf:MambaModel", *SHAPE, "--precisions", "bfloat16,float16"]) == 0
+    rows = {line.split()[0]: float(line.split()[1]) for line in
+            capsys.readouterr().out.splitlines() if line.startswith(("bfloat16", "float16"))}
+    assert set(rows) == {"bfloat16", "float16"} and 0 < rows["float16"] < rows["bfloat16"] < 1
+
+
+class CastsThenMultiplies(nn.Module):
+    """Half-precision activations widened to float32 for the next layer (as Mamba keeps its
+    residual stream): in bfloat16 that layer's own weights cannot multiply them (PyTorch
+    names neither the module nor the op)."""
+
+    def __init__(self, d_in: int, d_out: int) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(d_in, 8), nn.Linear(8, d_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        return self.b(h.float() if h.element_size() < 4 else h)
+
+
+def islanded(d_in: int, d_out: int, depth: int, width: int) -> nn.Module:
+    return CastsThenMultiplies(d_in, d_out)
+
+
+def test_a_precision_that_cannot_evaluate_names_the_module_and_op(capsys):
+    """The failing module and ATen op in one line, exit 2 (as probe's check before
+    training), after the rows of the precisions that did evaluate."""
+    assert main(["evaluate", f"{HERE}:islanded", *SHAPE, "--precisions",
+                 "float32,bfloat16"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert "\n" not in err and "cannot be evaluated in bfloat16" in err
+    assert "in module 'b' at addmm" in err and "same dtype" in err
+    assert any(line.startswith("float32") for line in captured.out.splitlines())

@@ -10,7 +10,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from precision.cli.common import FACTORY_HELP, UsageError, add_shape_options, csv_names
+from precision.cli.common import (
+    EXIT_USAGE,
+    FACTORY_HELP,
+    UsageError,
+    add_shape_options,
+    csv_names,
+)
 from precision.precisions import CAST_POLICIES, Precision, parse_precision, with_casts
 
 if TYPE_CHECKING:
@@ -40,7 +46,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     """``precision evaluate``: the options checked, the sample evaluated in a child process,
-    its table printed; 1 if a precision cannot evaluate it."""
+    its table printed (up to the first precision that cannot evaluate it: that one is a
+    one-line error naming the module and op, exit 2, as ``probe``'s check before training)."""
     from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
     from probes.sample_check import evaluate_sample
 
@@ -59,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
     _print(result, reference)
     if result.problem:
         print(f"precision: error: {result.problem}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
     return 0
 
 
