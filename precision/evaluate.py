@@ -44,7 +44,13 @@ from precision.formats.module_assignment import (
 from precision.formats.simulate import prepare_module, round_tensor, simulation
 from precision.forward_failure import call_naming_failure
 from precision.metrics import ErrorSummary, decompose, error_summary
-from precision.precisions import FLOAT_BITS, Precision, as_precision, with_casts
+from precision.precisions import (
+    FLOAT_BITS,
+    Precision,
+    PrecisionError,
+    as_precision,
+    with_casts,
+)
 from precision.reference import CHECK_SUBSET, certain_digits, check_precision
 
 _PROGRAMS: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, MPProgram]] = (
@@ -77,6 +83,9 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     per-module assignment (``float64+mod[*.mlp]=bfloat16``) is :func:`evaluate_assigned`.
     """
     p = as_precision(precision)  # the Python API's edge
+    if p.unseeded:
+        raise PrecisionError(f"{p.name!r} has no seed here: spell '+seed=N' (a suite's run "
+                             "or a command seeds it with its own --seed)")
     if casts is not None:
         p = with_casts(p, casts)
     if kept_modules is not None and not (p.is_mp and p.casts == "keep" and not p.modules):

@@ -51,7 +51,7 @@ FLOAT_BITS: dict[str, int] = {"float16": 11, "bfloat16": 8, "float32": 24, "floa
 MAX_MP_DIGITS = 2000
 
 #: Rounding modes a precision can name: round to nearest even (the default), toward zero, up,
-#: down, and stochastic (seeded by ``+seed=N``).
+#: down, and stochastic (seeded by ``+seed=N``, else by the seed of the run that computes it).
 ROUNDINGS = ("rne", "rz", "ru", "rd", "sr")
 #: Cast policies: ``keep`` runs a model's own float casts as written, ``promote`` treats
 #: every float cast as the evaluation precision.
@@ -293,6 +293,12 @@ class Precision:
         return self == Precision(self.format, self.digits)
 
     @property
+    def unseeded(self) -> bool:
+        """Stochastic rounding with no seed spelled (``float8_e4m3:sr``): the run or command
+        that computes it gives its own seed (:func:`seeded_by`)."""
+        return self.rounding == "sr" and self.seed is None
+
+    @property
     def needs_stream(self) -> bool:
         """True for stochastic rounding (its bits come from a seeded stream)."""
         return self.rounding == "sr"
@@ -358,16 +364,23 @@ def parse_spelling(spec: str) -> Precision:
             fields[key] = int(value)
     seed = fields.get("seed")
     module_sr = any(q.rounding == "sr" for _, q in modules)
-    if (seed is None and p.rounding == "sr") or \
-            (seed is not None and p.rounding != "sr" and not module_sr):
-        raise PrecisionError(f"{spec!r}: stochastic rounding (':sr') needs '+seed=N', and "
-                             "'+seed' is only for stochastic rounding")
+    if seed is not None and p.rounding != "sr" and not module_sr:
+        raise PrecisionError(f"{spec!r}: '+seed' is only for stochastic rounding (':sr')")
     if seed is not None:   # one seed for every stochastic rounding of the precision (a
         modules = [(g, replace(q, seed=seed) if q.rounding == "sr" else q)  # module's sr
                    for g, q in modules]                                    # without it: 0)
     return Precision(p.format, p.digits, rounding=p.rounding, seed=seed,
                      accumulate=fields.get("acc"), casts=fields.get("casts", "keep"),
                      modules=tuple(modules), activations=fields.get("act"))
+
+
+def seeded_by(p: Precision, seed: int) -> Precision:
+    """``p`` computed by a run (or command) of seed ``seed``: an unseeded stochastic rounding
+    (``float8_e4m3:sr``, :attr:`Precision.unseeded`) takes that seed
+    (``float8_e4m3:sr+seed=3`` in a run of seed 3); ``p`` itself otherwise. The stored name
+    stays the one spelled: the run's seed is in its record. (A module's ``:sr`` without a
+    top-level ``+seed`` keeps seed 0, as stored before.)"""
+    return replace(p, seed=seed % 2**32) if p.unseeded else p
 
 
 def with_casts(p: Precision, casts: str) -> Precision:

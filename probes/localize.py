@@ -25,7 +25,7 @@ import torch
 from precision.deterministic import DATA_VERSION
 from precision.localize import Localization, LocalizeError, localize
 from precision.models import MODELS
-from precision.precisions import Precision
+from precision.precisions import Precision, seeded_by
 from precision.provenance import provenance
 from probes.factory import FactoryError, build_family, is_factory_spec
 from probes.store.canonical import config_hash
@@ -114,7 +114,8 @@ def compute(spec: LocalizeSpec, verbose: bool = True) -> Localization | str:
     glob that matches no unit, a target never met). ``verbose``: progress lines on stdout."""
     try:
         model, x = build(spec)
-        return localize(model, x, spec.low, spec.reference, target=spec.target,
+        return localize(model, x, seeded_by(spec.low, spec.seed), spec.reference,
+                        target=spec.target,
                         depth=spec.unit_depth, modules=spec.modules,
                         progress=(lambda text: print(text, flush=True)) if verbose else None)
     except (FactoryError, LocalizeError, ValueError) as exc:

@@ -23,7 +23,7 @@ from torch import nn
 
 from precision.evaluate import evaluate
 from precision.islands import IslandReport, island_report, islands_below
-from precision.precisions import Precision
+from precision.precisions import Precision, seeded_by
 from probes.factory import FactoryError, build_family
 from probes.isolation import one_line
 
@@ -52,10 +52,12 @@ def sample_input(d_in: int, tokens: int, batch: int = 2,
     return torch.randn(batch, tokens, d_in, dtype=torch.float64, generator=gen)
 
 
-def _evaluate_in(model: nn.Module, x: torch.Tensor, p: Precision,
-                 islands: bool) -> tuple[torch.Tensor, IslandReport | None]:
-    """``model``'s output on ``x`` in ``p``, and with ``islands`` the island report of ``p``
-    when the model's casts round below it (else None)."""
+def _evaluate_in(model: nn.Module, x: torch.Tensor, p: Precision, islands: bool,
+                 seed: int = SAMPLE_SEED) -> tuple[torch.Tensor, IslandReport | None]:
+    """``model``'s output on ``x`` in ``p`` (an unseeded ``:sr`` seeded with ``seed``), and
+    with ``islands`` the island report of ``p`` when the model's casts round below it (else
+    None)."""
+    p = seeded_by(p, seed)
     out = evaluate(model, x, p)
     report = island_report(model, x, p) if islands and islands_below(model, x, p) else None
     return out, report
@@ -126,7 +128,7 @@ def evaluate_sample(spec: str, precisions: Sequence[Precision], reference: Preci
     truth = None
     for p in [reference, *precisions]:
         try:
-            out, report = _evaluate_in(model, x, p, islands=True)
+            out, report = _evaluate_in(model, x, p, islands=True, seed=seed)
         except Exception as exc:  # noqa: BLE001 - the failing op, node and module, one line
             result.problem = f"'{spec}' cannot be evaluated in {p.name}: {one_line(exc)}"
             return result

@@ -1,6 +1,7 @@
 """Formats everywhere a precision is accepted: evaluate, solvers, constructions, trained runs."""
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -10,7 +11,7 @@ from precision.evaluate import evaluate
 from precision.formats.binary_format import FORMATS
 from precision.formats.integer_weights import quantize_weight
 from precision.formats.rounding import round_to_format
-from precision.precisions import parse_precision
+from precision.precisions import PrecisionError, parse_precision, seeded_by
 from precision.solvers.measure import run_solver
 
 GAUSS = {"kind": "gaussian", "dim": 4, "n_samples": 16}
@@ -64,6 +65,23 @@ def test_stochastic_rounding_reproduces_per_seed_and_varies_across_seeds():
     assert not np.array_equal(a, _f(evaluate(model, x, "float8_e4m3:sr+seed=2")))
 
 
+def test_an_unseeded_sr_takes_the_seed_of_the_run_that_computes_it():
+    """``float8_e4m3:sr`` (the spelling the format examples lead to) is accepted: a solver
+    run computes it with its problem's seed and stores the name spelled; the Python API's
+    ``evaluate``, which has no run, asks for '+seed=N' in one line."""
+    for seed in (0, 3):
+        problem = {**GAUSS, "seed": seed}
+        unseeded = run_solver("gd", "float8_e4m3:sr", problem, {"iters": 20})
+        seeded = run_solver("gd", f"float8_e4m3:sr+seed={seed}", problem, {"iters": 20})
+        assert unseeded.precision == "float8_e4m3:sr"
+        assert [s.mse for s in unseeded.steps] == [s.mse for s in seeded.steps]
+    assert parse_precision("float8_e4m3:sr").unseeded
+    assert seeded_by(parse_precision("float8_e4m3:sr"), 7).name == "float8_e4m3:sr+seed=7"
+    assert seeded_by(parse_precision("float8_e4m3:sr+seed=1"), 7).seed == 1
+    with pytest.raises(PrecisionError, match=r"no seed here: spell '\+seed=N'"):
+        evaluate(_mlp(), torch.randn(2, 6, dtype=torch.float64), "float8_e4m3:sr")
+
+
 def test_solvers_and_constructions_run_in_formats_reproducibly():
     for spec in ("float8_e4m3", "mxfp8_e4m3", "bfloat16:sr+seed=4"):
         res = run_solver("gd", spec, GAUSS, {"iters": 30})
@@ -85,14 +103,17 @@ def test_solvers_and_constructions_run_in_formats_reproducibly():
 def test_trained_evaluation_rounds_its_inputs_into_the_format():
     from probes.training.measure import _rounded_inputs
 
-    x = torch.randn(3, 4, 5, dtype=torch.float64)
+    x = torch.randn(3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     for spec in ("float8_e4m3", "float8_e4m3:sr+seed=1", "mxfp8_e4m3", "int4+act=bfloat16"):
         p = parse_precision(spec)
         got = _rounded_inputs(x, p)
         assert got.dtype == torch.float64 and got.shape == x.shape
         fmt = p.value_format
         assert torch.equal(round_to_format(got, fmt), got)          # on the format's grid
-        assert torch.allclose(got, x, rtol=2 * fmt.unit_roundoff, atol=0)
+        # within one spacing of x: relative above the normal range's bottom, absolute (the
+        # subnormal spacing) below it
+        assert torch.allclose(got, x, rtol=2 * fmt.unit_roundoff,
+                              atol=2.0 ** (fmt.emin - fmt.mantissa_bits))
 
 
 def test_every_construction_runs_in_a_format():

@@ -103,7 +103,8 @@ def test_spelling_round_trips(text, canonical):
     ("float8", "unknown precision"), ("mp0", "unknown precision"),
     ("float32:up", "unknown rounding"), ("float32+acc=mp", "unknown precision"),
     ("float32+casts=drop", "unknown cast policy"), ("float32+x=1", "unknown precision option"),
-    ("float32:sr", "needs '+seed=N'"), ("float32+acc=float64+acc=float64", "given twice"),
+    ("float32+seed=3", "only for stochastic rounding"),
+    ("float32+acc=float64+acc=float64", "given twice"),
 ])
 def test_bad_spellings_are_one_line(text, message):
     with pytest.raises(PrecisionError, match=message.replace("+", r"\+")) as info:

@@ -74,8 +74,8 @@ def _precisions() -> None:
     print(f"  forms: {VALID_FORMS}")
     print("  spelling: FORMAT[:rne|rz|ru|rd|sr][+acc=FORMAT][+act=FORMAT]"
           "[+casts=keep|promote][+seed=N][+mod[GLOB]=FORMAT]...; roundings other than "
-          "rne, +acc= and +act= simulate the format per op (docs/formats.md); sr needs "
-          "+seed=N; +mod[GLOB]=FORMAT assigns a format to modules "
+          "rne, +acc= and +act= simulate the format per op (docs/formats.md); sr takes "
+          "+seed=N or the run's seed; +mod[GLOB]=FORMAT assigns a format to modules "
           "(docs/precision_assignment.md)")
 
 

@@ -19,7 +19,7 @@ from precision.constructions import traces
 from precision.constructions.transformer_read import DEFAULT_GAP, DEFAULT_SCALE
 from precision.metrics import error_summary
 from precision.params import Param, count, positive
-from precision.precisions import Precision, as_precision
+from precision.precisions import Precision, as_precision, seeded_by
 from precision.registry import Declared, Registry
 from precision.solvers.measure import SolverError, SolverResult, make_problem
 from precision.truth import TruthError
@@ -138,11 +138,12 @@ def run_construction(name: str, precision: Precision | str, problem: dict[str, A
     """
     spec = get_construction(name)
     prm = spec.resolve(params)
-    p = as_precision(precision)  # the Python API's edge
+    spelled = as_precision(precision)  # the Python API's edge
+    p = seeded_by(spelled, int(problem.get("seed", 0)))   # unseeded ':sr': the problem's seed
     backend_for(p).restart()  # stochastic rounding: reproducible whatever ran before
     prob = make_problem(spec.task, problem)
     t0 = time.perf_counter()
-    result = SolverResult(solver=name, precision=p.name, status="ok", params=prm)
+    result = SolverResult(solver=name, precision=spelled.name, status="ok", params=prm)
     try:
         models, refs, truth = spec.trace(p, prob, **prm)
     except TruthError as exc:  # that run's result; the sweep goes on

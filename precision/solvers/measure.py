@@ -22,7 +22,7 @@ from precision.backends.mp_backend import exact_array
 from precision.invariants import INVALID, check_trace
 from precision.metrics import ErrorSummary, Floor, detect_floor, error_summary
 from precision.params import Param, count, positive
-from precision.precisions import Precision, as_precision
+from precision.precisions import Precision, as_precision, seeded_by
 from precision.registry import Declared, Registry
 from precision.solvers.cg import conjugate_gradient
 from precision.solvers.gd import gd, preconditioned_gd
@@ -311,13 +311,14 @@ def run_solver(
     ``failed`` / ``diverged`` with the message, never an exception.
     """
     spec = get_solver(name)
-    p = as_precision(precision)  # the Python API's edge
+    spelled = as_precision(precision)  # the Python API's edge
+    p = seeded_by(spelled, int(problem.get("seed", 0)))   # unseeded ':sr': the problem's seed
     prm = spec.resolve(params)
     prob = make_problem(spec.task, problem)
     xp = backend_for(p)
     xp.restart()  # stochastic rounding: reproducible whatever ran before
     bits = truth_bits(p)
-    result = SolverResult(solver=name, precision=p.name, status="ok", params=prm)
+    result = SolverResult(solver=name, precision=spelled.name, status="ok", params=prm)
     t0 = time.perf_counter()
 
     try:

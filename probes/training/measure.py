@@ -37,7 +37,7 @@ from precision.backends.torch_backend import round_to_dtype
 from precision.evaluate import evaluate, reference_digits
 from precision.formats.simulate import round_tensor
 from precision.metrics import Floor, decompose, detect_floor, error_summary
-from precision.precisions import Precision
+from precision.precisions import Precision, seeded_by
 from precision.reference import MODEL_REFERENCE
 from precision.tasks import Task, gradient_query_row
 from precision.truth import least_squares_truth, truth_bits
@@ -335,14 +335,16 @@ def _measure(job: Job, trained: TrainedModel, precisions: list[Precision], t0: f
         x_test, _ = task.sample(job.test_size, gen)
         refs: dict[bytes, tuple[np.ndarray, float] | None] = {}
         for p in precisions:
+            q = seeded_by(p, job.seed)   # an unseeded ':sr' takes the job's seed
             try:
-                out = measure_precision(model, task, x_test, p, refs, device)
+                out = measure_precision(model, task, x_test, q, refs, device)
+                out.precision = p.name   # (stored under the name spelled)
             except Exception as exc:  # noqa: BLE001 - e.g. a user module's op with no mp
                 first = (str(exc).splitlines() or [""])[0]   # implementation: a status
                 out = PrecisionOutcome(p.name, "failed", f"{type(exc).__name__}: {first}")
             if out.status == "ok" and job.iterate and task.name == "explicit_gradient":
                 n_iter = min(job.test_size, 8)
-                out.iterate_trace = iterate_gradient(model, task, x_test[:n_iter], p,
+                out.iterate_trace = iterate_gradient(model, task, x_test[:n_iter], q,
                                                      job.iterate, device)
                 out.floor = detect_floor([10.0 ** min(v, 300.0) for v in out.iterate_trace],
                                          log10_trace=out.iterate_trace)
