@@ -11,7 +11,9 @@
     tables/          one CSV per table (claims.csv, solvers-ls-gauss.csv, ...)
     data/            the stored numbers, one row per run (solver-runs.csv, model-runs.csv)
 
-File names are sanitised labels (:mod:`reports.files`); every file is written atomically.
+File names are sanitised labels (:mod:`reports.files`); every file is written atomically,
+and the files of an earlier build in figures/, tables/ and data/ that this one did not write
+are removed (a report of another store shows none of this one's figures).
 """
 
 from __future__ import annotations
@@ -29,7 +31,15 @@ from probes.store.records import result_of
 from reports import plots
 from reports.checks import CHECKS_TEXT, checks_pivot
 from reports.data_version import left_out_note, newest_data_rows
-from reports.files import DATA, FIGURES, TABLES, FileNames, write_text
+from reports.files import (
+    DATA,
+    FIGURES,
+    TABLES,
+    FileNames,
+    recording,
+    remove_unwritten,
+    write_text,
+)
 from reports.length_plot import length_figure, length_pivots, length_runs
 from reports.localize_plot import localize_figure, localize_pivots, localize_runs
 from reports.papers.claims import check_claims
@@ -105,7 +115,10 @@ def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Rep
     try:
         for sub in ("", FIGURES, TABLES, DATA):
             (folder / sub).mkdir(parents=True, exist_ok=True)
-        return _write_report(store, known, chosen, folder)
+        with recording() as written:
+            report = _write_report(store, known, chosen, folder)
+        remove_unwritten(folder, written)   # an earlier build's figures of other runs
+        return report
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         raise ReportError(f"cannot write the report to {folder}: "

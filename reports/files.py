@@ -11,21 +11,26 @@ original), so a report never fails on a name in the store.
 
 Every file is written by :func:`atomic_write`: into a temporary file beside the target, then
 renamed into place, so a full disk or a killed process leaves the previous file (or none),
-never a truncated one.
+never a truncated one. The three sub-folders are the report's own: a build removes the
+files of its kinds there (:data:`OWNED_SUFFIXES`) that it did not write itself
+(:func:`remove_unwritten`), so a report of another store never shows this one's figures.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from probes.store.atomic import atomic_write as results_atomic_write
 
 FIGURES, TABLES, DATA = "figures", "tables", "data"
+#: The kinds of file a build writes into its sub-folders (others there are left alone).
+OWNED_SUFFIXES = (".png", ".svg", ".csv")
 
 #: Longest file stem (before the extension); longer ones are cut and end in a short hash.
 MAX_STEM = 80
@@ -81,6 +86,23 @@ class FileNames:
         return stem
 
 
+#: The paths written since each open :func:`recording` began (innermost last).
+_RECORDING: list[set[Path]] = []
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[set[Path]]:
+    """The set of every path :func:`atomic_write` writes inside the ``with`` block (resolved),
+    filled as they are written: what a report build wrote, so that what it did not write can
+    be told from it."""
+    written: set[Path] = set()
+    _RECORDING.append(written)
+    try:
+        yield written
+    finally:
+        _RECORDING.remove(written)
+
+
 def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> Path:
     """Write ``path`` through ``write(file)`` with :func:`probes.store.atomic.atomic_write`: a
     temporary file in the same folder renamed into place, so on any error the previous
@@ -88,7 +110,24 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> Path:
     path = Path(path)
     with results_atomic_write(path, "wb") as fh:
         write(fh)
+    for written in _RECORDING:
+        written.add(path.resolve())
     return path
+
+
+def remove_unwritten(folder: Path, written: set[Path]) -> list[Path]:
+    """Remove the files of :data:`OWNED_SUFFIXES` in ``folder``'s figures/, tables/ and data/
+    that are not in ``written`` (a build's :func:`recording`): an earlier build's, of runs or
+    stores this one does not show. Returns what was removed; leaves anything else (a
+    folder, a link, another kind of file) alone."""
+    removed = []
+    for sub in (FIGURES, TABLES, DATA):
+        for path in sorted((folder / sub).glob("*")):
+            if path.suffix in OWNED_SUFFIXES and path.is_file() and not path.is_symlink() \
+                    and path.resolve() not in written:
+                path.unlink()
+                removed.append(path)
+    return removed
 
 
 def write_bytes(path: Path, data: bytes) -> Path:

@@ -53,6 +53,26 @@ def test_report_layout_figures_tables_data_in_their_folders(store_path, tmp_path
     assert '<div class="table-wrap">' in rep.html.read_text()
 
 
+def test_a_report_into_a_used_folder_keeps_none_of_the_earlier_figures(store_path, tmp_path):
+    """A second report into the same folder (another store, other runs) leaves no file of
+    the first in figures/, tables/ or data/ (it showed a first store's figures inside a
+    report about the second); files of other kinds there are the user's and stay."""
+    with Store(store_path) as store:
+        build_report(store, None, tmp_path)
+    stale = [tmp_path / "figures" / "grid-multiply-old.png", tmp_path / "tables" / "old.csv",
+             tmp_path / "data" / "model-runs.csv"]
+    for path in stale:
+        path.write_bytes(b"from another store")
+    mine = tmp_path / "figures" / "notes.txt"
+    mine.write_text("the user's")
+    with Store(store_path) as store:
+        rep = build_report(store, None, tmp_path)
+    assert not any(path.exists() for path in stale)
+    assert mine.read_text() == "the user's"
+    for link in re.findall(r"\]\((figures/[^)]+)\)", rep.markdown.read_text()):
+        assert (tmp_path / link).is_file(), link   # what the report shows is all there
+
+
 def test_report_numbers_equal_the_store(store_path, tmp_path):
     with Store(store_path) as store:
         rep = build_report(store, None, tmp_path)
