@@ -1,5 +1,6 @@
 """The precision command: exit codes, one-line errors, an untouched store, kill and resume."""
 
+import csv
 import hashlib
 import json
 import os
@@ -128,6 +129,15 @@ def test_results_export_matches_store(small_store, tmp_path, capsys):
         assert r["mse"] == stored[r["run_id"]]
     lines = out_csv.read_text().splitlines()
     assert len(lines) == len(stored) + 1
+    # every number in a column of its own: config and result flattened, no JSON text
+    with open(out_csv, newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert "config_json" not in table[0] and "result_json" not in table[0]
+    by_id = {r["run_id"]: r for r in rows}
+    for row in table:
+        assert float(row["mse"]) == stored[row["run_id"]]
+        assert row["config.solver"] == by_id[row["run_id"]]["config"]["solver"]
+        assert not any(v.startswith("{") for v in row.values()), row
     # Exports are deterministic.
     again = tmp_path / "again.csv"
     main(["results", "--db", str(small_store), "--format", "csv", "--out", str(again)])

@@ -637,18 +637,29 @@ class Store:
     @_guarded
     def export_csv(self, file: IO[str] | str | os.PathLike[str],
                    suite: str | None = None, **filters: Any) -> None:
-        """Write the runs table as CSV: a header, then one row per run in :meth:`runs` order.
+        """Write the runs as CSV: a header, then one row per run in :meth:`runs` order.
 
-        Columns in schema order; floats as ``repr`` (exact), NULL as empty, infinities as
-        ``inf`` / ``-inf``; ``config_json`` / ``result_json`` as the stored JSON text.
-        ``file`` is an open text file (opened with ``newline=""``) or a path (written
-        atomically: complete or not at all). ``filters`` as in :meth:`runs`.
+        The run columns in schema order (``config_json`` / ``result_json`` aside), then one
+        column per field of the config and of the result, named by its dotted path
+        (``config.depth``, ``result.decomposition.approximation``; the union over the rows,
+        sorted; a list as its JSON text): every number in a column of its own, none nested
+        in a JSON string. Floats as ``repr`` (exact), NULL / absent as empty, infinities as
+        ``inf`` / ``-inf``. ``file`` is an open text file (opened with ``newline=""``) or a
+        path (written atomically: complete or not at all). ``filters`` as in :meth:`runs`.
         """
         with _text_out(file, newline="") as out, self._transaction("DEFERRED"):
+            flat = []
+            for row in self._select(suite, filters):
+                d = self._decoded(row)
+                if d is not None:
+                    flat.append({**{k: v for k, v in d.items() if k in RUN_COLUMNS},
+                                 **_flattened("config", d["config"]),
+                                 **_flattened("result", d["result"])})
+            header = [c for c in RUN_COLUMNS if c not in ("config_json", "result_json")]
+            header += sorted({k for f in flat for k in f} - set(header))
             writer = csv.writer(out, lineterminator="\n")
-            writer.writerow(RUN_COLUMNS)
-            writer.writerows(row for row in self._select(suite, filters)
-                             if self._decoded(row) is not None)
+            writer.writerow(header)
+            writer.writerows([_csv_cell(f.get(c)) for c in header] for f in flat)
 
     @_guarded
     def export_json(self, file: IO[str] | str | os.PathLike[str],
@@ -667,6 +678,27 @@ class Store:
                 rows.append(json_safe(r, strict=False))
             json.dump(rows, out, sort_keys=True, indent=1, ensure_ascii=True, allow_nan=False)
             out.write("\n")
+
+
+def _flattened(prefix: str, value: Any) -> dict[str, Any]:
+    """``value`` (a decoded JSON object) as ``{dotted path: leaf}``: nested objects become
+    ``prefix.key.subkey`` columns; lists stay leaves."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        out.update(_flattened(f"{prefix}.{key}", item))
+    return out
+
+
+def _csv_cell(value: Any) -> Any:
+    """One CSV cell: None empty, a list as its JSON text, anything else as it is (floats
+    as their exact repr by the csv writer)."""
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return json.dumps(json_safe(list(value), strict=False), sort_keys=True)
+    return value
 
 
 def _one_line(exc: BaseException) -> str:
