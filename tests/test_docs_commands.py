@@ -1,0 +1,175 @@
+"""Every `precision` command the README and docs show, checked against the code: a doc that
+drifts from the command line fails here.
+
+Commands are read from the fenced blocks and the inline code of README.md and docs/*.md.
+Each is checked at the level it can be at the quick sizes of a test run:
+
+* a *mention* (``precision run``) or a *synopsis* with placeholders (``precision localize
+  FACTORY --precision LOW [--target ERR]``): the command exists and takes every option named;
+* a *concrete* command: the real parser accepts it (exit code 0 of the parse) and every name
+  it uses resolves -- the suite and its profile, the precisions, the solvers, the factory (a
+  file that defines it, an ``hf:`` class transformers has, a built-in family);
+* the cheap concrete commands (:data:`EXECUTED`) are run in full, in process, and their exit
+  code and a fragment of their output checked.
+
+A command that would compute for minutes to days (a floor profile, a GPU slice) is checked as
+concrete, not run: what it computes is tested by the suites' own tests.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from precision.cli.common import csv_names
+from precision.cli.main import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: Words that stand for what the reader supplies (a synopsis, not a command).
+PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_]{1,}\b|\.\.\.|\[|\||<")
+#: Files a doc's example invents for the reader (``my_suite.toml``, another store).
+INVENTED = re.compile(r"my_suite\.toml|gpu\.db|path/to/")
+
+#: Concrete commands run in full (seconds each), with a fragment their output must hold.
+EXECUTED = {
+    "precision list suites": "primitives",
+    "precision list precisions": "float8_e4m3",
+    "precision list claims": "published claims",
+    "precision --help": "usage: precision",
+    "precision ops examples/gated_mixer.py:gated_mixer": "mp",
+    "precision evaluate examples/gated_mixer.py:gated_mixer --precisions float8_e4m3,"
+    "mxfp4_e2m1,int4_g32,tf32": "mxfp4_e2m1",
+}
+
+
+def documented() -> list[tuple[str, str]]:
+    """(file name, command) for every `precision ...` command in the docs, once each: code
+    block lines (a trailing ``\\`` joins the next, ``#`` comments and ``$`` prompts removed)
+    and inline code spans."""
+    found: dict[str, str] = {}
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
+        for block in blocks:
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.strip().removeprefix("$ ")
+                line = re.split(r"\s{2,}#|\s#\s", line)[0].strip()
+                if re.match(r"(python -m )?precision( |$)", line):
+                    found.setdefault(" ".join(line.split()), path.name)
+        prose = re.sub(r"```.*?```", "", text, flags=re.S)
+        for span in re.findall(r"`([^`]+)`", prose):
+            span = " ".join(span.split()).replace("\\|", "|")
+            if re.match(r"(python -m )?precision( |$)", span):
+                found.setdefault(span, path.name)
+    return sorted((where, command) for command, where in found.items())
+
+
+COMMANDS = documented()
+
+
+def _argv(command: str) -> list[str]:
+    words = shlex.split(command)
+    return words[3:] if words[:3] == ["python", "-m", "precision"] else words[1:]
+
+
+def _subparsers() -> dict[str, object]:
+    import argparse
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def _options(parser: object) -> set[str]:
+    return {s for a in parser._actions for s in a.option_strings}  # type: ignore[attr-defined]
+
+
+def test_the_docs_show_commands_of_every_kind():
+    kinds = {_argv(c)[0] for _, c in COMMANDS
+             if _argv(c) and not _argv(c)[0].startswith("-") and not _argv(c)[0].isupper()}
+    assert len(COMMANDS) >= 60, len(COMMANDS)
+    assert kinds == set(_subparsers()), kinds ^ set(_subparsers())
+    assert set(EXECUTED) <= {c for _, c in COMMANDS}, set(EXECUTED) - {c for _, c in COMMANDS}
+
+
+@pytest.mark.parametrize("where,command", COMMANDS, ids=[c[:60] for _, c in COMMANDS])
+def test_a_documented_command_matches_the_code(where, command):
+    argv = _argv(command)
+    commands = _subparsers()
+    if not argv or argv[0].startswith("-"):   # precision --help, --version
+        assert set(argv) <= _options(build_parser()), command
+        return
+    name = argv[0]
+    assert name in commands or name.isupper(), f"{where}: no command '{name}' ({command})"
+    if name.isupper():   # precision COMMAND --help
+        return
+    named = {w.split("=")[0] for w in argv if w.startswith("--")}
+    unknown = named - _options(commands[name])
+    assert not unknown, f"{where}: '{command}': {name} has no option {sorted(unknown)}"
+    if len(argv) == 1 or PLACEHOLDER.search(command) or INVENTED.search(command):
+        return   # a mention or a synopsis: the command and its options exist
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:   # --help
+        assert stop.code == 0
+        return
+    _resolves(args, where, command)
+
+
+def _resolves(args: object, where: str, command: str) -> None:
+    """Every name a concrete command uses exists: its suite and profile, precisions,
+    solvers and factory."""
+    from precision.precisions import parse_precision
+    from probes.suite import load_suite
+
+    a = vars(args)
+    for option in ("precisions",):
+        for spelling in csv_names(a.get(option), f"--{option}") or []:
+            parse_precision(spelling)
+    for option in ("precision", "reference"):
+        if isinstance(a.get(option), str) and a["command"] in ("localize", "evaluate"):
+            parse_precision(a[option])
+    suite = a.get("suite")
+    if a["command"] in ("run", "probe") and suite:
+        load_suite(suite, profile=a.get("profile"), solvers=csv_names(a.get("solvers"),
+                   "--solvers"), expand=False)
+    factory = a.get("factory")
+    if factory:
+        _factory_exists(factory, f"{where}: '{command}'")
+
+
+def _factory_exists(spec: str, context: str) -> None:
+    from precision.models import MODELS
+
+    if spec.startswith("hf:"):
+        import transformers
+
+        assert hasattr(transformers, spec[3:]), f"{context}: transformers has no {spec[3:]}"
+        return
+    if ":" not in spec:
+        assert spec in MODELS, f"{context}: no family {spec}"
+        return
+    path, name = spec.rsplit(":", 1)
+    file = ROOT / path
+    assert file.is_file(), f"{context}: no file {path}"
+    defined = {n.name for n in ast.parse(file.read_text()).body
+               if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    assert name in defined, f"{context}: {path} defines no {name}"
+
+
+@pytest.mark.parametrize("command", sorted(EXECUTED))
+def test_a_cheap_documented_command_runs(command, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    try:
+        code = main(_argv(command))
+    except SystemExit as stop:   # --help
+        code = stop.code
+    out = capsys.readouterr().out
+    assert code == 0, command
+    assert EXECUTED[command] in out, (command, out[-500:])
+    assert not (ROOT / "results.db").exists() or command.startswith("precision list")
