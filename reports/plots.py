@@ -103,6 +103,13 @@ def _finish(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str, path: Path,
     return _save(fig, path)
 
 
+def whole_number_ticks(axis: Any) -> None:
+    """At most 6 whole-number ticks on ``axis`` (iterations, steps, layers): matplotlib's
+    default of up to 11 ran 4-digit labels together on a 4-inch panel (``0 800
+    1600240032004000``)."""
+    axis.set_major_locator(MaxNLocator(nbins=5, integer=True, steps=[1, 2, 2.5, 5, 10]))
+
+
 def solver_traces(problem: str, runs: pd.DataFrame, series: dict[str, list[tuple[int, float]]],
                   path: Path) -> Path | None:
     """``series`` maps run_id -> [(step, log10_mse)]; direct solvers (1 step) are left out."""
@@ -125,7 +132,7 @@ def solver_traces(problem: str, runs: pd.DataFrame, series: dict[str, list[tuple
                 ax.plot(xs, ys, color=colors[r["precision"]], lw=1.0, alpha=0.8)
         ax.set_title(label(solver, 40), fontsize=10)
         ax.set_xlabel("iteration")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations are whole
+        whole_number_ticks(ax.xaxis)
         ax.set_ylabel("log10 MSE")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(solvers):]:

@@ -144,7 +144,6 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
     if not names:
         return None
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     cols = min(2, len(names))
     rows = math.ceil(len(names) / cols)
@@ -168,7 +167,7 @@ def study_series_figure(entry: str, runs: list[dict[str, Any]],
         ax.set_title(plots.label(name, 40), fontsize=10)
         ax.set_xlabel(_x_label(name))
         if not name.startswith("sigma_"):   # steps and layers are whole numbers
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            plots.whole_number_ticks(ax.xaxis)
         ylabel = name.replace("_", " ").replace("mse", "MSE")
         positive = [v for v in drawn if v > 0]
         if positive and min(drawn) >= 0 and max(positive) > _LOG_SPAN * min(positive):

@@ -580,3 +580,42 @@ def test_precisions_of_as_many_bits_sort_by_name_whatever_the_set_order():
     want = ["float8_e4m3", "mxfp8_e4m3", "float32", "mp50"]
     assert sorted(names, key=precision_order) == want
     assert sorted(reversed(names), key=precision_order) == want
+
+
+def _overlapping_tick_labels(fig) -> list[str]:
+    """The x tick labels of ``fig``'s axes (those inside the axis range) that overlap their
+    neighbour, as drawn."""
+    renderer = fig.canvas.get_renderer()
+    bad = []
+    for ax in fig.axes:
+        lo, hi = sorted(ax.get_xlim())
+        shown = [(t.get_window_extent(renderer), t.get_text()) for t in ax.get_xticklabels()
+                 if t.get_visible() and t.get_text() and lo <= t.get_position()[0] <= hi]
+        shown.sort(key=lambda pair: pair[0].x0)
+        bad += [f"{a}|{b}" for (box_a, a), (box_b, b) in zip(shown, shown[1:], strict=False)
+                if box_a.x1 > box_b.x0]
+    return bad
+
+
+def test_iteration_tick_labels_never_run_together(tmp_path, monkeypatch):
+    """A solver trace panel of 7200 iterations (GD's quick profile) labels its axis with
+    ticks that do not overlap (they read '0 800 1600240032004000...')."""
+    import pandas as pd
+
+    from reports import plots
+
+    seen = []
+    real_save = plots._save
+
+    def checked_save(fig, path):
+        fig.canvas.draw()
+        seen.append(_overlapping_tick_labels(fig))
+        return real_save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", checked_save)
+    runs = pd.DataFrame([{"problem": "ls", "solver": s, "precision": p, "run_id": f"{s}{p}",
+                          "steps": 7200}
+                         for s in ("gd", "pgd", "heavy_ball") for p in ("float32", "mp30")])
+    series = {r: [(i, -i / 100.0) for i in range(0, 7201, 40)] for r in runs["run_id"]}
+    assert plots.solver_traces("ls", runs, series, tmp_path / "t.png") is not None
+    assert seen == [[]], seen
