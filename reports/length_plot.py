@@ -30,6 +30,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from precision.precisions import PrecisionError, parse_precision  # noqa: E402
 from probes.store.records import LengthConfig, LengthResult, stored_float  # noqa: E402
+from reports import precision_style  # noqa: E402
 from reports.files import write_bytes  # noqa: E402
 from reports.model_table import train_dtype
 from reports.tables import Pivot  # noqa: E402
@@ -39,8 +40,6 @@ LENGTH_COLUMNS = ["run_id", "suite", "subject", "task", "model", "precision", "s
                   "error", "length", "seed", "relative", "log10_relative", "truth_digits",
                   "reference"]
 #: Line colours of the usual precisions (others: grey).
-COLOURS = {"float64": "tab:blue", "float32": "tab:orange", "float16": "tab:green",
-           "bfloat16": "tab:red"}
 DPI = 150
 
 
@@ -147,7 +146,7 @@ def length_figure(runs: pd.DataFrame, path: Path) -> Path | None:
         group = ok[(ok["task"] == task) & (ok["model"] == model)]
         for p in sorted(group["precision"].unique(), key=precision_order, reverse=True):
             line = group[group["precision"] == p].groupby("length")["log10_relative"].median()
-            colour = COLOURS.get(p, "grey")
+            colour = precision_style.colour(p)   # the same in every figure
             (h,) = ax.plot(line.index, line.values, marker="o", ms=4, color=colour, label=p)
             shown.setdefault(p, h)
             u = _unit_roundoff(p)

@@ -32,6 +32,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from precision.precisions import parse_precision  # noqa: E402
+from reports import precision_style  # noqa: E402
 from reports.files import write_bytes  # noqa: E402
 from reports.floor_cells import format_log10, median  # noqa: E402
 from reports.tables import cell_labels  # noqa: E402
@@ -121,7 +122,7 @@ def solver_traces(problem: str, runs: pd.DataFrame, series: dict[str, list[tuple
     rows = math.ceil(len(solvers) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)
     precs = sorted(it["precision"].unique(), key=precision_order)
-    colors = {p: plt.cm.plasma(0.85 * i / max(1, len(precs) - 1)) for i, p in enumerate(precs)}
+    colors = {p: precision_style.colour(p) for p in precs}   # the same in every figure
     for ax, solver in zip(axes.flat, solvers, strict=False):
         for _, r in it[it["solver"] == solver].sort_values(
                 "precision", key=lambda s: s.map(precision_order)).iterrows():
@@ -190,6 +191,24 @@ def rounding_level(precision: str) -> float:
     error of rounding an output of size 1 to the format (unit roundoff ``u``, 001 Sec. 2).
     The one definition of the reference lines of :func:`grid_lines`."""
     return 2 * math.log10(parse_precision(precision).unit_roundoff)
+
+
+def _rounding_levels(precisions: Any) -> dict[str, float]:
+    """The rounding levels a depth figure draws: float32's and float64's, and those of the
+    other float formats its runs were evaluated in (``float8_e4m3``, ``mxfp8_e4m3``, ...;
+    not mpN), formats of one level named together ("float8_e4m3, mxfp8_e4m3")."""
+    names = list(_REFERENCE_PRECISIONS)
+    for name in sorted(set(precisions) - set(names), key=precision_order):
+        try:
+            if not parse_precision(name).is_mp:
+                rounding_level(name)
+                names.append(name)
+        except (ValueError, AttributeError):   # no unit roundoff to draw
+            continue
+    by_level: dict[float, list[str]] = {}
+    for name in names:
+        by_level.setdefault(rounding_level(name), []).append(name)
+    return {", ".join(group): level for level, group in sorted(by_level.items(), reverse=True)}
 
 
 def _longest_training(runs: pd.DataFrame) -> pd.DataFrame:
@@ -267,7 +286,7 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
                for v in _finite(y for _, y in pts)]
     if not values:
         return None
-    levels = {name: rounding_level(name) for name in _REFERENCE_PRECISIONS}
+    levels = _rounding_levels(sub["precision"].unique())
     drawn = {n: lv for n, lv in levels.items() if lv >= min(values) - _REFERENCE_SPAN}
     low, high = _figure_range(values, list(drawn.values()))
     cols = min(3, len(subjects))
@@ -276,7 +295,7 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
                              sharey=True)
     widths = sorted(sub["width"].unique())
     colors = {w: plt.cm.viridis(0.85 * i / max(1, len(widths) - 1)) for i, w in enumerate(widths)}
-    styles = dict(zip(_REFERENCE_PRECISIONS, (":", "-."), strict=True))
+    styles = {name: precision_style.dash(name.split(", ")[0]) for name in levels}
     refs = {p["reference"] for p in panels.values()}
     markers = {w: _MARKERS[i % len(_MARKERS)] for i, w in enumerate(widths)}
     depths = sorted(sub["depth"].unique())
@@ -299,10 +318,11 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
                                          label="hollow: training-limited (T)")
         for (w, p), pts in panel["differing"].items():
             xs, ys = zip(*pts, strict=True)
-            ax.plot([x + dodge[w] for x in xs], ys, ls="--", marker="x", color=colors[w],
-                    lw=1.0)
-            seen[f"width {w}, {p}"] = Line2D([], [], ls="--", marker="x", color=colors[w],
-                                             lw=1.0, label=f"width {w}, {label(p)}")
+            # colour: the width; marker and dash: the precision (one look per precision)
+            look = {"ls": precision_style.dash(p), "marker": precision_style.marker(p),
+                    "color": colors[w], "lw": 1.0, "mfc": "none"}
+            ax.plot([x + dodge[w] for x in xs], ys, **look)
+            seen[f"width {w}, {p}"] = Line2D([], [], **look, label=f"width {w}, {label(p)}")
         for name, level in drawn.items():
             ax.axhline(level, ls=styles[name], color="dimgrey", lw=1.0, zorder=1)
             ax.annotate(f"{name} rounding", (0.98, level), xycoords=("axes fraction", "data"),

@@ -619,3 +619,16 @@ def test_iteration_tick_labels_never_run_together(tmp_path, monkeypatch):
     series = {r: [(i, -i / 100.0) for i in range(0, 7201, 40)] for r in runs["run_id"]}
     assert plots.solver_traces("ls", runs, series, tmp_path / "t.png") is not None
     assert seen == [[]], seen
+
+
+def test_every_precision_has_its_own_look_in_every_figure():
+    """Colour, marker and dash keyed by the precision's name: the shipped suites' precisions
+    all differ in look (float8_e4m3 and mxfp8_e4m3 shared marker, dash and colour in the
+    depth plot), and a name looks the same whatever else a figure holds."""
+    from reports import precision_style as style
+
+    looks = {name: (style.colour(name), style.marker(name), style.dash(name))
+             for name in style.FIXED}
+    assert len(set(looks.values())) == len(looks)
+    assert len({style.marker(n) for n in ("float8_e4m3", "mxfp8_e4m3")}) == 2
+    assert style.colour("float8_e4m3:sr+seed=1") == style.colour("float8_e4m3:sr+seed=1")
