@@ -61,7 +61,10 @@ ENGINE_DENSE_SAMPLE_RESIDUALS = 8
 #: at an eighth and doubling on every iteration with no acceptable step (the rule for a
 #: fraction below 1) does not rescue it: READ, Transformer without LayerNorm, depth 2,
 #: width 64, stayed on the 10^-1.6 plateau for 23 iterations of ~6 s (3 rejected), where
-#: the whole batch left it for 10^-5.0 in 24 iterations of ~20 s.
+#: the whole batch left it for 10^-5.0 in 24 iterations of ~20 s. At equal work (engine FLOPs,
+#: bench/bench_curvature_batch.py; bench/engine_measurements.md) a quarter or a sixteenth took
+#: 4-5x less work to 1e-4 / 1e-6 on AFFINE and stayed 2.5 decades higher on READ (depth 2,
+#: width 64, no LayerNorm), its steps accepted, so growing it on rejection never fired.
 ENGINE_CURVATURE = 1.0
 #: engine, Krylov path: the curvature products in float32 (the gradient, the K-FAC factors,
 #: the steps and every loss stay float64; a rejected iteration makes the products float64
