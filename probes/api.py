@@ -40,7 +40,7 @@ from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolate
 from probes.names import check_name
 from probes.sample_check import check_sample, sample_input
 from probes.training.job import Job
-from probes.training.measure import PrecisionOutcome, run_trained
+from probes.training.measure import PrecisionOutcome, limit_label, run_trained
 from probes.training.train_config import TrainConfig
 
 #: A small default budget of the second-order engine (about a minute on 2 CPU cores for a
@@ -115,8 +115,10 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
 
     ``factory``: a callable ``(d_in, d_out, depth, width, **model_options) -> nn.Module`` or a
     ``MODULE:FACTORY`` spec. Returns {precision: PrecisionOutcome} (``total`` is the test MSE,
-    ``log10_approximation`` / ``log10_rounding`` its decomposition, ``status``). ``device``:
-    where it trains and evaluates its float precisions (``"cuda"`` on a GPU; mpN on the CPU).
+    ``log10_approximation`` / ``log10_rounding`` its decomposition, ``status``, ``label`` T /
+    A / R with ``converged`` and the convergence ``check``'s evidence, as the tables print).
+    ``device``: where it trains and evaluates its float precisions (``"cuda"`` on a GPU; mpN
+    on the CPU).
     Bad arguments (an unknown precision, a task name that is not a name, a factory that
     cannot be found) raise a ``ValueError`` with one line before anything is built.
     A ``MODULE:FACTORY`` spec runs in a child process stopped after ``time_limit`` seconds
@@ -150,6 +152,11 @@ def probe(factory: str | Callable[..., nn.Module], task: str, *, depth: int = 1,
     except ChildFailure as exc:
         return {p.name: PrecisionOutcome(p.name, exc.status, exc.message) for p in precs}
     measured = {o.precision: o for o in outcome.per_precision}
+    for o in measured.values():   # the label and its evidence, as the tables print them
+        o.converged, o.check = outcome.training.converged, outcome.check
+        if o.status == "ok" and o.log10_approximation is not None \
+                and o.log10_rounding is not None:
+            o.label = limit_label(o.converged, o.log10_approximation, o.log10_rounding)
     return {p.name: failed.get(p.name) or measured[p.name] for p in precs}
 
 
@@ -172,7 +179,11 @@ def _sample_failures(job: Job, precisions: list[Precision]) -> dict[str, str]:
 def assert_floor_below(factory: str | Callable[..., nn.Module], task: str, bound: float, *,
                        precision: str = "float64", **kwargs: Any) -> PrecisionOutcome:
     """Fail (pytest-style: expected / measured / where) unless the trained module's test MSE
-    on ``task`` in ``precision`` is at most ``bound``. Returns the outcome when it holds."""
+    on ``task`` in ``precision`` is at most ``bound``; the message says what limited the
+    measurement (its label: training-limited ``T`` with the check's evidence,
+    approximation ``A``, rounding ``R``), and pytest shows the caller's frame, not this
+    library's. Returns the outcome when it holds."""
+    __tracebackhide__ = True   # pytest: the failure points at the user's test
     name = parse_precision(precision).name
     factory = resolve_factory(factory, _caller_dir())
     result = probe(factory, task, precisions=(name,), **kwargs)[name]
@@ -187,5 +198,19 @@ def assert_floor_below(factory: str | Callable[..., nn.Module], task: str, bound
             split = (f" (approximation 1e{result.log10_approximation:.1f}, "
                      f"rounding 1e{result.log10_rounding:.1f})")
         raise FloorAssertionError(f"expected test MSE <= {bound:.1e}, measured "
-                                  f"{result.total:.2e}{split}; where: {where}")
+                                  f"{result.total:.2e}{split}, {_limited_by(result)}; "
+                                  f"where: {where}")
     return result
+
+
+def _limited_by(result: PrecisionOutcome) -> str:
+    """What limited a measurement, in words: its label and, training-limited, why."""
+    if result.label == "R":
+        return "label R: rounding-limited (the precision is the limit)"
+    if result.label == "A":
+        return "label A: approximation-limited (training converged; the model is the limit)"
+    c = result.check
+    why = "" if c is None else (f" (the convergence check: gain {c.gain:.3g}, drift "
+                                f"{c.drift:.3g}, curvature {c.curvature:.2g}, power "
+                                f"{c.power:.2g}: more training can lower it)")
+    return f"label T: training-limited{why}"

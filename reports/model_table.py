@@ -31,6 +31,7 @@ from typing import Any
 
 from precision.invariants import inverted_runs
 from probes.store.records import TrainedConfig, TrainedResult, stored_float
+from probes.training.measure import limit_label
 from probes.training.recipe_book import RECIPES
 from reports.floor_cells import (
     INVERTED_LEGEND,
@@ -119,16 +120,6 @@ def _reference_digits(group: list[dict[str, Any]]) -> dict[tuple[str, ...], str]
             lab = _label(r)
             fewest[lab] = min(v, fewest.get(lab, v))
     return {lab: f"{v:.0f}" for lab, v in fewest.items()}
-
-
-def limit_label(converged: bool | None, log10_approximation: float, log10_rounding: float
-                ) -> str:
-    """``R`` when rounding dominates (the arithmetic is the limit whatever the training did),
-    else ``T`` when training did not converge (``converged`` False), else ``A``. Runs
-    stored before validation curves existed (``converged`` None) get A / R."""
-    if log10_rounding > log10_approximation:
-        return "R"
-    return "T" if converged is False else "A"
 
 
 def model_tables(rows: list[dict[str, Any]]) -> str:

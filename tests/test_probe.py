@@ -121,12 +121,19 @@ def test_api_probe_and_assertion_with_expected_measured_where():
                 precisions=("float64",))
     mse = out["float64"].total
     assert out["float64"].status == "ok" and 0 < mse < 1.0
+    # the outcome carries the label and its evidence, as the tables print them
+    o = out["float64"]
+    assert o.label in ("T", "A", "R") and o.check is not None and o.check.power > 0
+    assert (o.label == "T") == (o.converged is False and o.log10_rounding <= o.log10_approximation)
     with pytest.raises(FloorAssertionError) as info:
         assert_floor_below(gated_mixer, "multiply", mse / 1e6, width=8,
                            task_options={"dim": 4, "n": 6},
                            train={"steps": 150, "batch_size": 16, "lr": 1e-2}, test_size=4)
     text = str(info.value)
     assert "expected test MSE <=" in text and "measured" in text and "where: gated_mixer" in text
+    assert f"label {o.label}:" in text   # says whether the run was training-limited
+    # pytest shows the user's frame, not the library's
+    assert "__tracebackhide__" in assert_floor_below.__code__.co_varnames
     assert assert_floor_below(gated_mixer, "multiply", mse * 1.01, width=8,
                               task_options={"dim": 4, "n": 6},
                               train={"steps": 150, "batch_size": 16, "lr": 1e-2},

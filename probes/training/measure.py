@@ -55,9 +55,24 @@ REFERENCE_PRECISION = MODEL_REFERENCE
 TEST_SEED_OFFSET = 1_000_003
 
 
+def limit_label(converged: bool | None, log10_approximation: float, log10_rounding: float
+                ) -> str:
+    """What limits a trained cell: ``R`` when rounding dominates (the arithmetic is the
+    limit whatever the training did), else ``T`` when training did not converge
+    (``converged`` False: the held-out curve still falls or the convergence check lowers
+    it), else ``A``. Runs stored before validation curves existed (``converged`` None) get
+    A / R."""
+    if log10_rounding > log10_approximation:
+        return "R"
+    return "T" if converged is False else "A"
+
+
 @dataclass
 class PrecisionOutcome:
-    """What one evaluation precision measured."""
+    """What one evaluation precision measured. ``label``, ``converged``, ``check``: the
+    cell's label (:func:`limit_label`: T / A / R; None when not ok), whether training
+    converged, and the convergence check's evidence (gain, drift, curvature, power), as
+    the tables print them (set by the Python API's :func:`probes.api.probe`)."""
 
     precision: str
     status: str                      # "ok" | "diverged" | "failed"
@@ -70,6 +85,9 @@ class PrecisionOutcome:
     iterate_trace: list[float] = field(default_factory=list)   # log10 MSE per iteration
     floor: Floor | None = None
     truth_digits: float | None = None  # certain digits of the mp100 reference (mp200 check)
+    label: str | None = None
+    converged: bool | None = None
+    check: Check | None = None
 
 
 @dataclass
