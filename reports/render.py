@@ -198,13 +198,45 @@ def render_latex(sections: list[Section], out: Path) -> Path:
     return write_text(out / "tables.tex", "\n".join(body))
 
 
+#: A table cell as the report prints it: a number (an MSE, a log10, a count), then optionally
+#: ``±spread`` (decades), ``@step`` and a note (a label T / A / R, ``falling 2/5``, ...).
+_CELL = re.compile(r"^(?P<value>-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)"
+                   r"(?: ±(?P<spread>\d+\.?\d*))?(?: @(?P<at>\d+))?(?: (?P<note>.+))?$")
+
+
+def numeric_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every column whose cells read as printed numbers (:data:`_CELL`) split
+    into numbers: ``COL`` (the value), ``COL ±`` (the spread), ``COL @`` (the step) and
+    ``COL note`` (the label and the rest), the last three only where a cell has them; a cell
+    that is not a number (``-``, ``failed 1/3``) leaves ``COL`` empty and goes to the note.
+    Columns with no number in them stay as they are."""
+    out = {}
+    for col in frame.columns:
+        cells = ["" if pd.isna(v) else str(v).strip() for v in frame[col]]
+        found = [_CELL.match(c) for c in cells]
+        if not any(found):
+            out[col] = frame[col]
+            continue
+        parts = {"": [], " ±": [], " @": [], " note": []}
+        for cell, m in zip(cells, found, strict=True):
+            parts[""].append(float(m["value"]) if m else None)
+            parts[" ±"].append(float(m["spread"]) if m and m["spread"] else None)
+            parts[" @"].append(int(m["at"]) if m and m["at"] else None)
+            parts[" note"].append((m["note"] or "") if m else cell)
+        for suffix, values in parts.items():
+            if suffix == "" or any(v not in (None, "") for v in values):
+                out[f"{col}{suffix}"] = pd.Series(values, index=frame.index, dtype=object)
+    return pd.DataFrame(out, index=frame.index)
+
+
 def render_csv(sections: list[Section], out: Path, names: FileNames | None = None
                ) -> list[Path]:
-    """One CSV per table in folder ``out``, named by the sanitised key of the table."""
+    """One CSV per table in folder ``out``, named by the sanitised key of the table; numbers
+    in columns of their own (:func:`numeric_frame`), not the printed strings."""
     names = names or FileNames()
     paths = []
     for s in sections:
         for t in s.tables:
             path = out / f"{names.stem(t.key)}.csv"
-            paths.append(write_text(path, t.frame.to_csv(lineterminator="\n")))
+            paths.append(write_text(path, numeric_frame(t.frame).to_csv(lineterminator="\n")))
     return paths

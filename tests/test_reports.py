@@ -632,3 +632,22 @@ def test_every_precision_has_its_own_look_in_every_figure():
     assert len(set(looks.values())) == len(looks)
     assert len({style.marker(n) for n in ("float8_e4m3", "mxfp8_e4m3")}) == 2
     assert style.colour("float8_e4m3:sr+seed=1") == style.colour("float8_e4m3:sr+seed=1")
+
+
+def test_table_csvs_hold_numbers_not_printed_strings():
+    """A table's CSV splits each printed cell into its numbers: value, ±spread, @step and
+    the note (label) in columns of their own ('2.1e-02 ±0.3 @3', '4.8e-07 T' were strings)."""
+    import pandas as pd
+
+    from reports.render import numeric_frame
+
+    frame = pd.DataFrame({"solver": ["cg", "gd", "nesterov"],
+                          "float32": ["2.1e-02 ±0.3 @3", "4.8e-07 T", "failed 1/3"],
+                          "mp30": ["1.2e-60", "-", "0"]})
+    out = numeric_frame(frame)
+    assert list(out.columns) == ["solver", "float32", "float32 ±", "float32 @",
+                                 "float32 note", "mp30", "mp30 note"]
+    assert out["float32"].tolist()[:2] == [0.021, 4.8e-07] and out["float32"][2] is None
+    assert out["float32 ±"][0] == 0.3 and out["float32 @"][0] == 3
+    assert out["float32 note"].tolist() == ["", "T", "failed 1/3"]
+    assert out["mp30"].tolist() == [1.2e-60, None, 0.0] and out["solver"].tolist()[0] == "cg"
