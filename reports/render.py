@@ -85,6 +85,7 @@ th, td { border: 1px solid #cdd3dc; padding: .3em .7em; text-align: right;
 table.text td { white-space: normal; min-width: 8em; }
 th { background: #eef2f8; } td:first-child, th:first-child { text-align: left; }
 table.text td, table.text th { text-align: left; }
+td.t, th.t { text-align: left; white-space: normal; min-width: 10em; }
 p.caption { font-weight: 600; margin: 0 0 .3em; }
 .holds { background: #e3f4e1; } .fails { background: #fbe3e1; } .nm { color: #7a8291; }
 figure { margin: 1em 1.5em 1em 0; display: inline-table; vertical-align: top; }
@@ -110,15 +111,30 @@ TEXT_TABLES = {"claims": "p{1.9cm}p{2.8cm}p{2.3cm}p{2.1cm}p{1.3cm}p{2.1cm}p{1.3c
                "published-001": "p{1.7cm}p{3.2cm}p{2.2cm}p{1.6cm}p{2.4cm}p{4.4cm}"}
 
 
+#: A cell longer than this that is not a printed number is text: its column wraps, left.
+TEXT_CELL = 30
+
+
+def _text_columns(rows: list[list[object]]) -> set[int]:
+    """The columns (by position) holding text: a cell of more than :data:`TEXT_CELL`
+    characters that does not read as a printed number (:data:`_CELL`). They are left-aligned
+    and wrap in HTML (numbers stay right-aligned on one line)."""
+    return {j for cells in rows for j, v in enumerate(cells)
+            if len(str(v)) > TEXT_CELL and not _CELL.match(str(v))}
+
+
 def html_table(t: Pivot) -> str:
     cls = {"holds": "holds", "does not hold": "fails", "not measured": "nm"}
     head, rows = _cells(t.frame)
-    ths = "".join(f"<th>{html.escape(c)}</th>" for c in head)
+    text = _text_columns(rows)
+    ths = "".join(f'<th class="t">{html.escape(c)}</th>' if j in text
+                  else f"<th>{html.escape(c)}</th>" for j, c in enumerate(head))
     body = []
     for cells in rows:
         tds = "".join(
             f'<td class="{cls[str(v)]}">{html.escape(str(v))}</td>' if str(v) in cls
-            else f"<td>{html.escape(str(v))}</td>" for v in cells)
+            else f'<td class="t">{html.escape(str(v))}</td>' if j in text
+            else f"<td>{html.escape(str(v))}</td>" for j, v in enumerate(cells))
         body.append(f"<tr>{tds}</tr>")
     kind = ' class="text"' if t.key in TEXT_TABLES else ""
     return (f'<div class="table-wrap"><p class="caption">{html.escape(t.title)}</p>'

@@ -651,3 +651,19 @@ def test_table_csvs_hold_numbers_not_printed_strings():
     assert out["float32 ±"][0] == 0.3 and out["float32 @"][0] == 3
     assert out["float32 note"].tolist() == ["", "T", "failed 1/3"]
     assert out["mp30"].tolist() == [1.2e-60, None, 0.0] and out["solver"].tolist()[0] == "cg"
+
+
+def test_text_columns_wrap_left_aligned_numbers_stay_right():
+    """A column of sentences ('Claims not measured yet') is left-aligned and wraps in HTML
+    (it was right-aligned on one line, cut off at the page's edge); numbers stay right."""
+    import pandas as pd
+
+    from reports.render import html_table
+    from reports.tables import Pivot
+
+    frame = pd.DataFrame({"claim": ["001-read-affine"],
+                          "what": ["2-layer Transformer on READ and AFFINE (D=20, N=40)"],
+                          "float32": ["2.1e-02 ±0.3 @3"]}).set_index("claim")
+    page = html_table(Pivot(frame=frame, title="t", key="claims-not-measured"))
+    assert '<td class="t">2-layer Transformer' in page and '<th class="t">what</th>' in page
+    assert "<td>2.1e-02 ±0.3 @3</td>" in page
