@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 from torch import nn
 
-import precision.cli.run
 import probes.runner
 import probes.suite
 from precision.cli.main import JOBS_CEILING, JOBS_PER_CPU, build_parser, main, max_jobs
@@ -341,7 +340,8 @@ def test_a_study_grid_label_above_its_limit(tmp_path, base_store, capsys):
 
 @pytest.mark.parametrize("jobs", ["0", "-3", "100000"])
 def test_jobs_out_of_range(tmp_path, base_store, capsys, jobs, monkeypatch):
-    monkeypatch.setattr(precision.cli.run, "load_suite",
+    # (probes.suite: run imports load_suite from there when it runs)
+    monkeypatch.setattr(probes.suite, "load_suite",
                         lambda *a, **k: pytest.fail("the suite was loaded"))
     suite = write(tmp_path, tiny())
     assert refused(["run", str(suite), "--jobs", jobs], tmp_path, base_store, capsys) == (
