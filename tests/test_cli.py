@@ -170,9 +170,10 @@ def test_list_and_help(capsys):
 
 
 def test_help_and_version_import_no_torch():
-    """``precision --help``, a command's ``--help`` and ``--version`` parse and print without
-    importing torch, numpy or flint (each command imports them when it runs: seconds saved
-    at every start; a count of modules, not a timing, so it holds on any machine)."""
+    """``precision --help``, a command's ``--help``, ``--version`` and ``list suites`` parse
+    and print without importing torch, numpy or flint (each command imports them when it
+    runs: seconds saved at every start; a count of modules, not a timing, so it holds on any
+    machine)."""
     code = ("import sys\n"
             "from precision.cli.main import main\n"
             "for argv in (['--help'], ['run', '--help'], ['probe', '--help'], "
@@ -182,6 +183,7 @@ def test_help_and_version_import_no_torch():
             "    except SystemExit as e:\n"
             "        assert e.code == 0, argv\n"
             "assert main(['--version']) == 0\n"
+            "assert main(['list', 'suites']) == 0\n"
             "heavy = sorted(m for m in ('torch', 'numpy', 'flint', 'matplotlib') "
             "if m in sys.modules)\n"
             "print('heavy:', heavy)\n")
