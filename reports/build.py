@@ -36,6 +36,7 @@ from reports.files import (
     FIGURES,
     TABLES,
     FileNames,
+    built_before,
     recording,
     remove_unwritten,
     write_text,
@@ -115,9 +116,10 @@ def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Rep
     try:
         for sub in ("", FIGURES, TABLES, DATA):
             (folder / sub).mkdir(parents=True, exist_ok=True)
+        earlier = built_before(folder)
         with recording() as written:
             report = _write_report(store, known, chosen, folder)
-        remove_unwritten(folder, written)   # an earlier build's figures of other runs
+        remove_unwritten(folder, earlier, written)   # an earlier build's figures of other runs
         return report
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""

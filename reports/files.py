@@ -11,9 +11,10 @@ original), so a report never fails on a name in the store.
 
 Every file is written by :func:`atomic_write`: into a temporary file beside the target, then
 renamed into place, so a full disk or a killed process leaves the previous file (or none),
-never a truncated one. The three sub-folders are the report's own: a build removes the
-files of its kinds there (:data:`OWNED_SUFFIXES`) that it did not write itself
-(:func:`remove_unwritten`), so a report of another store never shows this one's figures.
+never a truncated one. A build lists what it wrote (:data:`MANIFEST`) and removes from
+figures/, tables/ and data/ what the previous build wrote and this one did not
+(:func:`remove_unwritten`), so a report of another store never shows this one's figures, and
+nothing the user put there is touched.
 """
 
 from __future__ import annotations
@@ -115,18 +116,40 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> Path:
     return path
 
 
-def remove_unwritten(folder: Path, written: set[Path]) -> list[Path]:
-    """Remove the files of :data:`OWNED_SUFFIXES` in ``folder``'s figures/, tables/ and data/
-    that are not in ``written`` (a build's :func:`recording`): an earlier build's, of runs or
-    stores this one does not show. Returns what was removed; leaves anything else (a
-    folder, a link, another kind of file) alone."""
+#: The report folder's list of the files its last build wrote (relative paths, one a line).
+MANIFEST = ".report-files"
+
+
+def built_before(folder: Path) -> list[Path]:
+    """The files an earlier build wrote into ``folder``'s figures/, tables/ and data/: those
+    its :data:`MANIFEST` lists; in a report folder from before the manifest (``report.md``
+    there, no manifest), the files of :data:`OWNED_SUFFIXES` there; else none. Call it
+    before the build writes anything."""
+    folder = Path(folder)
+    manifest = folder / MANIFEST
+    if manifest.is_file():
+        return [folder / line for line in manifest.read_text(encoding="utf-8").splitlines()
+                if line.split("/")[0] in (FIGURES, TABLES, DATA) and ".." not in line]
+    if (folder / "report.md").is_file():
+        return [p for sub in (FIGURES, TABLES, DATA) for p in sorted((folder / sub).glob("*"))
+                if p.suffix in OWNED_SUFFIXES]
+    return []
+
+
+def remove_unwritten(folder: Path, earlier: list[Path], written: set[Path]) -> list[Path]:
+    """Remove the files an earlier build wrote (``earlier``, :func:`built_before`) that this
+    one (``written``, its :func:`recording`) did not: the figures of runs or stores this
+    report does not show. Nothing else is touched: a file the user put there, a folder, a
+    link. Writes this build's :data:`MANIFEST`; returns what was removed."""
+    folder = Path(folder)
     removed = []
-    for sub in (FIGURES, TABLES, DATA):
-        for path in sorted((folder / sub).glob("*")):
-            if path.suffix in OWNED_SUFFIXES and path.is_file() and not path.is_symlink() \
-                    and path.resolve() not in written:
-                path.unlink()
-                removed.append(path)
+    for path in earlier:
+        if path.is_file() and not path.is_symlink() and path.resolve() not in written:
+            path.unlink()
+            removed.append(path)
+    root = folder.resolve()
+    mine = sorted(p.relative_to(root).as_posix() for p in written if p.is_relative_to(root))
+    write_text(folder / MANIFEST, "".join(f"{line}\n" for line in mine))
     return removed
 
 

@@ -37,7 +37,8 @@ def test_report_layout_figures_tables_data_in_their_folders(store_path, tmp_path
     with Store(store_path) as store:
         rep = build_report(store, None, tmp_path)
     top = sorted(p.name for p in rep.folder.iterdir())
-    assert top == ["data", "figures", "report.html", "report.md", "tables", "tables.tex"]
+    assert top == [".report-files", "data", "figures", "report.html", "report.md", "tables",
+                   "tables.tex"]
     figures = sorted(p.name for p in (rep.folder / "figures").iterdir())
     pngs = [f for f in figures if f.endswith(".png")]
     assert pngs and figures == sorted(pngs + [f[:-4] + ".svg" for f in pngs])  # PNG + SVG
@@ -54,23 +55,39 @@ def test_report_layout_figures_tables_data_in_their_folders(store_path, tmp_path
 
 
 def test_a_report_into_a_used_folder_keeps_none_of_the_earlier_figures(store_path, tmp_path):
-    """A second report into the same folder (another store, other runs) leaves no file of
-    the first in figures/, tables/ or data/ (it showed a first store's figures inside a
-    report about the second); files of other kinds there are the user's and stay."""
+    """A second report into the same folder (another store, other runs) leaves none of the
+    files the earlier build wrote in figures/, tables/ or data/ (it showed a first store's
+    figures inside a report about the second); a file the user put there, of any kind, stays.
+    A report folder from before the manifest counts its figures/, tables/ and data/ files."""
     with Store(store_path) as store:
         build_report(store, None, tmp_path)
     stale = [tmp_path / "figures" / "grid-multiply-old.png", tmp_path / "tables" / "old.csv",
              tmp_path / "data" / "model-runs.csv"]
-    for path in stale:
+    for path in stale:   # as an earlier build of another store wrote them
         path.write_bytes(b"from another store")
-    mine = tmp_path / "figures" / "notes.txt"
-    mine.write_text("the user's")
+    manifest = tmp_path / ".report-files"
+    manifest.write_text(manifest.read_text() + "".join(
+        f"{p.relative_to(tmp_path).as_posix()}\n" for p in stale))
+    mine = [tmp_path / "figures" / "notes.txt", tmp_path / "figures" / "my-plot.png"]
+    for path in mine:
+        path.write_text("the user's")
     with Store(store_path) as store:
         rep = build_report(store, None, tmp_path)
     assert not any(path.exists() for path in stale)
-    assert mine.read_text() == "the user's"
+    assert all(path.read_text() == "the user's" for path in mine)
     for link in re.findall(r"\]\((figures/[^)]+)\)", rep.markdown.read_text()):
         assert (tmp_path / link).is_file(), link   # what the report shows is all there
+    manifest.unlink()   # a report folder from before the manifest
+    stale[0].write_bytes(b"older")
+    with Store(store_path) as store:
+        build_report(store, None, tmp_path)
+    assert not stale[0].exists() and manifest.is_file()
+    other = tmp_path / "not-a-report"   # no report.md, no manifest: nothing is removed
+    (other / "figures").mkdir(parents=True)
+    (other / "figures" / "plot.png").write_text("the user's")
+    with Store(store_path) as store:
+        build_report(store, None, other)
+    assert (other / "figures" / "plot.png").read_text() == "the user's"
 
 
 def test_report_numbers_equal_the_store(store_path, tmp_path):
