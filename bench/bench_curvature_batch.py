@@ -25,9 +25,11 @@ import math
 from dataclasses import replace
 
 import torch
-from bench_time_to_floor import floor_setting  # this folder's: the floor profile's setting
+from bench_time_to_floor import (  # this folder's: the floor profile's setting
+    build_cell,
+    floor_setting,
+)
 
-from probes.training.job import Job
 from probes.training.recipes import TrainConfig, train
 
 
@@ -50,16 +52,8 @@ def mse_at(curve: list[tuple[float, float]], flops: float) -> float:
 
 def run(cell: str, fraction: float, tflops: float, device: str,
         time_limit: float | None = None) -> dict:
-    family, ln, task, depth, width = cell.rsplit(":", 4)
     cfg = engine_with_curvature(fraction, tflops, device, time_limit)
-    job = Job(family=family, task=task, depth=int(depth), width=int(width), train=cfg,
-              task_options={"dim": 20, "n": 40},
-              model_options={"layernorm": ln == "1"} if family == "transformer" else {})
-    t, model = job.build()
-
-    def predict(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-        return t.select(m(x))
-
+    t, model, predict = build_cell(cell, cfg)
     res = train(model, t.sample, predict, cfg)
     adam_end = max((i for i, f in enumerate(res.val_flops) if f == 0), default=-1)
     curve = [(f, v) for f, (_, v) in zip(res.val_flops, res.val_curve, strict=True)][adam_end:]

@@ -24,6 +24,7 @@ import argparse
 import json
 import math
 from dataclasses import replace
+from typing import Any
 
 import torch
 
@@ -51,15 +52,11 @@ def first_below(res: TrainResult, level: float) -> float | None:
                  if v <= level), None)
 
 
-def run_cell(cell: str, recipe: str, budget: float, paper_batch: int,
-             device: str = "cpu") -> dict:
+def build_cell(cell: str, cfg: TrainConfig) -> tuple[Any, torch.nn.Module, Any]:
+    """The task, the fresh model and its predict function of ``cell``
+    (FAMILY:LN:TASK:DEPTH:WIDTH, the `primitives` tasks at D = 20, N = 40) trained by ``cfg``."""
     family, ln, task, depth, width = cell.rsplit(":", 4)   # a factory spec holds a ':'
     options = {} if is_factory_spec(family) else {"layernorm": ln == "1"}
-    cfg = replace(floor_setting(), time_limit=budget, until="steps",
-                  second_order_steps=1_000_000, device=device)
-    if recipe == "paper":
-        cfg = TrainConfig(recipe="paper", steps=10_000_000, batch_size=paper_batch,
-                          time_limit=budget, validation_points=1000, device=device)
     job = Job(family=family, task=task, depth=int(depth), width=int(width), train=cfg,
               task_options={"dim": 20, "n": 40}, model_options=options)
     t, model = job.build()
@@ -67,6 +64,17 @@ def run_cell(cell: str, recipe: str, budget: float, paper_batch: int,
     def predict(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return t.select(m(x))
 
+    return t, model, predict
+
+
+def run_cell(cell: str, recipe: str, budget: float, paper_batch: int,
+             device: str = "cpu") -> dict:
+    cfg = replace(floor_setting(), time_limit=budget, until="steps",
+                  second_order_steps=1_000_000, device=device)
+    if recipe == "paper":
+        cfg = TrainConfig(recipe="paper", steps=10_000_000, batch_size=paper_batch,
+                          time_limit=budget, validation_points=1000, device=device)
+    t, model, predict = build_cell(cell, cfg)
     res = train(model, t.sample, predict, cfg)
     check = convergence_check(model, t.sample, predict, cfg)
     best = min((v for _, v in res.val_curve), default=math.nan)
