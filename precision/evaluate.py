@@ -1,9 +1,11 @@
 """Evaluate one module in any precision, and split its error into approximation and rounding.
 
 ``evaluate(model, x, "float32")`` runs a copy of the model cast to float32 on x rounded to
-float32; ``evaluate(model, x, "mp50")`` interprets the model's exported graph in 50-digit
-arithmetic with the *same* weights (exact conversion). Both return a numpy object array of
-exact arb values, so outputs of every precision compare exactly.
+float32 and returns a float32 tensor; ``evaluate(model, x, "mp50")`` interprets the model's
+exported graph in 50-digit arithmetic with the *same* weights (exact conversion) and returns
+an :class:`~precision.mp_output.MPOutput` (exact values, ``.to_float()``, ``.to_mpmath()``,
+``.digits``). :func:`evaluate_exact` returns every precision's output as a numpy object array
+of exact arb values, so outputs of every precision compare exactly (what the toolkit uses).
 
 Simulated formats (``float8_e4m3``, ``mxfp4_e2m1``, ``int4_g32``, ``bfloat16:sr+seed=1``, ...;
 docs/formats.md): the model's parameters and x are rounded to the format once and held in a
@@ -44,6 +46,7 @@ from precision.formats.module_assignment import (
 from precision.formats.simulate import prepare_module, round_tensor, simulation
 from precision.forward_failure import call_naming_failure
 from precision.metrics import ErrorSummary, decompose, error_summary
+from precision.mp_output import MPOutput
 from precision.precisions import (
     FLOAT_BITS,
     Precision,
@@ -67,9 +70,44 @@ def mp_program(model: torch.nn.Module, x: torch.Tensor) -> MPProgram:
     return per_model[key]
 
 
-def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Precision | str,
-             device: str = "cpu", *, casts: str | None = None,
-             kept_modules: Collection[str] | None = None) -> np.ndarray:
+def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray | MPOutput,
+             precision: Precision | str, device: str = "cpu", *, casts: str | None = None,
+             kept_modules: Collection[str] | None = None) -> torch.Tensor | MPOutput:
+    """Output of ``model`` on ``x`` computed in ``precision``: what a PyTorch user expects.
+
+    A float precision (float32, bfloat16, a simulated format such as ``float8_e4m3``, a
+    per-module assignment without an mpN) returns a ``torch.Tensor`` on the CPU, in the
+    precision's dtype (a simulated format: its carrier dtype, every value on the format's
+    grid). An mpN precision returns an :class:`~precision.mp_output.MPOutput`: the exact
+    values, ``.to_float()`` / ``.to_mpmath()``, and ``.digits``, the digits an mp2N
+    evaluation of the first sequence certifies. :func:`evaluate_exact` is the same
+    computation returned as exact arb values in every precision (to compare precisions
+    exactly); the arguments are :func:`evaluate_exact`'s.
+
+    Shapes: ``x`` and the output as the model takes and returns them.
+    """
+    p = _checked(as_precision(precision), casts, kept_modules)  # the Python API's edge
+    xin = x.values if isinstance(x, MPOutput) else x
+    out = _forward(model, xin, p, device, kept_modules)
+    if isinstance(out, torch.Tensor):
+        return out
+
+    def certify() -> float:
+        first = xin[:CHECK_SUBSET]
+        if p.modules:
+            work = work_precision(p)
+            check = evaluate_assigned(model, first, p, device, work=check_precision(work))
+            return certain_digits(out[:CHECK_SUBSET], check, int(work.digits or 0))
+        check = _exact(_forward(model, first, check_precision(p), device, kept_modules))
+        return certain_digits(out[:CHECK_SUBSET], check, int(p.digits or 0))
+
+    return MPOutput(out, work_precision(p) if p.modules else p, certify)
+
+
+def evaluate_exact(model: torch.nn.Module, x: torch.Tensor | np.ndarray,
+                   precision: Precision | str, device: str = "cpu", *,
+                   casts: str | None = None,
+                   kept_modules: Collection[str] | None = None) -> np.ndarray:
     """Output of ``model`` on ``x`` computed in ``precision``, as exact arb values.
 
     Float precisions: the model (deep copy) and ``x`` are cast to the dtype and run by
@@ -82,7 +120,13 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     paths only (as :attr:`MPProgram.islands` spells them), to attribute their effect. A
     per-module assignment (``float64+mod[*.mlp]=bfloat16``) is :func:`evaluate_assigned`.
     """
-    p = as_precision(precision)  # the Python API's edge
+    p = _checked(as_precision(precision), casts, kept_modules)  # the Python API's edge
+    return _exact(_forward(model, x, p, device, kept_modules))
+
+
+def _checked(p: Precision, casts: str | None,
+             kept_modules: Collection[str] | None) -> Precision:
+    """``p`` with ``casts`` applied, its options checked."""
     if p.unseeded:
         raise PrecisionError(f"{p.name!r} has no seed here: spell '+seed=N' (a suite's run "
                              "or a command seeds it with its own --seed)")
@@ -90,9 +134,23 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
         p = with_casts(p, casts)
     if kept_modules is not None and not (p.is_mp and p.casts == "keep" and not p.modules):
         raise ValueError("kept_modules applies to an mpN precision under casts='keep'")
+    return p
+
+
+def _exact(out: torch.Tensor | np.ndarray) -> np.ndarray:
+    """Exact arb values of a forward's output (a float tensor converts exactly)."""
+    if isinstance(out, np.ndarray):
+        return out
+    return exact_array(out.to(torch.float64).numpy())
+
+
+def _forward(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision, device: str,
+             kept_modules: Collection[str] | None) -> torch.Tensor | np.ndarray:
+    """The forward of :func:`evaluate_exact`: a float precision's output tensor (on the CPU,
+    in its dtype), or an mpN's exact arb values."""
     model.eval()
     if p.modules:
-        return evaluate_assigned(model, x, p, device)
+        return _assigned(model, x, p, device)
     if isinstance(x, np.ndarray) and p.is_simulated:
         x = torch.from_numpy(np.asarray(x, dtype=np.float64))  # rounded by the simulation
     if isinstance(x, np.ndarray):
@@ -106,7 +164,7 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
         out = mp_program(model, example)(x, precision=p, kept_modules=kept_modules)
         return backend_for(p).to_exact(out)
     if p.is_simulated:
-        return _evaluate_simulated(model, x, p, device)
+        return _forward_simulated(model, x, p, device)
     dtype = p.torch_dtype
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
@@ -115,11 +173,11 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray, precision: Pr
     xin = (round_to_dtype(x, dtype) if x.is_floating_point() else x).to(device)
     with torch.no_grad(), mode:   # a failure names its module and op (ForwardFailure)
         out = call_naming_failure(clone, lambda: clone(xin))
-    return backend_for(p).to_exact(out.cpu())
+    return out.detach().cpu()
 
 
-def _evaluate_simulated(model: torch.nn.Module, x: torch.Tensor, p: Precision,
-                        device: str) -> np.ndarray:
+def _forward_simulated(model: torch.nn.Module, x: torch.Tensor, p: Precision,
+                       device: str) -> torch.Tensor:
     """A simulated format (docs/formats.md): a copy of the model with its parameters rounded
     (or quantised) into the format and held in the carrier dtype, ``x`` rounded likewise, the
     forward under per-op rounding (and under ``promote``, every float cast made the carrier)."""
@@ -133,27 +191,34 @@ def _evaluate_simulated(model: torch.nn.Module, x: torch.Tensor, p: Precision,
     xin = x.to(device)
     with torch.no_grad(), promote, simulation(p):   # a failure names its module and op
         out = call_naming_failure(clone, lambda: clone(xin))
-    return exact_array(out.detach().cpu().to(torch.float64).numpy())
+    return out.detach().cpu()
 
 
 def evaluate_assigned(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,
                       device: str = "cpu", *, work: Precision | None = None,
                       carrier: torch.dtype | None = None) -> np.ndarray:
-    """:func:`evaluate` of a per-module assignment ``p`` (``float64+mod[*.mlp]=bfloat16``;
+    """:func:`evaluate_exact` of a per-module assignment ``p`` (``float64+mod[*.mlp]=bfloat16``;
     :mod:`precision.formats.module_assignment` states the rule), as exact arb values.
 
     It names an mpN, or ``work`` (an mpN) is given: the graph interpreter computes it in that
     mpN and rounds each assigned node into its float format; else the float path computes
     each op in the carrier dtype (``carrier``, or the narrowest that holds every format) and
     rounds its result (on ``device``). ``x`` may be an object array of exact values, as for
-    :func:`evaluate`.
+    :func:`evaluate_exact`.
     """
+    return _exact(_assigned(model, x, p, device, work=work, carrier=carrier))
+
+
+def _assigned(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,
+              device: str = "cpu", *, work: Precision | None = None,
+              carrier: torch.dtype | None = None) -> torch.Tensor | np.ndarray:
+    """:func:`evaluate_assigned`'s forward: the float path's output tensor (in the carrier
+    dtype, on the CPU), or the interpreter's exact arb values."""
     work = work_precision(p) if work is None else with_casts(work, p.casts)
     if work is None:
         if isinstance(x, np.ndarray):
             x = backend_for(Precision("float64")).asarray(x)
-        return backend_for(Precision("float64")).to_exact(
-            run_float(model, x, p, device, carrier=carrier).to(torch.float64))
+        return run_float(model, x, p, device, carrier=carrier)
     if not work.is_mp:
         raise ValueError(f"evaluate_assigned: work must be an mpN, not {work.name}")
     check_globs(module_paths(model), p)
@@ -178,9 +243,9 @@ class _MethodAsForward(torch.nn.Module):
 
 def evaluate_method(model: torch.nn.Module, method: str, x: torch.Tensor | np.ndarray,
                     precision: Precision | str) -> np.ndarray:
-    """:func:`evaluate` of ``model.<method>(x)`` instead of ``model(x)`` -- e.g. a per-layer
+    """:func:`evaluate_exact` of ``model.<method>(x)`` instead of ``model(x)`` -- e.g. a per-layer
     read-out ``query_per_layer``, so one export gives the whole layer trace in any precision."""
-    return evaluate(_MethodAsForward(model, method), x, precision)
+    return evaluate_exact(_MethodAsForward(model, method), x, precision)
 
 
 def error_decomposition(
@@ -207,26 +272,26 @@ def error_decomposition(
     """
     p = as_precision(precision)  # the Python API's edge
     ref = with_casts(as_precision(reference), "promote")
-    fp = evaluate(model, x, p)
-    fref = evaluate(model, x, ref)
+    fp = evaluate_exact(model, x, p)
+    fref = evaluate_exact(model, x, ref)
     parts = decompose(fp, fref, truth)
     if p.casts == "keep":
         example = x.to(torch.float64) if x.is_floating_point() else x
         narrow = {dtype for dtype, _ in mp_program(model, example).islands.values()}
         if any(FLOAT_BITS[NARROW_DTYPES[d]] < p.bits for d in narrow):
-            parts["casts"] = decompose(fp, evaluate(model, x, with_casts(p, "promote")),
+            parts["casts"] = decompose(fp, evaluate_exact(model, x, with_casts(p, "promote")),
                                        truth)["rounding"]
     if check_reference:
         first = x[:CHECK_SUBSET]
         parts["reference"] = error_summary(fref[:CHECK_SUBSET],
-                                           evaluate(model, first, check_precision(ref)))
+                                           evaluate_exact(model, first, check_precision(ref)))
     return parts
 
 
 def reference_digits(model: torch.nn.Module, x: torch.Tensor, reference_out: np.ndarray,
                      reference: Precision, *, subset: int = CHECK_SUBSET) -> float:
-    """Certain digits of ``reference_out`` = ``evaluate(model, x, reference)`` (an mpN output
+    """Certain digits of ``reference_out`` = ``evaluate_exact(model, x, reference)`` (an mpN output
     whose first axis is the batch axis of ``x``): mp2N is evaluated on ``x[:subset]`` and
     compared with ``reference_out[:subset]`` (:func:`precision.reference.certain_digits`)."""
-    check = evaluate(model, x[:subset], check_precision(reference))
+    check = evaluate_exact(model, x[:subset], check_precision(reference))
     return certain_digits(np.asarray(reference_out)[:subset], check, int(reference.digits or 0))

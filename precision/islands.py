@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from precision.backends.interpreter.casts import NARROW_DTYPES
-from precision.evaluate import evaluate, mp_program
+from precision.evaluate import evaluate_exact, mp_program
 from precision.metrics import ErrorSummary, error_summary
 from precision.precisions import FLOAT_BITS, Precision, with_casts
 
@@ -98,12 +98,12 @@ def island_report(model: torch.nn.Module, x: torch.Tensor, precision: Precision,
     islands = islands_below(model, x, precision)
     if not islands:
         return IslandReport(precision.name)
-    kept = select(evaluate(model, x, with_casts(precision, "keep"), device))
-    promoted = select(evaluate(model, x, with_casts(precision, "promote"), device))
-    ref_promoted = select(evaluate(model, x, with_casts(attribution, "promote")))
+    kept = select(evaluate_exact(model, x, with_casts(precision, "keep"), device))
+    promoted = select(evaluate_exact(model, x, with_casts(precision, "promote"), device))
+    ref_promoted = select(evaluate_exact(model, x, with_casts(attribution, "promote")))
     measured = []
     for module in dict.fromkeys(i.module for i in islands):
-        alone = select(evaluate(model, x, with_casts(attribution, "keep"),
+        alone = select(evaluate_exact(model, x, with_casts(attribution, "keep"),
                                 kept_modules={module}))
         effect = error_summary(alone, ref_promoted)
         measured += [Island(i.module, i.dtype, i.nodes, effect) for i in islands

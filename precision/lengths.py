@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from precision.evaluate import evaluate, reference_digits
+from precision.evaluate import evaluate_exact, reference_digits
 from precision.metrics import error_summary
 from precision.precisions import Precision, as_precision
 from precision.reference import check_precision
@@ -129,11 +129,11 @@ def measure_length(model: nn.Module, x: torch.Tensor, precisions: Sequence[Preci
                    reference: Precision, device: str = "cpu"
                    ) -> tuple[list[LengthPoint], float]:
     """The points of one length (x: (batch, L, d_in)) and the reference's certain digits."""
-    ref = evaluate(model, x, reference)
+    ref = evaluate_exact(model, x, reference)
     digits = reference_digits(model, x, ref, reference)
     points = []
     for p in precisions:
-        s = error_summary(evaluate(model, x, p, device), ref)
+        s = error_summary(evaluate_exact(model, x, p, device), ref)
         if not math.isfinite(s.relative):
             points.append(LengthPoint(x.shape[1], p, "diverged"))
             continue

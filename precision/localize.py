@@ -43,7 +43,7 @@ from fnmatch import fnmatchcase
 import numpy as np
 import torch
 
-from precision.evaluate import evaluate, evaluate_assigned
+from precision.evaluate import evaluate_assigned, evaluate_exact
 from precision.formats.module_assignment import (
     AssignmentError,
     ModuleStack,
@@ -236,7 +236,7 @@ def localize(model: torch.nn.Module, x: torch.Tensor, low: Precision, reference:
     rest = {u.path for u in everyone} - chosen
     work = reference if reference.is_mp else (low if low.is_mp else None)
     carrier = None if work is not None else carrier_for([low, reference])
-    truth_out = evaluate(model, x, truth)
+    truth_out = evaluate_exact(model, x, truth)
     cache: dict[frozenset[str], float] = {}
     result = Localization(low.name, reference.name, truth.name, units, math.nan, math.nan,
                           target=target)

@@ -67,6 +67,8 @@ class ErrorSummary:
 
 def _flat_arb(a: Any, name: str) -> tuple[tuple[int, ...], list[flint.arb]]:
     """Shape of ``a`` and its entries as arb midpoints (floats and ints converted exactly)."""
+    if hasattr(a, "detach"):  # a torch tensor (bfloat16 has no numpy dtype): float64 holds it
+        a = a.detach().cpu().double().numpy()
     arr = np.asarray(a, dtype=object)
     out: list[flint.arb] = []
     for v in arr.reshape(-1).tolist():

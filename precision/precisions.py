@@ -232,18 +232,25 @@ class Precision:
 
     @cached_property
     def carrier_dtype(self) -> Any:
-        """The torch dtype the float path computes in: the dtype itself for a plain torch
-        format; for a simulated one float32 when every value and rounding boundary of its
-        value format (and MX elements) is a float32 finer than the format (or the format is
-        float32 under rne), else float64."""
+        """The torch dtype the float path computes in (:attr:`carrier_name`)."""
         import torch
 
         if not self.is_simulated:
             return self.torch_dtype
+        return getattr(torch, self.carrier_name)
+
+    @property
+    def carrier_name(self) -> str:
+        """The name of the torch dtype the float path computes in: the dtype itself for a
+        plain torch format; for a simulated one float32 when every value and rounding
+        boundary of its value format (and MX elements) is a float32 finer than the format
+        (or the format is float32 under rne), else float64."""
+        if not self.is_simulated:
+            return self.format
         formats = [self.value_format] + ([self.element_format] if self.kind == "mx" else [])
         narrow = all(fits_float32(f) or (f.name == "float32" and self.rounding == "rne")
                      for f in formats)
-        return torch.float32 if narrow else torch.float64
+        return "float32" if narrow else "float64"
 
     @cached_property
     def accumulation_format(self) -> BinaryFormat:

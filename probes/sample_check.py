@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from precision.evaluate import evaluate
+from precision.evaluate import evaluate_exact
 from precision.islands import IslandReport, island_report, islands_below
 from precision.precisions import Precision, seeded_by
 from probes.factory import FactoryError, build_family
@@ -58,7 +58,7 @@ def _evaluate_in(model: nn.Module, x: torch.Tensor, p: Precision, islands: bool,
     with ``islands`` the island report of ``p`` when the model's casts round below it (else
     None)."""
     p = seeded_by(p, seed)
-    out = evaluate(model, x, p)
+    out = evaluate_exact(model, x, p)
     report = island_report(model, x, p) if islands and islands_below(model, x, p) else None
     return out, report
 

@@ -220,6 +220,11 @@ _CELL = re.compile(r"^(?P<value>-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)"
                    r"(?: ±(?P<spread>\d+\.?\d*))?(?: @(?P<at>\d+))?(?: (?P<note>.+))?$")
 
 
+def _number(text: str) -> int | float:
+    """A printed number as it was printed: an integer stays one (a depth, a count)."""
+    return int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else float(text)
+
+
 def numeric_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with every column whose cells read as printed numbers (:data:`_CELL`) split
     into numbers: ``COL`` (the value), ``COL ±`` (the spread), ``COL @`` (the step) and
@@ -235,7 +240,7 @@ def numeric_frame(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         parts = {"": [], " ±": [], " @": [], " note": []}
         for cell, m in zip(cells, found, strict=True):
-            parts[""].append(float(m["value"]) if m else None)
+            parts[""].append(_number(m["value"]) if m else None)
             parts[" ±"].append(float(m["spread"]) if m and m["spread"] else None)
             parts[" @"].append(int(m["at"]) if m and m["at"] else None)
             parts[" note"].append((m["note"] or "") if m else cell)

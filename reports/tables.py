@@ -2,11 +2,11 @@
 
 * :func:`solver_runs` — one row per solver run (long format, the numbers exactly as stored);
 * :func:`solver_pivots` — per problem, solvers down and precisions across (floor MSE, step);
-* :func:`grid_pivots` — per task x subject x precision, MSE over depth x width for runs whose
-  config has ``depth`` and ``width`` (trained / constructed models), seeds aggregated into
-  median and range; a total-MSE cell ends in its limit label (A / T / R, :func:`cell_labels`),
-  and a subject whose records store the convergence check's evidence gets one more table of
-  it (check gain and gradient norm by depth x width).
+* :func:`grid_pivots` — per task, one table of runs whose config has ``depth`` and
+  ``width`` (trained / constructed models): a row per model x depth x width, the test MSE in
+  each precision, its approximation and rounding parts, seeds aggregated into median and
+  range; a total-MSE cell ends in its limit label (A / T / R, :func:`cell_labels`); a task
+  whose records store the convergence check's evidence gets one more table of it.
 """
 
 from __future__ import annotations
@@ -164,125 +164,107 @@ GRID_METRICS = {"log10_mse": "MSE", "approximation": "approximation error",
 
 
 def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
-    """Per task x subject x precision (x metric): median (min - max over seeds) by depth x
-    width of the total MSE (with its A / T / R labels) and, when stored, its approximation and
-    rounding parts; then, per task x subject, the labels' evidence (:func:`evidence_pivot`) and
-    the certain digits of the reference the errors are measured against
-    (:func:`reference_pivot`)."""
-    out = []
+    """Per task, one table of every model, depth and width (:func:`task_pivot`), then, when
+    stored, one table of the labels' evidence (:func:`evidence_pivot`)."""
+    out: list[Pivot] = []
     if runs.empty:
         return out
     ok = runs[runs["status"] == "ok"]
-    for (task, subject), runs_of in ok.groupby(["task", "subject"], sort=True):
-        precs = sorted(runs_of["precision"].unique(), key=precision_order)
-        for prec in precs:
-            out += _metric_pivots(task, subject, prec, runs_of[runs_of["precision"] == prec])
-        evidence = evidence_pivot(task, subject,   # one precision: stored once per job
-                                  runs_of[runs_of["precision"] == precs[-1]])
+    for task, runs_of in ok.groupby("task", sort=True):
+        out.append(task_pivot(str(task), runs_of))
+        evidence = evidence_pivot(str(task), runs_of)
         if evidence is not None:
             out.append(evidence)
-        reference = reference_pivot(task, subject, runs_of)
-        if reference is not None:
-            out.append(reference)
     return out
 
 
-def reference_pivot(task: str, subject: str, runs: pd.DataFrame) -> Pivot | None:
-    """How many digits of the mp100 reference are certain (its agreement with mp200 on one
-    test sequence, :mod:`precision.reference`) per depth x width of one subject on ``task``:
-    the fewest over seeds and precisions (each precision's rounded inputs have a reference of
-    their own); None when no run stored it (records from before the check)."""
-    if not runs["truth_digits"].map(_present).any():
-        return None
-    depths = sorted(runs["depth"].unique())
-    widths = sorted(runs["width"].unique())
-    body = []
-    for d in depths:
-        row = []
-        for w in widths:
-            cell = runs[(runs["depth"] == d) & (runs["width"] == w)]
-            digits = [float(v) for v in cell["truth_digits"] if _present(v)]
-            row.append(f"{min(digits):.0f}" if digits else "")
-        body.append(row)
-    frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
-                         columns=[f"width {w}" for w in widths])
-    return Pivot(f"grid-{task}-{subject}-reference",
-                 f"{task} / {subject}: certain digits of the mp100 reference by depth x width "
-                 "(its agreement with mp200 on one test sequence; the fewest over seeds and "
-                 "precisions)", frame, {"task": task, "subject": subject})
+def _seeds_cell(cell: pd.DataFrame, metric: str) -> str:
+    """Median [min, max] over the seeds of ``metric`` (log10) in ``cell`` ('' when none);
+    the total MSE ends in its limit labels (:func:`cell_labels`)."""
+    vals = sorted(float(v) for v in cell[metric] if _present(v))
+    if not vals:
+        return ""
+    text = format_log10(float(np.median(vals)))
+    if len(vals) > 1:
+        text += f" [{format_log10(vals[0])}, {format_log10(vals[-1])}]"
+    labels = cell_labels(cell) if metric == "log10_mse" else ""
+    return f"{text} {labels}" if labels else text
 
 
-def _metric_pivots(task: str, subject: str, prec: str, group: pd.DataFrame) -> list[Pivot]:
-    """The tables of one task x subject x precision, one per stored metric."""
-    out = []
-    depths = sorted(group["depth"].unique())
-    widths = sorted(group["width"].unique())
-    for metric, label in GRID_METRICS.items():
-        if group[metric].isna().all():
-            continue
-        body = []
-        for d in depths:
-            row = []
-            for w in widths:
-                cell = group[(group["depth"] == d) & (group["width"] == w)]
-                vals = sorted(float(v) for v in cell[metric] if _present(v))
-                if not vals:
-                    row.append("")
-                    continue
-                text = format_log10(float(np.median(vals)))
-                if len(vals) > 1:
-                    text += f" [{format_log10(vals[0])}, {format_log10(vals[-1])}]"
-                labels = cell_labels(cell) if metric == "log10_mse" else ""
-                row.append(f"{text} {labels}" if labels else text)
-            body.append(row)
-        frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
-                             columns=[f"width {w}" for w in widths])
-        suffix = "" if metric == "log10_mse" else f"-{metric}"
-        clock = f"; {TIME_LEGEND}" if metric == "log10_mse" and stopped_by_clock(group) else ""
-        note = (" (median [min, max] over seeds; A approximation-, T training-, "
-                f"R rounding-limited{clock})" if metric == "log10_mse" else
-                " (median [min, max] over seeds)")
-        out.append(Pivot(f"grid-{task}-{subject}-{prec}{suffix}",
-                         f"{task} / {subject} / {prec}: {label} by depth x width{note}",
-                         frame, {"task": task, "subject": subject, "precision": prec}))
-    return out
+def task_pivot(task: str, runs: pd.DataFrame) -> Pivot:
+    """One task's table (ok rows of :func:`grid_runs`): a row per model x depth x width; the
+    test MSE in each precision (median [min, max] over seeds, with its A / T / R label), the
+    approximation part measured with the highest precision's inputs, the rounding part in
+    each precision, and the certain digits of the mp100 reference (the fewest over seeds and
+    precisions; a column only when stored)."""
+    precs = sorted(runs["precision"].unique(), key=precision_order)
+    top = precs[-1]
+    digits = runs["truth_digits"].map(_present).any()
+    rows, index = [], []
+    for (subject, depth, width), cell in runs.groupby(["subject", "depth", "width"],
+                                                      sort=True):
+        by_prec = {p: cell[cell["precision"] == p] for p in precs}
+        row = {"depth": int(depth), "width": int(width)}
+        row.update({p: _seeds_cell(by_prec[p], "log10_mse") for p in precs})
+        row["approximation"] = _seeds_cell(by_prec[top], "approximation")
+        row.update({f"rounding {p}": _seeds_cell(by_prec[p], "rounding") for p in precs})
+        if digits:
+            ds = [float(v) for v in cell["truth_digits"] if _present(v)]
+            row["reference digits"] = f"{min(ds):.0f}" if ds else ""
+        rows.append(row)
+        index.append(str(subject))
+    frame = pd.DataFrame(rows, index=pd.Index(index, name="model"))
+    frame = frame.loc[:, [c for c in frame.columns
+                          if c in ("depth", "width") or (frame[c] != "").any()]]
+    clock = f"; {TIME_LEGEND}" if stopped_by_clock(runs) else ""
+    return Pivot(f"grid-{task}",
+                 f"{task}: test MSE by model, depth and width in each precision, its "
+                 f"approximation part (measured on {top}'s inputs) and rounding part in each "
+                 "precision (median [min, max] over seeds; A approximation-, T training-, "
+                 f"R rounding-limited{clock}"
+                 + ("; reference digits: the mp100 reference's digits that mp200 confirms "
+                    "on one test sequence, the fewest over seeds and precisions" if digits
+                    else "") + ")", frame, {"task": task})
 
 
-def evidence_pivot(task: str, subject: str, runs: pd.DataFrame) -> Pivot | None:
-    """The evidence of the labels of one subject on ``task`` (rows of :func:`grid_runs`, one
-    precision: the evidence is stored once per trained job, the same in every precision):
-    per depth x width, the check gain (the factor a few Gauss-Newton steps from the final
-    weights lowered the held-out MSE by) and the held-out gradient norm, medians over seeds;
-    None when no run stored them (records from before the check)."""
+def evidence_pivot(task: str, runs: pd.DataFrame) -> Pivot | None:
+    """The evidence of the labels on ``task`` (ok rows of :func:`grid_runs`; the evidence is
+    stored once per trained job, the same in every precision, so each cell reads one
+    precision): per model x depth x width, medians over seeds of the check gain (the factor a
+    few Gauss-Newton steps from the final weights lowered the held-out MSE by), the held-out
+    gradient norm, the drift, curvature and power of the check; None when no run stored them
+    (records from before the check)."""
     if not runs["check_gain"].map(_present).any():
         return None
-    depths = sorted(runs["depth"].unique())
-    widths = sorted(runs["width"].unique())
-    body = []
-    for d in depths:
-        row = []
-        for w in widths:
-            cell = runs[(runs["depth"] == d) & (runs["width"] == w)]
-            gains = sorted(float(v) for v in cell["check_gain"] if _present(v))
-            norms = sorted(float(v) for v in cell["grad_norm"] if _present(v))
-            drifts = sorted(float(v) for v in cell["check_drift"] if _present(v))
-            curvs = sorted(float(v) for v in cell["check_curvature"] if _present(v))
-            powers = sorted(float(v) for v in cell["check_power"] if _present(v))
-            row.append("" if not gains else f"gain {format_gain(float(np.median(gains)))}, "
-                       f"|grad| {format_mse(float(np.median(norms))) if norms else '-'}"
-                       + (f", drift {float(np.median(drifts)):.1f}" if drifts else "")
-                       + (f", curvature {float(np.median(curvs)):.1e}" if curvs else "")
-                       + (f", power {format_power(float(np.median(powers)))}" if powers
-                          else ""))
-        body.append(row)
-    frame = pd.DataFrame(body, index=pd.Index(depths, name="depth"),
-                         columns=[f"width {w}" for w in widths])
-    return Pivot(f"grid-{task}-{subject}-evidence",
-                 f"{task} / {subject}: the label's evidence by depth x width (check gain: the "
+    top = max(runs["precision"].unique(), key=precision_order)
+
+    def median(cell: pd.DataFrame, col: str) -> float | None:
+        vals = [float(v) for v in cell[col] if _present(v)]
+        return float(np.median(vals)) if vals else None
+
+    rows, index = [], []
+    for (subject, depth, width), cell in runs.groupby(["subject", "depth", "width"],
+                                                      sort=True):
+        one = cell[cell["precision"] == top]
+        gain = median(one, "check_gain")
+        if gain is None:
+            continue
+        norm, drift = median(one, "grad_norm"), median(one, "check_drift")
+        curv, power = median(one, "check_curvature"), median(one, "check_power")
+        rows.append({"depth": int(depth), "width": int(width),
+                     "check gain": format_gain(gain),
+                     "|grad|": format_mse(norm) if norm is not None else "-",
+                     "drift": f"{drift:.1f}" if drift is not None else "-",
+                     "curvature": f"{curv:.1e}" if curv is not None else "-",
+                     "power": format_power(power) if power is not None else "-"})
+        index.append(str(subject))
+    frame = pd.DataFrame(rows, index=pd.Index(index, name="model"))
+    return Pivot(f"grid-{task}-evidence",
+                 f"{task}: the labels' evidence by model, depth and width (check gain: the "
                  "factor a few Gauss-Newton steps from the final weights lowered the held-out "
                  "MSE by, near 1 when training converged; |grad|: the held-out gradient norm; "
                  "drift: z-score of a nonzero expected gradient, above 4 on a slope; "
                  "curvature: the Hessian's most negative eigenvalue over its largest, below "
                  "-1e-2 at a saddle; power: residuals per parameter in the check's batches, "
-                 "below 0.02 where the check cannot see; "
-                 "medians over seeds)", frame, {"task": task, "subject": subject})
+                 "below 0.02 where the check cannot see; medians over seeds; '-': not "
+                 "stored)", frame, {"task": task})

@@ -111,35 +111,36 @@ def _format(seconds: float | None, trained: float | None) -> str:
 
 def time_to_floor_pivots(rows: list[dict[str, Any]], task: str, series_of: SeriesOf
                          ) -> list[Pivot]:
-    """Per subject (model, LayerNorm, recipe) on ``task``: a row per (depth, width, seed),
-    the seconds to each of :data:`LEVELS`, the lowest held-out MSE, why training stopped and,
-    for the engine, how many second-order iterations it did and their mean wall time (the
-    pace that decides what a time budget can reach) and the FLOPs they did (the work a
-    budget in work counts: the same on every machine)."""
-    jobs = curves(rows, task, series_of)
-    out = []
-    for subject in sorted({c["subject"] for c in jobs}):
-        mine = [c for c in jobs if c["subject"] == subject]
-        paced = any(c["second_order"] for c in mine)   # a column only for the engine
-        counted = any(c["work"] for c in mine)   # the engine's work, where it was counted
-        index, body = [], []
-        for c in mine:
-            index.append(f"d{c['depth']} w{c['width']}" + (f" s{c['seed']}" if c["seed"] else ""))
-            finite = [float(v) for _, v in c["curve"] if v is not None and math.isfinite(v)]
-            body.append([_format(time_to(c["curve"], c["seconds"], lv), c["trained_s"])
-                         for lv in LEVELS]
-                        + [f"{10.0 ** min(finite):.1e}" if finite else "", c["stop"]]
-                        + ([c["second_order"]] if paced else [])
-                        + ([f"{c['work']:.2g}" if c["work"] else "-"] if counted else []))
-        frame = pd.DataFrame(body, index=pd.Index(index, name="depth, width"),
-                             columns=[f"to 1e{lv}" for lv in LEVELS]
-                             + ["lowest held-out MSE", "stopped by"]
-                             + (["second-order iterations"] if paced else [])
-                             + (["engine FLOPs"] if counted else []))
-        out.append(Pivot(f"time-{task}-{subject}",
-                         f"{task} / {subject}: wall seconds of training to each held-out MSE",
-                         frame, {"task": task, "subject": subject}))
-    return out
+    """One table for ``task`` (none when no job stored its timed curve): a row per model
+    (model, LayerNorm, recipe), depth, width and seed, the seconds to each of :data:`LEVELS`,
+    the lowest held-out MSE, why training stopped and, for the engine, how many second-order
+    iterations it did and their mean wall time (the pace that decides what a time budget can
+    reach) and the FLOPs they did (the work a budget in work counts: the same on every
+    machine)."""
+    jobs = sorted(curves(rows, task, series_of), key=lambda c: c["subject"])  # stable
+    if not jobs:
+        return []
+    paced = any(c["second_order"] for c in jobs)   # a column only for the engine
+    counted = any(c["work"] for c in jobs)   # the engine's work, where it was counted
+    seeded = any(c["seed"] for c in jobs)
+    index, body = [], []
+    for c in jobs:
+        index.append(c["subject"])
+        finite = [float(v) for _, v in c["curve"] if v is not None and math.isfinite(v)]
+        body.append([c["depth"], c["width"]] + ([c["seed"] or 0] if seeded else [])
+                    + [_format(time_to(c["curve"], c["seconds"], lv), c["trained_s"])
+                       for lv in LEVELS]
+                    + [f"{10.0 ** min(finite):.1e}" if finite else "", c["stop"]]
+                    + ([c["second_order"]] if paced else [])
+                    + ([f"{c['work']:.2g}" if c["work"] else "-"] if counted else []))
+    frame = pd.DataFrame(body, index=pd.Index(index, name="model"),
+                         columns=["depth", "width"] + (["seed"] if seeded else [])
+                         + [f"to 1e{lv}" for lv in LEVELS]
+                         + ["lowest held-out MSE", "stopped by"]
+                         + (["second-order iterations"] if paced else [])
+                         + (["engine FLOPs"] if counted else []))
+    return [Pivot(f"time-{task}", f"{task}: wall seconds of training to each held-out MSE",
+                  frame, {"task": task})]
 
 
 def time_to_floor_figure(rows: list[dict[str, Any]], task: str, series_of: SeriesOf,

@@ -15,7 +15,7 @@ from torch import nn
 from precision.backends.interpreter.casts import round_into
 from precision.backends.mp_backend import MPArray, exact_array, workprec
 from precision.backends.torch_backend import round_to_dtype
-from precision.evaluate import error_decomposition, evaluate
+from precision.evaluate import error_decomposition, evaluate_exact
 from precision.islands import island_report, islands_below
 from precision.metrics import error_summary
 from precision.op_census import census
@@ -57,13 +57,15 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
 
 def test_keep_rounds_the_islands_in_every_precision_and_promote_does_not():
     model, x = _net()
-    kept64, prom64 = evaluate(model, x, "float64"), evaluate(model, x, "float64", casts="promote")
-    kept50, prom50 = evaluate(model, x, "mp50"), evaluate(model, x, "mp50+casts=promote")
+    kept64 = evaluate_exact(model, x, "float64")
+    prom64 = evaluate_exact(model, x, "float64", casts="promote")
+    kept50 = evaluate_exact(model, x, "mp50")
+    prom50 = evaluate_exact(model, x, "mp50+casts=promote")
     assert _rel(prom64, prom50) < 1e-13                    # no casts: float64 rounding only
     assert _rel(kept64, prom64) >= 1e-9                    # float32 islands in float64
     assert _rel(kept50, prom50) >= 1e-9                    # ... and in mp50
     assert _rel(kept50, kept64) < 1e-5                     # both the model as written
-    assert _rel(evaluate(model, x, "mp50+casts=keep"), kept50) == 0.0
+    assert _rel(evaluate_exact(model, x, "mp50+casts=keep"), kept50) == 0.0
 
 
 def test_a_float32_module_is_exported_as_float64_so_only_its_casts_are_islands():
@@ -71,7 +73,7 @@ def test_a_float32_module_is_exported_as_float64_so_only_its_casts_are_islands()
     model32.float()
     model64 = copy.deepcopy(model32).double()   # the same (float32) weight values
     # under keep, only the norm's islands round: not every node of a float32 module
-    assert _rel(evaluate(model32, x, "mp40"), evaluate(model64, x, "mp40")) == 0.0
+    assert _rel(evaluate_exact(model32, x, "mp40"), evaluate_exact(model64, x, "mp40")) == 0.0
     islands = islands_below(model32, x, parse_precision("mp40"))
     assert [i.module for i in islands] == ["norm (Float32Norm)"]
 

@@ -170,7 +170,8 @@ def test_list_and_help(capsys):
 
 
 def test_help_and_version_import_no_torch():
-    """``precision --help``, a command's ``--help``, ``--version`` and ``list suites`` parse
+    """``precision --help``, a command's ``--help``, ``--version`` and ``list suites`` /
+    ``precisions`` / ``claims`` parse
     and print without importing torch, numpy or flint (each command imports them when it
     runs: seconds saved at every start; a count of modules, not a timing, so it holds on any
     machine)."""
@@ -184,6 +185,8 @@ def test_help_and_version_import_no_torch():
             "        assert e.code == 0, argv\n"
             "assert main(['--version']) == 0\n"
             "assert main(['list', 'suites']) == 0\n"
+            "assert main(['list', 'precisions']) == 0\n"
+            "assert main(['list', 'claims']) == 0\n"
             "heavy = sorted(m for m in ('torch', 'numpy', 'flint', 'matplotlib') "
             "if m in sys.modules)\n"
             "print('heavy:', heavy)\n")

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from precision.evaluate import evaluate
+from precision.evaluate import evaluate_exact
 from precision.metrics import error_summary
 from probes.factory import load_factory
 
@@ -55,7 +55,7 @@ def _relative(a, b) -> float:
 def _check(model: torch.nn.Module) -> None:
     x = torch.randn(2, TOKENS, D_IN, dtype=torch.float64,
                     generator=torch.Generator().manual_seed(1))
-    out = {p: evaluate(model, x, p, casts="promote") for p in ("float64", "mp50", "mp100")}
+    out = {p: evaluate_exact(model, x, p, casts="promote") for p in ("float64", "mp50", "mp100")}
     assert out["mp50"].shape == (2, TOKENS, D_OUT)
     mp, f64 = _relative(out["mp50"], out["mp100"]), _relative(out["float64"], out["mp50"])
     print(f"mp50 vs mp100 {mp:.2e}, float64 vs mp50 {f64:.2e}")

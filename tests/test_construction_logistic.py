@@ -15,7 +15,7 @@ import torch
 
 from precision.backends import backend_for
 from precision.constructions import logistic_newton as ln
-from precision.evaluate import evaluate
+from precision.evaluate import evaluate_exact
 from precision.metrics import error_summary
 from precision.precisions import as_precision, parse_precision
 from precision.problems import logistic_regression
@@ -162,14 +162,14 @@ def test_perturbed_weight_breaks_the_step():
 
 
 def test_mp50_agrees_with_float64_and_has_the_same_approximation_error():
-    """Through evaluate() (exported graph, 50 digits): the model's output equals the float64
+    """Through evaluate_exact() (exported graph, 50 digits): the model's output equals the float64
     run to float64 level, and its distance to damped Newton computed in mp50 is the float64
     distance (the gadgets' approximation error, not rounding)."""
     model = ln.damped_newton(D, NS, MU, N=8, k=3)  # 17 layers: one export (~6 s)
     x = ln.tokens(A, Y, X0S["w1"])
-    mp = ln.read_iterate(evaluate(model, x, "mp50"), D)
-    f64 = ln.read_iterate(evaluate(model, x, "float64"), D)
-    f32 = ln.read_iterate(evaluate(model, x, "float32"), D)
+    mp = ln.read_iterate(evaluate_exact(model, x, "mp50"), D)
+    f64 = ln.read_iterate(evaluate_exact(model, x, "float64"), D)
+    f32 = ln.read_iterate(evaluate_exact(model, x, "float32"), D)
     assert error_summary(f64, mp).log10_mse < -29
     assert -16 < error_summary(f32, mp).log10_mse < -10
     e_mp = error_summary(mp, ref_step("mp50", X0S["w1"]))

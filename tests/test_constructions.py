@@ -10,7 +10,7 @@ import torch
 from precision.backends import backend_for
 from precision.constructions import baseconv_primitives as prim
 from precision.constructions.lsa_gd import preconditioned_gd, tokens
-from precision.evaluate import evaluate
+from precision.evaluate import evaluate_exact
 from precision.metrics import error_summary
 from precision.precisions import as_precision, parse_precision
 from precision.problems import gaussian_least_squares
@@ -57,8 +57,8 @@ def test_primitive_exact_up_to_rounding(name):
     model, want = targets(name)
     truth = truth_of(name, model, want)
     x = torch.as_tensor(U)
-    assert error_summary(evaluate(model, x, "mp50"), truth).log10_mse < -90
-    f32 = error_summary(evaluate(model, x, "float32"), truth)
+    assert error_summary(evaluate_exact(model, x, "mp50"), truth).log10_mse < -90
+    f32 = error_summary(evaluate_exact(model, x, "float32"), truth)
     assert f32.relative < 4 * parse_precision("float32").unit_roundoff * 10
     # Perturbing any single non-zero weight breaks the construction.
     for pname, p in model.named_parameters():
@@ -68,7 +68,7 @@ def test_primitive_exact_up_to_rounding(name):
         idx = tuple(nz[len(nz) // 2].tolist())
         with torch.no_grad():
             p[idx] += 1e-3
-        err = error_summary(evaluate(model, x, "mp50"), truth).log10_mse
+        err = error_summary(evaluate_exact(model, x, "mp50"), truth).log10_mse
         with torch.no_grad():
             p[idx] -= 1e-3
         assert err > -20, f"perturbing {pname}{list(idx)} left the output exact"
@@ -88,7 +88,7 @@ def test_lsa_runs_gd_layer_by_layer():
     q = xp.asarray(prob.X_query[0])
     for layers in range(1, 7):
         model = preconditioned_gd(4, layers, eta)
-        pred = evaluate(model, x, "mp50")[0, -1, 0]
+        pred = evaluate_exact(model, x, "mp50")[0, -1, 0]
         gd_pred = xp.to_exact(q @ iterates[layers]).reshape(-1)[0]
         old = flint.ctx.prec
         flint.ctx.prec = 600
@@ -96,11 +96,11 @@ def test_lsa_runs_gd_layer_by_layer():
             assert abs(pred - gd_pred) < flint.arb(10) ** -45
         finally:
             flint.ctx.prec = old
-        f64 = evaluate(model, x, "float64")[0, -1, 0]
+        f64 = evaluate_exact(model, x, "float64")[0, -1, 0]
         assert abs(float(f64) - float(gd_pred)) < 1e-12 * max(1.0, abs(float(gd_pred)))
     with torch.no_grad():
         model.A[2, 1, 0] += 1e-3
-    bad = evaluate(model, x, "mp50")[0, -1, 0]
+    bad = evaluate_exact(model, x, "mp50")[0, -1, 0]
     assert abs(float(bad) - float(gd_pred)) > 1e-8
 
 
@@ -142,7 +142,7 @@ def test_linear_attention_runs_newton_schulz():
     model = lsa_newton.newton_schulz(d, 2)
     with torch.no_grad():
         model.WQ[3, 0, 1, 2 * d + 1] += 1e-3
-    bad = lsa_newton.read_inverse(evaluate(model, x, "mp50"), d)
+    bad = lsa_newton.read_inverse(evaluate_exact(model, x, "mp50"), d)
     assert error_summary(bad, xp.to_exact(ref[2])).log10_mse > -20
 
 
@@ -158,7 +158,7 @@ def test_least_squares_in_3_plus_t_layers_equals_ols(mu):
     eps = 2.0 ** -int(np.ceil(np.log2(float(np.sum(R * R)))))
     x = lsa_newton.ls_tokens(A, y, a)
     model = lsa_newton.least_squares(d, steps, eps, mu)
-    got = lsa_newton.ls_prediction(evaluate(model, x, "mp50"), d)
+    got = lsa_newton.ls_prediction(evaluate_exact(model, x, "mp50"), d)
     # Truth: ridge/OLS prediction a^T (A^T A + mu I)^{-1} A^T y (the solvers' scaling is 1/n).
     w = least_squares_truth(exact(A), exact(y), 800, ridge=mu / n)
     old = flint.ctx.prec
@@ -168,7 +168,7 @@ def test_least_squares_in_3_plus_t_layers_equals_ols(mu):
         assert abs(got - want) < flint.arb(10) ** -45 * abs(want)
     finally:
         flint.ctx.prec = old
-    f32 = lsa_newton.ls_prediction(evaluate(model, x, "float32"), d)
+    f32 = lsa_newton.ls_prediction(evaluate_exact(model, x, "float32"), d)
     assert abs(float(f32) - float(want)) < 1e-3 * abs(float(want))
     # Newton–Schulz corrects a perturbed *middle* step by itself, so perturb weights whose
     # effect no later layer can undo: the formation of R (layer 1), the last Newton step,
@@ -178,7 +178,7 @@ def test_least_squares_in_3_plus_t_layers_equals_ols(mu):
         with torch.no_grad():
             model.WK[layer, head, i, j] += 1e-3 if (layer, i) != (0, d) else 0.0
             model.WV[layer, head, i, j] += 1e-3 if (layer, i) == (0, d) else 0.0
-        bad = lsa_newton.ls_prediction(evaluate(model, x, "mp50"), d)
+        bad = lsa_newton.ls_prediction(evaluate_exact(model, x, "mp50"), d)
         with torch.no_grad():
             model.WK[layer, head, i, j] -= 1e-3 if (layer, i) != (0, d) else 0.0
             model.WV[layer, head, i, j] -= 1e-3 if (layer, i) == (0, d) else 0.0
@@ -231,11 +231,11 @@ def test_symmetric_newton_schulz_one_layer_per_step():
     ref = newton_schulz(xp, xp.asarray(A), iters=steps, alpha=alpha)
     model = lsa_newton.newton_schulz_symmetric(d, steps)
     assert model.depth == steps  # one layer per step, half of Lemma 4.1's general case
-    got = lsa_newton.read_inverse(evaluate(model, x, "mp50"), d)
+    got = lsa_newton.read_inverse(evaluate_exact(model, x, "mp50"), d)
     assert error_summary(got, xp.to_exact(ref[steps])).log10_mse < -95
     with torch.no_grad():
         model.WQ[steps - 1, 1, 0, 2 * d] += 1e-3  # the last step's identity read
-    bad = lsa_newton.read_inverse(evaluate(model, x, "mp50"), d)
+    bad = lsa_newton.read_inverse(evaluate_exact(model, x, "mp50"), d)
     assert error_summary(bad, xp.to_exact(ref[steps])).log10_mse > -20
 
 
@@ -252,7 +252,7 @@ def test_gdpp_preconditioning_reaches_ols_in_few_layers():
     flint.ctx.prec = old
     errs = []
     for pre in (2, 4, 6, 8):
-        got = evaluate(gdpp(prob.X, pre, 4), x, "mp50")[0, -1, 0]
+        got = evaluate_exact(gdpp(prob.X, pre, 4), x, "mp50")[0, -1, 0]
         errs.append(error_summary(np.array([got], dtype=object),
                                   np.array([want], dtype=object)).log10_mse)
     # Preconditioning makes Sigma ~ c I fast (kappa -> 1 + 2 eps^2): the error collapses.
@@ -261,10 +261,10 @@ def test_gdpp_preconditioning_reaches_ols_in_few_layers():
     # GD++ corrects a perturbed step in later layers (like Newton–Schulz), so perturb the
     # step of a one-GD-layer model, whose output that step alone determines.
     model = gdpp(prob.X, 8, 1)
-    good = evaluate(model, x, "mp50")[0, -1, 0]
+    good = evaluate_exact(model, x, "mp50")[0, -1, 0]
     with torch.no_grad():
         model.w[8, 1] *= 1.001
-    bad = evaluate(model, x, "mp50")[0, -1, 0]
+    bad = evaluate_exact(model, x, "mp50")[0, -1, 0]
     assert abs(float(good) - float(want)) < 1e-12 < abs(float(bad) - float(want))
 
 
@@ -280,7 +280,7 @@ def test_causal_baseconv_runs_gradient_descent():
     q = xp.asarray(prob.X_query[0])
     for k in (1, 3, 5):
         model = baseconv_gd.gradient_descent(d, n, eta, k)
-        got = evaluate(model, x, "mp50")[0, -1, 0]
+        got = evaluate_exact(model, x, "mp50")[0, -1, 0]
         want = xp.to_exact(q @ iterates[k]).reshape(-1)[0]
         old = flint.ctx.prec
         flint.ctx.prec = 600
@@ -288,14 +288,14 @@ def test_causal_baseconv_runs_gradient_descent():
             assert abs(got - want) < flint.arb(10) ** -45 * max(abs(want), flint.arb(1))
         finally:
             flint.ctx.prec = old
-        f32 = float(evaluate(model, x, "float32")[0, -1, 0])
+        f32 = float(evaluate_exact(model, x, "float32")[0, -1, 0])
         assert abs(f32 - float(want)) < 1e-5
     lay = baseconv_gd._layout(d)
     with torch.no_grad():  # the last GD layer's (eta/n) b_0 weight
         w_out = model.layers[2 + steps - 1].w_out.weight
         assert w_out[lay["w"].start, lay["s"].start] != 0
         w_out[lay["w"].start, lay["s"].start] *= 1.001
-    bad = evaluate(model, x, "mp50")[0, -1, 0]
+    bad = evaluate_exact(model, x, "mp50")[0, -1, 0]
     assert abs(float(bad) - float(want)) > 1e-10
 
 
@@ -335,8 +335,8 @@ def test_noncausal_baseconv_filter_is_two_sided():
             want[:, t] += k[:, t - s + 4] * u[:, s]      # lag t - s, lag 0 at tap max_len - 1
     assert torch.allclose(layer.mix(u), want, rtol=0, atol=1e-14)
     x = torch.randn(1, 4, 2, dtype=torch.float64)
-    f64 = evaluate(model, x, "float64")
-    assert error_summary(evaluate(model, x, "mp50"), f64).relative < 1e-14
+    f64 = evaluate_exact(model, x, "float64")
+    assert error_summary(evaluate_exact(model, x, "mp50"), f64).relative < 1e-14
     with pytest.raises(ValueError, match="short"):
         BaseConv(BaseConvConfig(d_in=2, d_out=1, short=True, causal=False))
 
@@ -356,7 +356,7 @@ def test_noncausal_baseconv_runs_gd_layer_by_layer(prec):
     xp = backend_for(as_precision(prec))
     X, y = xp.asarray(prob.X), xp.asarray(prob.y)
     iterates = gd(xp, X, y, step=eta, iters=steps)
-    states = evaluate(_StepStates(model), x, prec)[0]   # (layers, n + 1, width)
+    states = evaluate_exact(_StepStates(model), x, prec)[0]   # (layers, n + 1, width)
     tol = -90 if prec == "mp50" else -26
     for t in range(steps):
         w = iterates[t]
@@ -388,7 +388,7 @@ def test_noncausal_baseconv_gd_breaks_when_one_weight_changes():
     model = bg.gradient_descent_noncausal(d, n, bg.exact_step(0.5, n), 2)
     # w_0 != 0, so the first step's products w ⊙ x are not all zero
     x = bg.tokens_noncausal(prob.X, prob.y, prob.X_query[0], w0=np.array([0.5, -1.0, 2.0]))
-    good = evaluate(model, x, "mp50")
+    good = evaluate_exact(model, x, "mp50")
     # every parameter of the first GD step and of the read-out layer
     params = [(f"layers.{k}.{name}", p) for k in (0, 1, 2, 6)
               for name, p in model.layers[k].named_parameters()]
@@ -400,13 +400,13 @@ def test_noncausal_baseconv_gd_breaks_when_one_weight_changes():
         idx = tuple(nz[len(nz) // 2].tolist())
         with torch.no_grad():
             p[idx] *= 1.001
-        err = error_summary(evaluate(model, x, "mp50"), good).log10_mse
+        err = error_summary(evaluate_exact(model, x, "mp50"), good).log10_mse
         with torch.no_grad():
             p[idx] /= 1.001
         assert err > -30, f"changing {pname}{list(idx)} left the output unchanged"
         checked += 1
     assert checked >= 12
-    assert error_summary(evaluate(model, x, "mp50"), good).log10_mse == -np.inf
+    assert error_summary(evaluate_exact(model, x, "mp50"), good).log10_mse == -np.inf
 
 
 def test_noncausal_gd_construction_in_registry():
@@ -539,14 +539,14 @@ def test_layerwise_evaluation_equals_whole_model(prec):
     x = torch.randn(1, 4, 5, dtype=torch.float64)
     outs = _layerwise(model, x, parse_precision(prec), lambda h: h[:, 1:3, :2])
     assert len(outs) == 3
-    want = evaluate(model, x, prec)[0, 1:3, :2]
+    want = evaluate_exact(model, x, prec)[0, 1:3, :2]
     assert error_summary(outs[-1], want).log10_mse == -np.inf
     lsa = preconditioned_gd(4, 5, 0.3)
     prob = gaussian_least_squares(4, 12, seed=3)
     tok = tokens(prob.X, prob.y, prob.X_query[0])
     per = _layerwise(lsa, tok, parse_precision(prec), lambda e: -e[:, -1, 4:5])
     for layers in (1, 5):
-        whole = evaluate(preconditioned_gd(4, layers, 0.3), tok, prec)[0, -1]
+        whole = evaluate_exact(preconditioned_gd(4, layers, 0.3), tok, prec)[0, -1]
         assert error_summary(per[layers - 1], whole).log10_mse == -np.inf
 
 

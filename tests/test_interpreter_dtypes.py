@@ -15,7 +15,7 @@ from precision.backends import backend_for
 from precision.backends.interpreter import OPS, Ctx
 from precision.backends.interpreter.program import to_exact
 from precision.backends.mp_backend import MPArray
-from precision.evaluate import evaluate
+from precision.evaluate import evaluate_exact
 from precision.metrics import error_summary
 from precision.precisions import parse_precision
 
@@ -114,7 +114,7 @@ def test_alibi_pow_and_bilinear_run_in_mp(module):
     torch.manual_seed(0)
     model = module().double()
     x = torch.randn(2, 3, 4, dtype=torch.float64)
-    assert error_summary(evaluate(model, x, "mp40"), evaluate(model, x, "float64")
+    assert error_summary(evaluate_exact(model, x, "mp40"), evaluate_exact(model, x, "float64")
                          ).relative < 1e-13
 
 
@@ -130,7 +130,7 @@ class Sampler(nn.Module):
 def test_an_interpreter_failure_names_the_op_its_node_and_module():
     x = torch.randn(2, 3, 4, dtype=torch.float64)
     with pytest.raises(Exception) as info:
-        evaluate(Sampler().double(), x, "mp30")
+        evaluate_exact(Sampler().double(), x, "mp30")
     text = str(info.value)
     assert "op aten.native_dropout.default (node native_dropout" in text
     assert "in module <root> (Sampler)" in text

@@ -10,7 +10,7 @@ from conftest import tiny_affine_suite
 from torch import nn
 
 from precision.cli.main import main
-from precision.evaluate import evaluate, evaluate_assigned
+from precision.evaluate import evaluate_assigned, evaluate_exact
 from precision.formats.module_assignment import carrier_for
 from precision.localize import (
     TRUTH,
@@ -79,9 +79,9 @@ def test_units_partition_the_ops_and_weights_and_merge_by_depth():
 def test_attribution_and_search_meet_the_target_with_no_unit_to_spare():
     model, x = _setup()
     loc = localize(model, x, BF16, F64, target=2e-3, depth=3)
-    truth = evaluate(model, x, TRUTH)
+    truth = evaluate_exact(model, x, TRUTH)
     # every unit in the reference is the plain float64 model, bit for bit
-    plain = error_summary(evaluate(model, x, F64), truth).relative
+    plain = error_summary(evaluate_exact(model, x, F64), truth).relative
     assert loc.all_reference == plain
     assert loc.all_low > 100 * loc.all_reference
     for u in loc.units:   # each unit rounds something: alone in bfloat16 it is seen

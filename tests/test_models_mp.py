@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from precision.backends.interpreter import MPProgram, UnsupportedOpError
-from precision.evaluate import error_decomposition, evaluate
+from precision.evaluate import error_decomposition, evaluate_exact
 from precision.models import build_model
 from precision.precisions import parse_precision
 
@@ -50,7 +50,7 @@ def test_family_in_every_precision(name, kw, n):
     torch.manual_seed(0)
     model = build_model(name, **kw).double()
     x = torch.randn(2, n, kw["d_in"], dtype=torch.float64)
-    out = {p: evaluate(model, x, p) for p in ("bfloat16", "float32", "float64", "mp50",
+    out = {p: evaluate_exact(model, x, p) for p in ("bfloat16", "float32", "float64", "mp50",
                                                 "mp100")}
     ref = out["mp100"]
     assert out["mp50"].shape == (2, n, kw["d_out"])
@@ -64,7 +64,7 @@ def test_baseconv_without_layernorm_is_exact_rational_polynomial():
     torch.manual_seed(1)
     model = build_model("baseconv", d_in=3, d_out=2, depth=2, width=4, max_len=5).double()
     x = torch.randn(1, 5, 3, dtype=torch.float64)
-    got = evaluate(model, x, "mp60")
+    got = evaluate_exact(model, x, "mp60")
 
     F = np.vectorize(Fraction, otypes=[object])
     p = {k: F(v.detach().numpy()) for k, v in model.state_dict().items()}
@@ -114,10 +114,10 @@ def test_unregistered_module_runs_in_mp():
     torch.manual_seed(2)
     model = GatedTanhMixer(5, 3).double()
     x = torch.randn(2, 5, 3, dtype=torch.float64)
-    mp = evaluate(model, x, "mp40")
+    mp = evaluate_exact(model, x, "mp40")
     ref = model(x).detach().numpy()
     assert np.allclose(np.vectorize(float)(mp), ref, rtol=1e-13, atol=1e-13)
-    assert rel(mp, evaluate(model, x, "mp80")) < 1e-37
+    assert rel(mp, evaluate_exact(model, x, "mp80")) < 1e-37
 
 
 class UsesBessel(nn.Module):
@@ -157,10 +157,10 @@ def test_weights_are_read_at_call_time():
     torch.manual_seed(4)
     model = build_model("lsa", d_in=3, d_out=1, depth=1, width=0, param="gdpp").double()
     x = torch.randn(1, 5, 3, dtype=torch.float64)
-    before = evaluate(model, x, "mp30")
+    before = evaluate_exact(model, x, "mp30")
     with torch.no_grad():
         model.w.add_(0.5)
-    after = evaluate(model, x, "mp30")
+    after = evaluate_exact(model, x, "mp30")
     ref = model(x).detach().numpy()
     assert rel(before, after) > 1e-3
     assert np.allclose(np.vectorize(float)(after), ref, rtol=1e-13)
@@ -189,7 +189,7 @@ def test_op_coverage_module_matches_float64():
     torch.manual_seed(5)
     model = ManyOps().double()
     x = torch.randn(2, 5, 3, dtype=torch.float64)
-    mp = evaluate(model, x, "mp40")
+    mp = evaluate_exact(model, x, "mp40")
     ref = model(x).detach().numpy()
     assert mp.shape == ref.shape
     assert np.allclose(np.vectorize(float)(mp), ref, rtol=1e-12, atol=1e-12)

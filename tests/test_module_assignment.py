@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from precision.backends.torch_backend import round_to_dtype
-from precision.evaluate import evaluate
+from precision.evaluate import evaluate_exact
 from precision.formats.module_assignment import (
     AssignmentError,
     assigned_precision,
@@ -83,14 +83,14 @@ def test_float_path_equals_the_mlp_ops_rounded_by_hand_and_leaves_the_rest_alone
     model, by_hand = _models(lambda t: round_to_dtype(t, torch.bfloat16).double())
     before = {k: v.clone() for k, v in model.state_dict().items()}
     x = _x()
-    assigned = evaluate(model, x, "float64+mod[*.mlp]=bfloat16")
-    hand = evaluate(by_hand, x, "float64")
+    assigned = evaluate_exact(model, x, "float64+mod[*.mlp]=bfloat16")
+    hand = evaluate_exact(by_hand, x, "float64")
     assert np.array_equal(assigned.astype(float), hand.astype(float))  # bit for bit
-    plain = evaluate(model, x, "float64")
+    plain = evaluate_exact(model, x, "float64")
     assert 1e-6 < error_summary(assigned, plain).relative < 1e-1     # the MLPs did round
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # a copy
     # the same model with the MLPs in float64: exactly the plain float64 run
-    same = evaluate(model, x, "float64+mod[*.mlp]=float64")
+    same = evaluate_exact(model, x, "float64+mod[*.mlp]=float64")
     assert np.array_equal(same.astype(float), plain.astype(float))
 
 
@@ -98,15 +98,15 @@ def test_mp_path_equals_the_mlp_ops_rounded_by_hand_in_the_interpreter():
     # by hand: a cast to bfloat16 after each op, which the interpreter rounds into bfloat16
     model, by_hand = _models(lambda t: t.to(torch.bfloat16).to(torch.float64))
     x = _x()
-    assigned = evaluate(model, x, "mp30+mod[*.mlp]=bfloat16")
-    hand = evaluate(by_hand, x, "mp30")
+    assigned = evaluate_exact(model, x, "mp30+mod[*.mlp]=bfloat16")
+    hand = evaluate_exact(by_hand, x, "mp30")
     assert all(a == b for a, b in zip(assigned.reshape(-1), hand.reshape(-1), strict=True))
     # an mpN in a float base: block 1 exact, the rest bfloat16, against the float path's
     # block 1 in float64: the same to float64's rounding
-    mixed = evaluate(model, x, "bfloat16+mod[layers.1]=mp30")
-    floaty = evaluate(model, x, "bfloat16+mod[layers.1]=float64")
+    mixed = evaluate_exact(model, x, "bfloat16+mod[layers.1]=mp30")
+    floaty = evaluate_exact(model, x, "bfloat16+mod[layers.1]=float64")
     assert error_summary(floaty, mixed).relative < 1e-12
-    assert error_summary(mixed, evaluate(model, x, "mp30")).relative > 1e-4
+    assert error_summary(mixed, evaluate_exact(model, x, "mp30")).relative > 1e-4
 
 
 def test_the_innermost_matched_module_and_then_the_first_glob_decide():
@@ -129,7 +129,7 @@ def test_a_glob_that_matches_no_module_is_one_line_naming_it_and_some_paths():
     model, _ = _models(lambda t: t)
     for spelling in ("float64+mod[*.mpl]=bfloat16", "mp30+mod[*.mpl]=bfloat16"):
         with pytest.raises(AssignmentError) as info:
-            evaluate(model, _x(), spelling)
+            evaluate_exact(model, _x(), spelling)
         message = str(info.value)
         assert "\n" not in message and "+mod[*.mpl]" in message and "layers.0.mlp" in message
 
@@ -168,12 +168,12 @@ def test_the_top_seed_seeds_the_modules_stochastic_rounding():
     assert dict(p.modules)["*.mlp"].seed == 3 and parse_precision(p.name) == p
     model = TwoLayers().double().eval()
     x = _x()
-    runs = {s: evaluate(model, x, f"float32+seed={s}+mod[*.mlp]=bfloat16:sr").astype(float)
+    runs = {s: evaluate_exact(model, x, f"float32+seed={s}+mod[*.mlp]=bfloat16:sr").astype(float)
             for s in (0, 1)}
-    unseeded = evaluate(model, x, "float32+mod[*.mlp]=bfloat16:sr").astype(float)
+    unseeded = evaluate_exact(model, x, "float32+mod[*.mlp]=bfloat16:sr").astype(float)
     assert np.array_equal(unseeded, runs[0])                # no seed: seed 0, as before
     assert not np.array_equal(runs[0], runs[1])             # another seed, other bits
-    again = evaluate(model, x, "float32+seed=1+mod[*.mlp]=bfloat16:sr").astype(float)
+    again = evaluate_exact(model, x, "float32+seed=1+mod[*.mlp]=bfloat16:sr").astype(float)
     assert np.array_equal(again, runs[1])                   # and the same seed, the same
     for bad in ("float32+seed=3+mod[*.mlp]=bfloat16", "float32+seed=3"):
         with pytest.raises(PrecisionError, match="only for stochastic rounding"):

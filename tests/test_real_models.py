@@ -16,7 +16,7 @@ import pytest
 import torch
 import transformers  # noqa: F401 - the [hf] extra must be installed (no skip)
 
-from precision.evaluate import error_decomposition, evaluate
+from precision.evaluate import error_decomposition, evaluate_exact
 from precision.islands import island_report
 from precision.metrics import error_summary
 from precision.precisions import parse_precision
@@ -63,13 +63,13 @@ def _relative(a: np.ndarray, b: np.ndarray) -> float:
                               for s, o, _ in MODELS])
 def test_real_model_runs_in_every_precision_and_promote_agrees(spec, options, islands):
     model, x = _build(spec, options)
-    f64 = evaluate(model, x, "float64", casts="promote")
-    mp50 = evaluate(model, x, "mp50", casts="promote")
+    f64 = evaluate_exact(model, x, "float64", casts="promote")
+    mp50 = evaluate_exact(model, x, "mp50", casts="promote")
     assert f64.shape == (2, TOKENS, D_OUT)
     # the model without its casts: float64 and mp50 compute the same function
     assert _relative(f64, mp50) < 1e-12
-    kept64 = evaluate(model, x, "float64")
-    kept50 = evaluate(model, x, "mp50")
+    kept64 = evaluate_exact(model, x, "float64")
+    kept50 = evaluate_exact(model, x, "mp50")
     # keep: both round the model's islands to float32; they agree to float32's rounding
     assert _relative(kept64, kept50) < 1e-5
     moved = _relative(kept50, mp50)
@@ -82,15 +82,15 @@ def test_real_model_runs_in_every_precision_and_promote_agrees(spec, options, is
 @pytest.mark.parametrize("spec", ["hf:LlamaModel", "hf:BloomModel"])
 def test_mp50_agrees_with_mp100(spec):
     model, x = _build(spec, {})
-    assert _relative(evaluate(model, x, "mp50+casts=promote"),
-                     evaluate(model, x, "mp100+casts=promote")) < 1e-45
-    assert _relative(evaluate(model, x, "mp50"), evaluate(model, x, "mp100")) < 1e-45
+    assert _relative(evaluate_exact(model, x, "mp50+casts=promote"),
+                     evaluate_exact(model, x, "mp100+casts=promote")) < 1e-45
+    assert _relative(evaluate_exact(model, x, "mp50"), evaluate_exact(model, x, "mp100")) < 1e-45
 
 
 def test_llama_keep_differs_from_promote_and_is_attributed_to_named_modules():
     model, x = _build("hf:LlamaModel", {})
-    kept = evaluate(model, x, "float64")
-    promoted = evaluate(model, x, "float64", casts="promote")
+    kept = evaluate_exact(model, x, "float64")
+    promoted = evaluate_exact(model, x, "float64", casts="promote")
     assert _relative(kept, promoted) >= 1e-9
     report = island_report(model, x, parse_precision("float64"))
     assert report.total is not None and report.total.relative >= 1e-9

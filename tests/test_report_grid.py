@@ -153,17 +153,19 @@ def test_report_tables_carry_labels_and_the_evidence(grid):
     from reports.tables import grid_pivots
 
     pivots = {p.key: p for p in grid_pivots(grid)}
-    f32 = pivots["grid-affine-baseconv, no LN-float32"].frame
-    assert f32.loc[1, "width 64"].endswith(" R") and f32.loc[1, "width 32"].endswith(" A")
-    mult = pivots["grid-multiply-baseconv, no LN-mp50"].frame
-    assert all(cell.endswith(" T") for cell in mult.to_numpy().flat)
-    evidence = pivots["grid-read-transformer, LN-evidence"].frame
-    assert evidence.loc[3, "width 64"] == "gain 37, |grad| 4.0e-03, drift 9.5"   # the T cell
-    assert evidence.loc[2, "width 32"] == "gain 1.2, |grad| 2.0e-09, drift 0.8"  # three seeds
-    assert "grid-multiply-baseconv, no LN-evidence" not in pivots    # stored without it
-    keys = list(pivots)   # after the subject's precisions, before the next subject
-    assert keys.index("grid-read-transformer, LN-evidence") == keys.index(
-        "grid-read-transformer, LN-mp50-rounding") + 1
+    assert list(pivots) == [f"grid-{t}{e}" for t in ("affine", "multiply", "read")
+                            for e in ("", "-evidence")]   # a table per task, then evidence
+    affine = pivots["grid-affine"].frame.loc[["baseconv, no LN"]].set_index(["depth", "width"])
+    assert affine.loc[(1, 64), "float32"].endswith(" R")
+    assert affine.loc[(1, 32), "float32"].endswith(" A")
+    mult = pivots["grid-multiply"].frame.loc[["baseconv, no LN"]]
+    assert all(cell.endswith(" T") for cell in mult["mp50"])
+    evidence = pivots["grid-read-evidence"].frame.loc[["transformer, LN"]]
+    cell = evidence.set_index(["depth", "width"])
+    assert list(cell.loc[(3, 64)]) == ["37", "4.0e-03", "9.5", "-", "-"]   # the T cell
+    assert list(cell.loc[(2, 32)]) == ["1.2", "2.0e-09", "0.8", "-", "-"]  # three seeds
+    # BaseConv's records were stored without it
+    assert "baseconv, no LN" not in pivots["grid-multiply-evidence"].frame.index
 
 
 def test_training_length_draws_only_subjects_trained_at_several_lengths(drawn, tmp_path):

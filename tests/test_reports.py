@@ -253,16 +253,16 @@ def test_model_grid_tables_aggregate_seeds(tmp_path):
         rep = build_report(store, None, tmp_path / "out")
     md = rep.markdown.read_text()
     # depth 2: median of (-8, -10, -9) = -9, range [-10, -8]; approximation-limited (A)
-    assert "| 2 | 1.0e-09 [1.0e-10, 1.0e-08] A | 1.0e-09 [1.0e-10, 1.0e-08] A |" in md
-    assert "read / transformer, LN / float32: approximation error" in md
-    assert "| 2 | 1.0e-10 [1.0e-11, 1.0e-09] |" in md  # approximation = total / 10 here
-    assert "read / transformer, LN / float32: rounding error" in md
+    # one table for the task: MSE, approximation (= total / 10 here) and rounding parts
+    assert ("| transformer, LN | 2 | 16 | 1.0e-09 [1.0e-10, 1.0e-08] A | "
+            "1.0e-10 [1.0e-11, 1.0e-09] | 1.0e-14 [1.0e-14, 1.0e-14] |") in md
+    assert md.count("| model | depth | width | float32 | approximation | rounding float32 |") == 1
     figures = rep.folder / "figures"
     assert (figures / "heatmap-read-transformer-ln-float32.png").exists()
     assert (figures / "grid-read-depth.png").exists()
     assert (figures / "grid-read-length.png").exists()
     tables = rep.folder / "tables"
-    assert (tables / "grid-read-transformer-ln-float32-approximation.csv").exists()
+    assert sorted(p.name for p in tables.glob("grid-*.csv")) == ["grid-read.csv"]
 
 
 def test_empty_store_and_unknown_suite(tmp_path, store_path, capsys):

@@ -55,36 +55,40 @@ def test_a_row_per_cell_with_the_seconds_to_each_level(timed_store):
                                       lambda rid, name: store.series(rid, name).get(name, []))
         trained = {r["config"]["depth"]: r["result"]["train_wall_time"] for r in rows
                    if r["subject"] == "baseconv"}
-    paper, engine = pivots
-    assert engine.meta["subject"] == "baseconv_engine, no LN, engine, trained in float64"
+    (table,) = pivots   # one table for the task, every model in it
+    assert table.key == "time-affine" and table.meta == {"task": "affine"}
     # each record names the settings its recipe fixed (not part of its id)
     settings = {r["subject"]: r["result"]["recipe_settings"] for r in rows}
     assert settings["baseconv"] == {}
     assert settings["baseconv_engine"]["lm_curvature_dtype"] == "float32"
     assert settings["baseconv_engine"]["keep_best"] is True
-    frame = paper.frame
-    assert list(frame.index) == ["d1 w8", "d2 w8"]
-    assert list(frame.columns) == [f"to 1e{lv}" for lv in LEVELS] + [
-        "lowest held-out MSE", "stopped by"]
-    assert set(frame["stopped by"]) == {"steps"}
-    for depth, cells in zip((1, 2), frame.itertuples(index=False), strict=True):
+    frame = table.frame
+    engine_name = "baseconv_engine, no LN, engine, trained in float64"
+    paper = frame.loc[["baseconv, no LN"]]
+    engine = frame.loc[[engine_name]]
+    assert list(paper["depth"]) == [1, 2] and list(paper["width"]) == [8, 8]
+    assert list(frame.columns) == ["depth", "width"] + [f"to 1e{lv}" for lv in LEVELS] + [
+        "lowest held-out MSE", "stopped by", "second-order iterations", "engine FLOPs"]
+    assert set(paper["stopped by"]) == {"steps"}
+    for depth, (_, cells) in zip((1, 2), paper.iterrows(), strict=True):
         # 60 Adam steps do not reach 1e-12: the cell shows the budget it had
-        assert cells[-3] == f"> {trained[depth]:.1f} s"
-        assert 0 < float(cells[-2]) < 10
+        assert cells[f"to 1e{LEVELS[-1]}"] == f"> {trained[depth]:.1f} s"
+        assert 0 < float(cells["lowest held-out MSE"]) < 10
     # the engine's row says how many second-order iterations it did, and their pace
-    pace = engine.frame.loc["d1 w8", "second-order iterations"]
-    count, _, each = pace.partition(" x ")
+    first = engine[engine["depth"] == 1].iloc[0]
+    count, _, each = first["second-order iterations"].partition(" x ")
     assert int(count) == 4 and each.endswith(" s") and float(each[:-2]) > 0
-    # ... and the work they did, counted (a paper-recipe row has no such column)
-    assert float(engine.frame.loc["d1 w8", "engine FLOPs"]) > 0
-    assert "engine FLOPs" not in paper.frame.columns
+    # ... and the work they did, counted; a paper-recipe row has none
+    assert float(first["engine FLOPs"]) > 0
+    assert set(paper["engine FLOPs"]) == {"-"}
 
 
 def test_the_report_shows_the_table_and_the_figure(timed_store, tmp_path):
     with Store(timed_store) as store:
         report = build_report(store, None, tmp_path / "rep")
     text = report.markdown.read_text()
-    assert "affine / baseconv, no LN: wall seconds of training to each held-out MSE" in text
+    assert "affine: wall seconds of training to each held-out MSE" in text
+    assert "| baseconv, no LN | 1 | 8 |" in text
     assert list((tmp_path / "rep").rglob("*-time.png")), "no time-to-floor figure"
 
 

@@ -141,8 +141,8 @@ def test_a_grid_cell_stopped_by_time_says_so_in_its_table_and_heatmap():
                            "train_converged": False, "train_stop": stop}}
 
     runs = grid_runs([row("a", "time limit", 8), row("b", "work", 4)])
-    table = next(p for p in grid_pivots(runs) if p.key == "grid-read-tf-float32")
-    assert list(table.frame.loc[1]) == ["1.0e-04 T", "1.0e-04 T time"]
+    table = next(p for p in grid_pivots(runs) if p.key == "grid-read")
+    assert list(table.frame["float32"]) == ["1.0e-04 T", "1.0e-04 T time"]   # widths 4, 8
     assert TIME_LEGEND in table.title
     cells = heatmap_cells("read", "tf", "float32", runs)
     assert cells[(1, 8)][1] == "T time" and cells[(1, 4)][1] == "T"

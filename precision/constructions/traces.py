@@ -26,7 +26,7 @@ from precision.constructions import (
     transformer_read,
 )
 from precision.constructions.layers import PerLayer, blockwise_mp, layerwise
-from precision.evaluate import evaluate, evaluate_method
+from precision.evaluate import evaluate_exact, evaluate_method
 from precision.solvers.gd import gd, gd_plus_plus
 from precision.solvers.measure import SolverError
 from precision.solvers.newton_logistic import newton_logistic
@@ -117,7 +117,7 @@ def trace_baseconv_gd(p: Any, prob: Any, iters: int, step: float | None, causal:
                            start=2 if causal else 0)
     else:
         kind = "baseconv_gd" if causal else "baseconv_gd_noncausal"
-        out = evaluate(PerLayer(model, kind, d), x, p)[0]
+        out = evaluate_exact(PerLayer(model, kind, d), x, p)[0]
     return _query_trace(p, X, y, q, out, iterates, iters)
 
 
@@ -165,7 +165,7 @@ def trace_primitive(p: Any, prob: Any, op: str, family: str = "baseconv",
         truth = from_arb_mat(certified(
             lambda: flint.arb_mat(n, k, [ua[r, c] * ub[r, c] for r in range(n)
                                          for c in range(k)]), bits), (n, k))
-    out = evaluate(model, torch.as_tensor(xp.to_numpy(u)[None]), p)[0]
+    out = evaluate_exact(model, torch.as_tensor(xp.to_numpy(u)[None]), p)[0]
     return [out], [ref], truth
 
 
@@ -182,7 +182,7 @@ def trace_lsa_newton(p: Any, A: np.ndarray, steps: int) -> tuple[list[Any], list
     if p.is_mp:  # one layer exported, run layer by layer; X_t^T after every second layer
         models = [o.T for o in layerwise(model, tokens, p, lambda h: h[:, :, :d], every=2)]
     else:
-        out = evaluate(PerLayer(model, "ns", d), tokens, p)[0]
+        out = evaluate_exact(PerLayer(model, "ns", d), tokens, p)[0]
         models = [out[t - 1].T for t in range(1, steps + 1)]    # X_t
     refs = [xp.to_exact(iterates[t]) for t in range(1, steps + 1)]
     return models, refs, inverse_truth(xp.to_exact(Ap), truth_bits(p))
@@ -203,7 +203,7 @@ def trace_logistic_newton(p: Any, prob: Any, N: int, k: int, steps: int
         out = layerwise(model, x, p, lambda h: h[:, 0, xs],
                         every=logistic_newton.layers_per_step(k))
     else:
-        out = evaluate(logistic_newton.PerStep(model), x, p)[0]
+        out = evaluate_exact(logistic_newton.PerStep(model), x, p)[0]
     iterates = newton_logistic(xp, A, y, mu=prob.mu, iters=steps, damped=True)
     models = [out[t] for t in range(steps)]
     refs = [xp.to_exact(iterates[t]) for t in range(1, steps + 1)]

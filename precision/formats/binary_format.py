@@ -126,6 +126,10 @@ FORMATS: dict[str, BinaryFormat] = {f.name: f for f in (
 FLOAT64 = _ieee("float64", 11, 52, "inf", "float64")
 
 #: MX block formats (OCP MX v1.0): name -> element format; 32 elements share an E8M0 scale.
+#: An MX block: elements that share one E8M0 scale (OCP MX v1.0), and E8M0's exponent range
+#: (bias 127; the all-ones code is NaN).
+MX_BLOCK = 32
+MX_SCALE_EMIN, MX_SCALE_EMAX = -127, 127
 MX_FORMATS: dict[str, str] = {
     "mxfp8_e4m3": "float8_e4m3",
     "mxfp8_e5m2": "float8_e5m2",

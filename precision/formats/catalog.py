@@ -1,9 +1,15 @@
-"""What ``precision list precisions`` says about each precision: bits, unit roundoff, range."""
+"""What ``precision list precisions`` says about each precision: bits, unit roundoff, range.
+Data only (no torch), so the listing is instant."""
 
 from __future__ import annotations
 
-from precision.formats.binary_format import FORMATS, MX_FORMATS
-from precision.formats.mx import BLOCK, SCALE_EMAX, SCALE_EMIN
+from precision.formats.binary_format import (
+    FORMATS,
+    MX_BLOCK,
+    MX_FORMATS,
+    MX_SCALE_EMAX,
+    MX_SCALE_EMIN,
+)
 from precision.precisions import Precision, parse_precision
 
 #: The precisions the list shows (any other spelling of the grammar is accepted too).
@@ -29,9 +35,9 @@ def describe(p: Precision) -> str:
             f"max {fmt.max_finite:.6g}")
     if p.kind == "mx":
         return head + (f"elements {MX_FORMATS[p.format]} ({span}) times an E8M0 scale "
-                       f"2^{SCALE_EMIN}..2^{SCALE_EMAX} per block of {BLOCK}; other ops "
+                       f"2^{MX_SCALE_EMIN}..2^{MX_SCALE_EMAX} per block of {MX_BLOCK}; other ops "
                        "float32 (+act=)")
-    how = "torch dtype" if not p.is_simulated else f"simulated in {str(p.carrier_dtype)[6:]}"
+    how = "torch dtype" if not p.is_simulated else f"simulated in {p.carrier_name}"
     return head + f"{span}, overflow {fmt.overflow}  ({how})"
 
 

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import torch
 
+from precision.formats.binary_format import MX_BLOCK as BLOCK
+from precision.formats.binary_format import MX_SCALE_EMAX as SCALE_EMAX
+from precision.formats.binary_format import MX_SCALE_EMIN as SCALE_EMIN
 from precision.formats.binary_format import BinaryFormat
 from precision.formats.rounding import CARRIER_BITS, RandomStream, round_integers
-
-BLOCK = 32
-#: E8M0's exponent range (bias 127; the all-ones code is NaN).
-SCALE_EMIN, SCALE_EMAX = -127, 127
 
 
 def quantize_mx(t: torch.Tensor, element: BinaryFormat, dim: int, mode: str = "rne",

@@ -27,7 +27,7 @@ from precision import deterministic as det
 from precision.backends import backend_for
 from precision.constructions.measure import get_construction
 from precision.constructions.traces import pow2_below
-from precision.evaluate import evaluate, evaluate_method
+from precision.evaluate import evaluate_exact, evaluate_method
 from precision.metrics import detect_floor, error_summary
 from precision.models.linear_transformer_ln import LinearTransformerLN
 from precision.precisions import Precision
@@ -370,7 +370,7 @@ def _measure_trained(params: dict[str, Any], precision: Precision, model: Linear
         "train_loss_first": float(result.curve[0][1]) if result.curve else math.nan,
         "train_loss_last": float(result.curve[-1][1]) if result.curve else math.nan,
         "best_layer_log10_mse": min(per_layer),
-        "init_log10_mse": _mse_per_column(evaluate(init, torch.as_tensor(tokens), precision)
+        "init_log10_mse": _mse_per_column(evaluate_exact(init, torch.as_tensor(tokens), precision)
                                           [:, None], truth)[0],
     }
     status = "ok" if result.status == "ok" else "diverged"

@@ -34,7 +34,7 @@ from precision.backends import backend_for
 from precision.backends.interpreter import UnsupportedOpError
 from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import round_to_dtype
-from precision.evaluate import evaluate, reference_digits
+from precision.evaluate import evaluate_exact, reference_digits
 from precision.formats.simulate import round_tensor
 from precision.metrics import Floor, decompose, detect_floor, error_summary
 from precision.precisions import Precision, seeded_by
@@ -139,11 +139,11 @@ def measure_precision(model: nn.Module, task: Task, x: torch.Tensor,
     xp_ = _rounded_inputs(x, p)
     x_exact = exact_array(xp_.numpy())
     truth = task.evaluated(task.truth(x_exact, truth_bits(p)))
-    f_p = task.evaluated(task.select(evaluate(model, xp_, p, device)))
+    f_p = task.evaluated(task.select(evaluate_exact(model, xp_, p, device)))
     key = xp_.numpy().tobytes()
     if key not in ref_cache:
         try:
-            raw = evaluate(model, xp_, REFERENCE_PRECISION)
+            raw = evaluate_exact(model, xp_, REFERENCE_PRECISION)
             ref_cache[key] = (task.evaluated(task.select(raw)),
                               reference_digits(model, xp_, raw, REFERENCE_PRECISION))
         except UnsupportedOpError:  # no mp path (a user module's op): total error only
@@ -191,7 +191,7 @@ def iterate_gradient(model: nn.Module, task: Task, x: torch.Tensor, p: Precision
     trace = []
     for _ in range(iters):
         row[:, 0, :d] = np.stack([xb.to_exact(wb) for wb in w])      # the last token: w_t
-        delta = task.select(evaluate(model, np.concatenate([ctx, row], axis=1), p, device))
+        delta = task.select(evaluate_exact(model, np.concatenate([ctx, row], axis=1), p, device))
         w = [w[b] - steps[b] * xb.asarray(delta[b]) for b in range(len(w))]
         est = np.stack([xb.to_exact(wb) for wb in w])
         trace.append(error_summary(est, np.stack(w_star)).log10_mse)
