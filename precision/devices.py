@@ -15,7 +15,7 @@ import re
 import torch
 
 #: Accepted spellings: ``cpu``, ``cuda``, ``cuda:N``.
-DEVICE_NAME = re.compile(r"cpu|cuda(:\d{1,3})?")
+DEVICE_NAME = re.compile(r"cpu|cuda(:[0-9]{1,3})?")  # ASCII digits only
 
 
 class DeviceError(ValueError):

@@ -40,7 +40,7 @@ from precision.reference import MODEL_REFERENCE
 
 #: An mpN precision's name (rule 2 reads N from a stored reference name, unparsed; options
 #: follow a ``+``, and ``+casts=promote`` is spelled exactly when the casts are promoted).
-_MP_NAME = re.compile(r"^mp(\d+)(?:\+|$)")
+_MP_NAME = re.compile(r"^mp([0-9]{1,6})(?:\+|$)")  # ASCII digits only
 _PROMOTED = "+casts=promote"
 
 #: The status of a run that violates rule 1 or 2.

@@ -53,6 +53,7 @@ from precision.formats.module_assignment import (
 from precision.formats.op_rounding import RoundResults
 from precision.metrics import error_summary
 from precision.precisions import Precision, with_casts
+from precision.text_numbers import is_whole
 
 #: The truth configurations are measured against (as ``precision evaluate``'s reference).
 TRUTH = Precision("mp100", 100, casts="promote")
@@ -143,7 +144,7 @@ def block_of(path: str) -> str:
     ``""`` when it has none."""
     parts = path.split(".") if path else []
     for i, part in enumerate(parts):
-        if part.isdigit():
+        if is_whole(part):
             return ".".join(parts[:i + 1])
     return ""
 

@@ -43,6 +43,7 @@ from precision.formats.binary_format import (
     binary_format,
     fits_float32,
 )
+from precision.text_numbers import NumberError, parse_whole, shown
 
 #: Significand bits (including the implicit bit) of the PyTorch float formats.
 FLOAT_BITS: dict[str, int] = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
@@ -84,12 +85,12 @@ VALID_FORMS = (
 
 #: Integer weight formats: ``int8`` / ``int4`` (per output channel) or ``int8_gG`` /
 #: ``int4_gG`` (per group of G input entries).
-_INT_RE = re.compile(r"^int(8|4)(?:_g([1-9]\d*))?$")
+_INT_RE = re.compile(r"^int(8|4)(?:_g([1-9][0-9]{0,8}))?$")  # ASCII digits only
 #: The activation / accumulation format of MX and integer formats when none is spelled, and
 #: the accumulation format of every simulated format: float32 (see docs/formats.md).
 DEFAULT_SIDE_FORMAT = "float32"
 
-_MP_RE = re.compile(r"^mp(\d+)$")
+_MP_RE = re.compile(r"^mp([0-9]+)$")  # ASCII digits only (text_numbers)
 _OPTION_RE = re.compile(r"^(acc|act|casts|seed)=(.+)$|^mod\[([^\[\]=+]+)\]=(.+)$")
 
 #: Spellings parsed in this process (each distinct text once); see :func:`parse_precision`.
@@ -321,9 +322,13 @@ def _format(text: str, spec: str) -> Precision:
             or binary_format(text) is not None:
         return Precision(text)
     match = _MP_RE.match(text)
-    if match and 1 <= int(match.group(1)) <= MAX_MP_DIGITS:
-        return Precision(f"mp{int(match.group(1))}", int(match.group(1)))
-    raise PrecisionError(f"unknown precision {spec!r}; valid forms: {VALID_FORMS}")
+    if match:
+        try:
+            n = parse_whole(match.group(1), "the N of mpN", lo=1, hi=MAX_MP_DIGITS)
+        except NumberError as exc:
+            raise PrecisionError(f"{exc} (in {shown(spec)})") from None
+        return Precision(f"mp{n}", n)
+    raise PrecisionError(f"unknown precision {shown(spec)}; valid forms: {VALID_FORMS}")
 
 
 def _rounded_format(text: str, spec: str) -> Precision:
@@ -333,7 +338,7 @@ def _rounded_format(text: str, spec: str) -> Precision:
     if not rounding:
         return p
     if rounding not in ROUNDINGS:
-        raise PrecisionError(f"unknown rounding {rounding!r} in {spec!r} "
+        raise PrecisionError(f"unknown rounding {rounding!r} in {shown(spec)} "
                              f"(roundings: {', '.join(ROUNDINGS)})")
     return Precision(p.format, p.digits, rounding=rounding)
 
@@ -350,29 +355,30 @@ def parse_spelling(spec: str) -> Precision:
     for option in options:
         match = _OPTION_RE.match(option)
         if match is None:
-            raise PrecisionError(f"unknown precision option {option!r} in {spec!r} (options: "
+            raise PrecisionError(f"unknown precision option {option!r} in {shown(spec)} (options: "
                                  "+acc=FORMAT, +act=FORMAT, +casts=keep|promote, +seed=N, "
                                  "+mod[GLOB]=FORMAT)")
         key, value, glob, assigned = match.groups()
         if glob is not None:
             modules.append((glob, _rounded_format(assigned, spec)))
         elif key in fields:
-            raise PrecisionError(f"precision option '{key}' given twice in {spec!r}")
+            raise PrecisionError(f"precision option '{key}' given twice in {shown(spec)}")
         elif key in ("acc", "act"):
             fields[key] = _format(value, spec)
         elif key == "casts":
             if value not in CAST_POLICIES:
-                raise PrecisionError(f"unknown cast policy {value!r} in {spec!r} "
+                raise PrecisionError(f"unknown cast policy {value!r} in {shown(spec)} "
                                      f"(policies: {', '.join(CAST_POLICIES)})")
             fields[key] = value
         else:
-            if not value.isdigit() or int(value) >= 2**32:
-                raise PrecisionError(f"seed must be an integer in [0, 2^32) in {spec!r}")
-            fields[key] = int(value)
+            try:
+                fields[key] = parse_whole(value, "the seed", hi=2**32 - 1)
+            except NumberError as exc:
+                raise PrecisionError(f"{exc} (in {shown(spec)})") from None
     seed = fields.get("seed")
     module_sr = any(q.rounding == "sr" for _, q in modules)
     if seed is not None and p.rounding != "sr" and not module_sr:
-        raise PrecisionError(f"{spec!r}: '+seed' is only for stochastic rounding (':sr')")
+        raise PrecisionError(f"{shown(spec)}: '+seed' is only for stochastic rounding (':sr')")
     if seed is not None:   # one seed for every stochastic rounding of the precision (a
         modules = [(g, replace(q, seed=seed) if q.rounding == "sr" else q)  # module's sr
                    for g, q in modules]                                    # without it: 0)

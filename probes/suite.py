@@ -47,6 +47,7 @@ from typing import Any
 from precision.devices import DeviceError, resolve_device
 from precision.lengths import LengthError, check_lengths
 from precision.precisions import PrecisionError, parse_precision, with_casts
+from precision.text_numbers import MAX_DIGITS
 from probes.factory import is_factory_spec
 from probes.kinds import SuiteData, expand_all, grid_size, parse_all, trained
 from probes.kinds.subject import SUBJECT_TABLES
@@ -219,6 +220,9 @@ def _parse(path: Path) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"malformed suite file {path}: {exc}") from None
+    except ValueError:  # a number of more than 4300 digits: Python's int() refuses it
+        raise SuiteError(f"malformed suite file {path}: a number in it has more digits than "
+                         f"Python reads (a whole number has at most {MAX_DIGITS})") from None
     except RecursionError:  # the parser recurses once per level of a nested value
         raise SuiteError(f"malformed suite file {path}: a value is nested too deeply for the "
                          f"TOML parser (a suite nests at most {MAX_NESTING} levels)") from None
@@ -228,7 +232,9 @@ def _parse(path: Path) -> dict[str, Any]:
 
 def _check_plain(data: dict[str, Any], where: str) -> None:
     """Suite values are strings, numbers, booleans, lists and tables (no TOML dates), nested
-    at most :data:`MAX_NESTING` levels (walked without recursion)."""
+    at most :data:`MAX_NESTING` levels (walked without recursion); a whole number has at most
+    :data:`~precision.text_numbers.MAX_DIGITS` digits (the rule of every number read from
+    text)."""
     stack: list[tuple[Any, int]] = [(data, 0)]
     while stack:
         value, depth = stack.pop()
@@ -240,6 +246,10 @@ def _check_plain(data: dict[str, Any], where: str) -> None:
             stack.extend((v, depth + 1) for v in items)
         elif isinstance(value, datetime.date | datetime.time):
             raise SuiteError(f"{where}: dates and times are not suite values (got {value})")
+        elif isinstance(value, int) and not isinstance(value, bool) and \
+                len(str(abs(value))) > MAX_DIGITS:
+            raise SuiteError(f"{where}: a whole number has at most {MAX_DIGITS} digits "
+                             f"(got one of {len(str(abs(value)))})")
 
 
 def _check_labels(data: dict[str, Any], where: str) -> None:

@@ -30,6 +30,7 @@ from collections import defaultdict
 from typing import Any
 
 from precision.invariants import inverted_runs
+from precision.text_numbers import is_whole
 from probes.store.records import TrainedConfig, TrainedResult, stored_float
 from probes.training.measure import limit_label
 from probes.training.recipe_book import RECIPES
@@ -137,7 +138,7 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
                  + (INVERTED_MARK if r["run_id"] in inverted else "")
                  for r in sorted(group, key=lambda r: (r["created_at"], r["run_id"]))}
         labels = sorted({_label(r) for r in group},
-                        key=lambda t: (t[0], *(int(x) if x.isdigit() else 0 for x in t[1:3]), t))
+                        key=lambda t: (t[0], *(int(x) if is_whole(x) else 0 for x in t[1:3]), t))
         head = ["model", "depth", "width", "LN", "recipe", "train", "steps", "seed", *precs]
         body = [[*lab, *[cells.get((lab, p), "") for p in precs]] for lab in labels]
         evidence: dict[tuple[str, ...], tuple[float | None, ...]] = {}

@@ -32,6 +32,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from precision.precisions import parse_precision  # noqa: E402
+from precision.text_numbers import is_whole
 from reports import precision_style  # noqa: E402
 from reports.files import write_bytes  # noqa: E402
 from reports.floor_cells import format_log10, median  # noqa: E402
@@ -378,7 +379,7 @@ def _legend_order(key: str) -> tuple[int, int, str]:
     if key.startswith("~"):
         return (2, 0, key)
     width, _, prec = key.removeprefix("width ").partition(", ")
-    return (1 if prec else 0, int(width) if width.isdigit() else 0, prec)
+    return (1 if prec else 0, int(width) if is_whole(width) else 0, prec)
 
 
 def _task_runs(task: str, runs: pd.DataFrame) -> pd.DataFrame:

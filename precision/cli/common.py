@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precision.text_numbers import MAX_DIGITS, NumberError, is_whole, parse_real, shown
 from probes.names import check_name
 
 if TYPE_CHECKING:
@@ -37,6 +38,33 @@ def max_jobs() -> int:
     return max(1, min(JOBS_CEILING, JOBS_PER_CPU * cpus))
 
 
+def whole(text: str) -> int:
+    """An option's whole number (argparse ``type``): ASCII digits, at most 20 of them
+    (:mod:`precision.text_numbers`); its range is the command's to check."""
+    if not is_whole(text):
+        raise argparse.ArgumentTypeError(f"a whole number in ASCII digits (at most "
+                                         f"{MAX_DIGITS}) is needed, not {shown(text)}")
+    return int(text)
+
+
+def real(text: str) -> float:
+    """An option's finite real number (argparse ``type``): ``12``, ``0.5``, ``1e-6``, in ASCII
+    (:mod:`precision.text_numbers`); its range is the command's to check."""
+    try:
+        return parse_real(text, "the value")
+    except NumberError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def check_shape_options(args: argparse.Namespace, options: tuple[str, ...],
+                        error: type[Exception] = UsageError) -> None:
+    """Each of ``options`` (``d_in``, ``tokens``, ...) is a positive whole number."""
+    for option in options:
+        if getattr(args, option) < 1:
+            raise error(f"--{option.replace('_', '-')} must be a positive integer, not "
+                        f"{getattr(args, option)}")
+
+
 def add_db_option(parser: argparse.ArgumentParser, text: str | None = None) -> None:
     """``--db`` (default :data:`DEFAULT_DB`), with the help ``text`` or the usual one."""
     parser.add_argument("--db", default=DEFAULT_DB,
@@ -51,7 +79,8 @@ def add_shape_options(parser: argparse.ArgumentParser, *, sample: bool = False) 
     if sample:
         options += [("--batch", 1, "sequences"), ("--seed", 0, "seed")]
     for flag, default, what in options:
-        parser.add_argument(flag, type=int, default=default, help=f"{what} (default {default})")
+        parser.add_argument(flag, type=whole, default=default,
+                            help=f"{what} (default {default})")
 
 
 def csv_names(text: str | None, option: str) -> list[str] | None:

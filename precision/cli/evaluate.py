@@ -15,6 +15,7 @@ from precision.cli.common import (
     FACTORY_HELP,
     UsageError,
     add_shape_options,
+    check_shape_options,
     csv_names,
 )
 from precision.precisions import CAST_POLICIES, Precision, parse_precision, with_casts
@@ -52,9 +53,7 @@ def main(args: argparse.Namespace) -> int:
     from probes.sample_check import evaluate_sample
 
     precisions, reference = _precisions(args)
-    for option in ("d_in", "d_out", "depth", "width", "tokens", "batch"):
-        if getattr(args, option) < 1:
-            raise UsageError(f"--{option.replace('_', '-')} must be a positive integer")
+    check_shape_options(args, ("d_in", "d_out", "depth", "width", "tokens", "batch"))
     try:  # the user's factory is imported, called and evaluated in a child process
         result = call_isolated(evaluate_sample, args.factory, precisions, reference,
                                args.d_in, args.d_out, args.depth, args.width, args.tokens,

@@ -17,6 +17,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+from precision.cli.common import check_shape_options, real, whole
 from precision.precisions import ALIASES_TEXT, PrecisionError, parse_precision
 from probes.names import check_name
 from probes.store.db import Store
@@ -46,10 +47,10 @@ def add_parser(sub: Any, default_db: str) -> argparse.ArgumentParser:
                      f"{ALIASES_TEXT})")
     loc.add_argument("--reference", default="float64",
                      help="the precision kept units compute in: float64 (default) or mpN")
-    loc.add_argument("--target", type=float, default=None,
+    loc.add_argument("--target", type=real, default=None,
                      help="relative error to reach (against the mp100 truth) by keeping "
                      "units in --reference (default: no search)")
-    loc.add_argument("--unit-depth", type=int, default=None, metavar="D",
+    loc.add_argument("--unit-depth", type=whole, default=None, metavar="D",
                      help="merge every module deeper than D into its ancestor at depth D "
                      "(blocks.0 = depth 2; default: every module that owns ops or weights)")
     loc.add_argument("--modules", default=None, metavar="GLOB,...",
@@ -73,8 +74,8 @@ def add_parser(sub: Any, default_db: str) -> argparse.ArgumentParser:
                                 ("--d-out", 20, "output features"), ("--depth", 2, "depth"),
                                 ("--width", 64, "width"), ("--tokens", 40, "tokens N"),
                                 ("--batch", 1, "sequences"), ("--seed", 0, "seed")):
-        loc.add_argument(flag, type=int, default=default, help=f"{what} (default {default})")
-    loc.add_argument("--time-limit", type=float, default=3600.0, metavar="SECONDS",
+        loc.add_argument(flag, type=whole, default=default, help=f"{what} (default {default})")
+    loc.add_argument("--time-limit", type=real, default=3600.0, metavar="SECONDS",
                      help="stop after SECONDS (default 3600)")
     return loc
 
@@ -99,9 +100,8 @@ def spec_of(args: argparse.Namespace) -> LocalizeSpec:
                                  f"{args.target:g}")
     if args.unit_depth is not None and args.unit_depth < 1:
         raise LocalizeUsageError(f"--unit-depth must be at least 1, not {args.unit_depth}")
-    for option in ("d_in", "d_out", "depth", "width", "tokens", "batch"):
-        if getattr(args, option) < 1:
-            raise LocalizeUsageError(f"--{option.replace('_', '-')} must be a positive integer")
+    check_shape_options(args, ("d_in", "d_out", "depth", "width", "tokens", "batch"),
+                        LocalizeUsageError)
     if not (math.isfinite(args.time_limit) and args.time_limit > 0):
         raise LocalizeUsageError("--time-limit must be a positive number of seconds")
     modules = None

@@ -7,7 +7,13 @@ import argparse
 import sys
 from typing import Any
 
-from precision.cli.common import EXIT_USAGE, FACTORY_HELP, UsageError, add_shape_options
+from precision.cli.common import (
+    EXIT_USAGE,
+    FACTORY_HELP,
+    UsageError,
+    add_shape_options,
+    check_shape_options,
+)
 from precision.precisions import CAST_POLICIES
 
 
@@ -29,6 +35,7 @@ def main(args: argparse.Namespace) -> int:
     from probes.census import census_or_error
     from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 
+    check_shape_options(args, ("d_in", "d_out", "depth", "width", "tokens"))
     try:  # the user's factory is imported and called in a child process
         c = call_isolated(census_or_error, args.factory, args.d_in, args.d_out, args.depth,
                           args.width, args.tokens, time_limit=DEFAULT_USER_TIME_LIMIT)

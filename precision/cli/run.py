@@ -23,9 +23,12 @@ from precision.cli.common import (
     add_db_option,
     csv_names,
     max_jobs,
+    real,
+    whole,
     writable_folder,
 )
 from precision.precisions import ALIASES_TEXT, CAST_POLICIES
+from precision.text_numbers import is_whole, shown
 from probes.store.db import Store
 
 if TYPE_CHECKING:   # the modules that import torch load with the command, not with --help
@@ -68,7 +71,7 @@ def add_run_options(run: argparse.ArgumentParser, *, solvers: bool) -> None:
 
 def _add_compute_options(run: argparse.ArgumentParser) -> None:
     """Where the runs compute: ``--jobs``, ``--executor``, ``--address``."""
-    run.add_argument("--jobs", type=int, default=1,
+    run.add_argument("--jobs", type=whole, default=1,
                      help="worker processes (default 1: compute in this process; at most "
                      f"{JOBS_PER_CPU} per CPU, {max_jobs()} here, and never above {JOBS_CEILING})")
     run.add_argument("--executor", choices=["local", "dask"], default="local",
@@ -88,14 +91,14 @@ def _add_training_options(run: argparse.ArgumentParser) -> None:
                      help="keep each trained job's training state in DIR (every minute, at "
                      "the end of its Adam phase and when done): a killed, interrupted or "
                      "paused run goes on from it when the same command runs again")
-    run.add_argument("--slice", type=float, default=None, metavar="SECONDS",
+    run.add_argument("--slice", type=real, default=None, metavar="SECONDS",
                      help="with --checkpoints: pause every training still going SECONDS after "
                      "the command started (nothing is stored for it; exit code 75: run the "
                      "same command again to go on)")
     run.add_argument("--device", default=None,
                      help="where trained models train and evaluate their float precisions: "
                      "cpu or cuda[:N] (replaces the suite's 'device'; mpN runs on the CPU)")
-    run.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+    run.add_argument("--time-limit", type=real, default=None, metavar="SECONDS",
                      help="stop a run after SECONDS and store it as 'timeout' (replaces the "
                      "suite's time_limit; default: none for built-in runs, 3600 s for a "
                      "user factory's)")
@@ -152,9 +155,9 @@ def parse_lengths(text: str | None) -> list[int] | None:
     if text is None:
         return None
     items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items or not all(t.isdigit() for t in items):
+    if not items or not all(is_whole(t) for t in items):
         raise UsageError(f"--lengths: give comma-separated positive integers (e.g. "
-                         f"16,64,256), not '{text}'")
+                         f"16,64,256) in ASCII digits, not {shown(text)}")
     return [int(t) for t in items]
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 OVERFLOWS = ("inf", "saturate", "nan")
 
-_CUSTOM_RE = re.compile(r"^e(\d+)m(\d+)$")
+_CUSTOM_RE = re.compile(r"^e([0-9]{1,3})m([0-9]{1,3})$")  # ASCII digits only
 #: Bounds of custom ``eXmY``: every such format lies strictly inside float64 (the carrier).
 CUSTOM_EXPONENT_BITS = (2, 10)
 CUSTOM_MANTISSA_BITS = (1, 51)
