@@ -1,5 +1,5 @@
 """``python -m precision`` is the ``precision`` command (:mod:`precision.cli`)."""
 
-from precision.cli.main import main
+from precision.cli.entry import main
 
 raise SystemExit(main())

@@ -36,6 +36,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from probes.executor_error import ExecutorError
 from probes.isolation import die_with_parent, process_context
 from probes.kinds import kind_of
 from probes.run import Run, status_records
@@ -69,10 +70,6 @@ _DASK_CONFIG = {
     # Each worker runs this module's ``dask_setup`` when it starts: it ignores Ctrl-C.
     "distributed.worker.preload": ["probes.executors"],
 }
-
-
-class ExecutorError(RuntimeError):
-    """An executor that cannot start or keep going (one line for the CLI)."""
 
 
 def compute_in_worker(compute: Compute, run: Run) -> list[RunRecord]:

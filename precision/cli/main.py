@@ -9,7 +9,9 @@ stderr and exit code 2. ``run`` checks all of it -- the suite, the store (intact
 writable) and the report folder -- before computing anything, so no work is lost to an error
 it could have reported first. No output path may be one of the command's inputs (``results
 --out`` / ``report --out`` onto the store, in any spelling), files are written complete or not
-at all, and standard output that cannot be written (``> /dev/full``) is one line and exit 2.
+at all, and standard output that cannot be written (``> /dev/full``) or is closed (``>&-``)
+is one line and exit 2; a stream whose encoding cannot hold a character (``LC_ALL=C``,
+``PYTHONIOENCODING=ascii``) writes it as a backslash escape instead of failing.
 """
 
 from __future__ import annotations
@@ -42,9 +44,16 @@ from precision.cli.common import (
 )
 from precision.cli.localize import LocalizeUsageError
 from precision.cli.run import EXIT_PAUSED
-from precision.cli.stdout import CheckedStdout, StdoutError, drop_stdout
+from precision.cli.stdout import (
+    CheckedStdout,
+    StdoutError,
+    drop_stdout,
+    encode_with_replacement,
+)
 from precision.cli.stopping import StopSignals, interrupted
 from precision.precisions import PrecisionError
+from precision.solvers.solver_error import SolverError
+from probes.executor_error import ExecutorError
 from probes.store.db import StoreError
 from probes.suite_error import SuiteError
 
@@ -68,23 +77,9 @@ COMMANDS: tuple[tuple[Callable[[Any], argparse.ArgumentParser],
 )
 #: The commands that compute a sweep: Ctrl-C / SIGTERM stop it, one torch thread each.
 SWEEPS = ("run", "probe")
-#: The errors that are the user's: one line, exit 2 (and :func:`_solver_error`).
-USER_ERRORS = (UsageError, LocalizeUsageError, SuiteError, PrecisionError, StoreError)
-
-
-def _solver_error() -> type[Exception]:
-    """The solvers' user error; its module imports torch, so it is imported only when an
-    exception reaches the handlers (the parser and ``--help`` stay free of torch)."""
-    from precision.solvers.measure import SolverError
-
-    return SolverError
-
-
-def _executor_error() -> type[Exception]:
-    """An executor that failed (see :func:`_solver_error` for why it is imported late)."""
-    from probes.executors import ExecutorError
-
-    return ExecutorError
+#: The errors that are the user's: one line, exit 2.
+USER_ERRORS = (UsageError, LocalizeUsageError, SuiteError, PrecisionError, StoreError,
+               SolverError)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -133,6 +128,12 @@ class _Version(argparse.Action):
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code. Standard output that cannot be written (a full
     disk, ``> /dev/full``) is a one-line error and exit 2, caught where it is written."""
+    if sys.stdout is None or sys.stderr is None:   # started with '>&-' or '2>&-'
+        if sys.stderr is not None:
+            print("precision: error: standard output is closed: give the command somewhere "
+                  "to write (a file, a pipe or /dev/null)", file=sys.stderr)
+        return EXIT_USAGE
+    encode_with_replacement(sys.stdout, sys.stderr)
     real_stdout = sys.stdout
     sys.stdout = CheckedStdout(real_stdout)  # type: ignore[assignment]
     try:
@@ -140,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code != 130:
             sys.stdout.flush()
         return code
+    except KeyboardInterrupt as exc:   # between the command's handlers and its exit
+        return interrupted(exc)
     except StdoutError as exc:
         sys.stdout = real_stdout
         drop_stdout()
@@ -155,10 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None = None) -> int:
     """The command of ``argv``; returns its exit code."""
-    parser = build_parser()
     stops = StopSignals()
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
         if args.command in SWEEPS:
             stops.install()
             import torch
@@ -171,7 +173,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
         raise
     except _VersionShown:
         return 0
-    except (*USER_ERRORS, _solver_error()) as exc:
+    except KeyboardInterrupt as exc:   # first: the clauses below must not run on a stop
+        return interrupted(exc)
+    except USER_ERRORS as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if not message.startswith("precision"):
             message = f"precision: error: {message}"
@@ -180,11 +184,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except sqlite3.Error as exc:  # a store error outside probes.store.db's guarded methods
         print(f"precision: error: results store: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
-    except _executor_error() as exc:
+    except ExecutorError as exc:
         print(f"precision: error: {exc}; finished runs are stored, re-run to resume",
               file=sys.stderr)
         return 1
-    except KeyboardInterrupt as exc:
-        return interrupted(exc)
     finally:
         stops.restore()

@@ -51,3 +51,17 @@ def drop_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, fd)
     os.close(devnull)
+
+
+def encode_with_replacement(*streams: object) -> None:
+    """Streams whose encoding cannot hold a character (ASCII under ``LC_ALL=C`` or
+    ``PYTHONIOENCODING=ascii``) write it as a backslash escape (``\\u00fc``) instead of
+    raising ``UnicodeEncodeError`` after the work is done; a stream that is not a text file
+    (a test's capture) is left as it is."""
+    for stream in streams:
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):   # closed or detached: nothing to write to
+                pass

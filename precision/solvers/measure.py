@@ -30,6 +30,7 @@ from precision.solvers.momentum import heavy_ball, nesterov
 from precision.solvers.newton_logistic import newton_logistic
 from precision.solvers.newton_schulz import newton_schulz
 from precision.solvers.ols import ols_normal, ols_qr, ols_svd, ridge
+from precision.solvers.solver_error import SolverError
 from precision.truth import (
     TruthError,
     inverse_truth,
@@ -38,10 +39,6 @@ from precision.truth import (
     matvec,
     truth_bits,
 )
-
-
-class SolverError(ValueError):
-    """Unknown solver, bad parameter or impossible problem (a user error, not a result)."""
 
 
 @dataclass(frozen=True)
