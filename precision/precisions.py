@@ -326,7 +326,8 @@ def _format(text: str, spec: str) -> Precision:
         try:
             n = parse_whole(match.group(1), "the N of mpN", lo=1, hi=MAX_MP_DIGITS)
         except NumberError as exc:
-            raise PrecisionError(f"{exc} (in {shown(spec)})") from None
+            raise PrecisionError(f"unknown precision {shown(spec)}: {exc}; valid forms: "
+                                 f"{VALID_FORMS}") from None
         return Precision(f"mp{n}", n)
     raise PrecisionError(f"unknown precision {shown(spec)}; valid forms: {VALID_FORMS}")
 

@@ -88,6 +88,14 @@ def _check(dim: int, n_samples: int, n_query: int = 1, noise_std: float = 0.0,
                              f"{count * dim:.3g} entries (at most {MAX_ELEMENTS:.3g})")
 
 
+def _overdetermined(dim: int, n_samples: int) -> None:
+    """Least squares has one solution, the truth every run is measured against, only when X
+    (n_samples x dim) can have full column rank: n_samples >= dim."""
+    if n_samples < dim:
+        raise ValueError(f"least squares needs n_samples >= dim (the truth is the unique "
+                         f"least-squares solution), got n_samples = {n_samples} < dim = {dim}")
+
+
 def _check_seed(seed: Any) -> None:
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -105,6 +113,7 @@ def gaussian_least_squares(dim: int, n_samples: int, *, noise_std: float = 0.0,
                            n_query: int = 32, seed: int = 0) -> LeastSquaresProblem:
     """001 App. D.2: x_i, w ~ N(0, I_D), y_i = w^T x_i (+ N(0, noise_std^2))."""
     _check(dim, n_samples, n_query, noise_std)
+    _overdetermined(dim, n_samples)
     _check_seed(seed)
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n_samples, dim))
@@ -145,6 +154,7 @@ def conditioned_least_squares(dim: int, n_samples: int, kappa: float, *,
     approximately.
     """
     _check(dim, n_samples, n_query, noise_std, kappa)
+    _overdetermined(dim, n_samples)
     _check_seed(seed)
     rng = np.random.default_rng(seed)
     sigma, ev, root = _covariance(dim, kappa, rng)
@@ -196,6 +206,7 @@ def noniso_least_squares(dim: int = 5, n_samples: int = 20, *, n_query: int = 32
     """003 Sec. 3.3: Sigma = U^T diag(eigenvalues) U with U random orthogonal,
     x_i ~ N(0, Sigma), w ~ N(0, Sigma^{-1}), y = w^T x."""
     _check(dim, n_samples, n_query, noise_std)
+    _overdetermined(dim, n_samples)
     _check_seed(seed)
     if not isinstance(eigenvalues, list | tuple) or len(eigenvalues) != dim:
         raise ValueError(f"eigenvalues must be a list of dim = {dim} positive numbers, "

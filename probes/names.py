@@ -8,7 +8,8 @@ enters, so a name that would break a later ``report`` never reaches the store:
 * 1 to :data:`MAX_NAME_CHARS` characters and at most :data:`MAX_NAME_BYTES` bytes as UTF-8
   (a study's grid-point label, built from its values, may have :data:`MAX_LABEL_CHARS`);
 * no ``/``, no ``\\``, no NUL or other control character (nor a line or paragraph
-  separator, nor a lone surrogate), not blank, not ``.`` or ``..``.
+  separator, a lone surrogate, or an invisible format character such as a right-to-left
+  override, which would make the name show reversed), not blank, not ``.`` or ``..``.
 
 The size limits (:data:`MAX_GRID_RUNS`, :data:`MAX_SEEDS`, :data:`MAX_AXIS_VALUES`,
 :data:`MAX_SUITE_BYTES`, :data:`MAX_NESTING`) bound what a suite may ask for; a suite above
@@ -30,7 +31,8 @@ MAX_LABEL_CHARS = 200
 MAX_NAME_BYTES = 255
 #: The rule, as error messages state it.
 NAME_RULE = (f"a name has 1-{MAX_NAME_CHARS} characters and at most {MAX_NAME_BYTES} bytes "
-             "as UTF-8, no '/', '\\', NUL or other control characters, and is not '.' or '..'")
+             "as UTF-8, no '/', '\\', NUL or other control or invisible format characters "
+             "(such as right-to-left overrides), and is not '.' or '..'")
 
 #: Store rows (one per run and evaluation precision) one suite may expand into.
 MAX_GRID_RUNS = 100_000
@@ -43,8 +45,11 @@ MAX_SUITE_BYTES = 1_000_000
 #: Nesting of tables and lists in a suite (``[models.x]`` with ``train = {...}`` is 3).
 MAX_NESTING = 20
 
-#: Unicode categories refused in a name: controls, line / paragraph separators, surrogates.
-_BAD_CATEGORIES = {"Cc", "Zl", "Zp", "Cs"}
+#: Unicode categories refused in a name: controls, line / paragraph separators, surrogates,
+#: and format characters -- invisible ones that change how the text around them shows: the
+#: bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069, which make a name
+#: render reversed in a table), zero-width spaces and joiners, the byte-order mark.
+_BAD_CATEGORIES = {"Cc", "Zl", "Zp", "Cs", "Cf"}
 
 
 def shown(value: Any, limit: int = 60) -> str:
@@ -65,9 +70,12 @@ def name_problem(value: Any, max_chars: int = MAX_NAME_CHARS) -> str | None:
         if ch in value:
             return f"it contains '{ch}'"
     for ch in value:
-        if unicodedata.category(ch) in _BAD_CATEGORIES:
-            what = "NUL" if ch == "\0" else "the control character"
-            return f"it contains {what} U+{ord(ch):04X}"
+        category = unicodedata.category(ch)
+        if category in _BAD_CATEGORIES:
+            what = "NUL" if ch == "\0" else "the invisible format character" \
+                if category == "Cf" else "the control character"
+            label = unicodedata.name(ch, "")
+            return f"it contains {what} U+{ord(ch):04X}" + (f" ({label})" if label else "")
     if len(value) > max_chars:
         return f"it has {len(value)} characters (at most {max_chars})"
     size = len(value.encode("utf-8"))

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -106,6 +108,15 @@ class SampleEvaluation:
     notes: list[str] = field(default_factory=list)
 
 
+def _non_finite(values: Any) -> str:
+    """``'NaN'`` / ``'inf'`` (the first kind found) when ``values`` (exact arb values) hold
+    one, else ``''``."""
+    for v in np.asarray(values, dtype=object).reshape(-1).tolist():
+        if not v.is_finite():
+            return "NaN" if v.mid().is_nan() else "inf"
+    return ""
+
+
 def evaluate_sample(spec: str, precisions: Sequence[Precision], reference: Precision,
                     d_in: int, d_out: int, depth: int, width: int, tokens: int, batch: int,
                     seed: int) -> SampleEvaluation:
@@ -133,6 +144,12 @@ def evaluate_sample(spec: str, precisions: Sequence[Precision], reference: Preci
             result.problem = f"'{spec}' cannot be evaluated in {p.name}: {one_line(exc)}"
             return result
         if truth is None:   # the reference comes first
+            bad = _non_finite(out)
+            if bad:   # nothing to measure against: say so rather than print nan rows
+                result.problem = (f"'{spec}' outputs {bad} in {p.name} on the seeded sample: "
+                                  "the truth itself is not finite, so no precision's error "
+                                  "can be measured against it")
+                return result
             truth = out
             continue
         summary = error_summary(out, truth)

@@ -43,10 +43,20 @@ def _one_line(value: object) -> str:
     return re.sub(r"[\x00-\x1f\x7f]", " ", str(value))
 
 
+def _md(value: object) -> str:
+    """A title, caption, paragraph or cell for ``report.md``: one line (:func:`_one_line`),
+    and ``&``, ``<``, ``>`` outside code spans written as entities, so a stored name holding
+    HTML (``<img src=x onerror=...>``) shows as text, as ``report.html`` shows it, instead of
+    being rendered by a Markdown viewer."""
+    parts = re.split(r"(`[^`]*`)", _one_line(value))
+    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1 else
+                   html.escape(p, quote=False) for p in parts)
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (index as the first column)."""
     head, rows = _cells(frame)
-    cell = lambda v: _one_line(v).replace("|", "\\|")   # noqa: E731
+    cell = lambda v: _md(v).replace("|", "\\|")   # noqa: E731
     lines = ["| " + " | ".join(cell(h) for h in head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -54,19 +64,19 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 def _figure_markdown(caption: str, path: Path, out: Path) -> list[str]:
     rel = path.relative_to(out).as_posix()
-    text = _one_line(caption).replace("[", "(").replace("]", ")")
+    text = _md(caption).replace("[", "(").replace("]", ")")
     return [f"![{text}]({rel})", "", f"[SVG]({Path(rel).with_suffix('.svg').as_posix()})", ""]
 
 
 def render_markdown(title: str, sections: list[Section], out: Path) -> Path:
     """``report.md``: the sections in order, figures linked from ``figures/``."""
-    parts = [f"# {_one_line(title)}", ""]
+    parts = [f"# {_md(title)}", ""]
     for s in sections:
-        parts += ["#" * s.level + " " + _one_line(s.title), ""]
+        parts += ["#" * s.level + " " + _md(s.title), ""]
         for p in s.paragraphs:
-            parts += [_one_line(p), ""]
+            parts += [_md(p), ""]
         tables = [line for t in s.tables
-                  for line in (f"**{_one_line(t.title)}**", "", markdown_table(t.frame), "")]
+                  for line in (f"**{_md(t.title)}**", "", markdown_table(t.frame), "")]
         figures = [line for caption, path in s.figures
                    for line in _figure_markdown(caption, path, out)]
         parts += figures + tables if s.figures_first else tables + figures

@@ -211,3 +211,98 @@ def test_slice_needs_checkpoints(tmp_path, capsys):
     code = main(["run", str(suite), "--db", str(tmp_path / "r.db"), "--slice", "10",
                  "--no-progress", "--no-report"])
     assert code == 2 and "--slice needs --checkpoints" in capsys.readouterr().err
+
+
+def _paused_checkpoint(tmp_path, cfg):
+    """A checkpoint of a training paused in its Adam phase (tensors, state)."""
+    path = tmp_path / "a.ckpt.safetensors"
+    with pytest.raises(Paused):
+        _train(cfg, _PauseAfter(path, "job", 3))
+    return path, Checkpoint(path, "job").load()
+
+
+def _damage_state_empty(tensors, state):
+    return tensors, {}
+
+
+def _damage_no_done(tensors, state):
+    return tensors, {k: v for k, v in state.items() if k != "done"}
+
+
+def _damage_shape(tensors, state):
+    name = next(k for k in tensors if k.startswith("model."))
+    return {**tensors, name: torch.zeros(3, 1)}, state
+
+
+def _damage_unknown_tensor(tensors, state):
+    return {**tensors, "model.extra.weight": torch.zeros(2)}, state
+
+
+def _damage_rng(tensors, state):
+    return {**tensors, "rng": torch.zeros(5, dtype=torch.uint8)}, state
+
+
+def _damage_adam(tensors, state):
+    name = next(k for k in tensors if k.endswith(".exp_avg"))
+    return {**tensors, name: torch.zeros(1)}, state   # would broadcast silently
+
+
+def _damage_curve(tensors, state):
+    return tensors, {**state, "curve": {"points": 5}}
+
+
+@pytest.mark.parametrize("damage,message", [
+    (_damage_state_empty, "unknown phase 'None'"),
+    (_damage_no_done, "state 'done' is missing or malformed"),
+    (_damage_shape, "model tensor '.*' is torch.float32 of \\(3, 1\\)"),
+    (_damage_unknown_tensor, "model tensor 'extra.weight' is unknown"),
+    (_damage_rng, "random state 'rng': torch.uint8 of \\(5,\\)"),
+    (_damage_adam, "Adam's exp_avg of parameter .* is of \\(1,\\)"),
+    (_damage_curve, "KeyError|TypeError"),
+])
+def test_a_checkpoint_of_the_right_job_but_wrong_inside_is_refused(tmp_path, damage, message):
+    """Checked against the job before use: the file named, how to go on, nothing used."""
+    cfg = TrainConfig(recipe="paper", steps=20, batch_size=8, step_size=5)
+    path, saved = _paused_checkpoint(tmp_path, cfg)
+    tensors, state = damage(*saved)
+    Checkpoint(path, "job").save(tensors, state)
+    with pytest.raises(CheckpointError, match=f"checkpoint {path} does not fit this job "
+                       f"\\(.*({message}).*\\); delete it to train this job from the start"):
+        _train(cfg, Checkpoint(path, "job"))
+    assert path.exists()
+
+
+def test_a_checkpoint_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    import os
+
+    path = tmp_path / "a.ckpt.safetensors"
+    os.mkfifo(path)
+    with pytest.raises(CheckpointError, match="is not a regular file; delete it"):
+        Checkpoint(path, "job").load()
+
+
+def test_a_damaged_checkpoint_is_a_failed_record_naming_it(tmp_path):
+    """Through the command, in a worker too: the job is stored ``failed`` with the file's
+    name; the other jobs are measured."""
+    import json
+
+    from precision.cli.main import EXIT_PAUSED, main
+    from probes.store.db import Store
+
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    ck = tmp_path / "ck"
+    args = ["run", str(suite), "--no-progress", "--no-report", "--db", str(tmp_path / "r.db"),
+            "--checkpoints", str(ck), "--jobs", "2"]
+    assert main([*args, "--slice", "0"]) == EXIT_PAUSED
+    first, second = sorted(ck.glob("*.ckpt.safetensors"))
+    job = first.name.removesuffix(".ckpt.safetensors")
+    tensors, state = Checkpoint(first, job).load()
+    Checkpoint(first, job).save(tensors, json.loads("{}"))
+    assert main(args) == 0
+    with Store(tmp_path / "r.db") as store:
+        rows = store.runs()
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert failed and all(str(first) in r["result"].get("message", r.get("message", ""))
+                          or str(first) in json.dumps(r) for r in failed)
+    assert any(r["status"] == "ok" for r in rows)

@@ -20,7 +20,7 @@ def test_the_top_level_packages_are_the_cards():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     found = project["tool"]["setuptools"]["packages"]["find"]["include"]
     assert {name.rstrip("*") for name in found} == CARD
-    assert project["project"]["scripts"] == {"precision": "precision.cli.main:main"}
+    assert project["project"]["scripts"] == {"precision": "precision.cli.entry:main"}
 
 
 def test_a_users_results_or_experiments_folder_does_not_shadow_the_toolkit(tmp_path):

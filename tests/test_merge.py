@@ -71,3 +71,26 @@ def test_bad_sources_are_one_line_errors(tmp_path, capsys):
     assert "into itself" in capsys.readouterr().err
     with Store(db, read_only=True) as s:
         assert s.count() == 1
+
+
+@pytest.mark.parametrize("field,value,problem", [
+    ("subject", "a\x00b", "contains NUL"), ("task", "x/y", "contains '/'"),
+    ("suite", "s" * 5000, "5000 characters"), ("subject", "ab\u202ecd", "U+202E"),
+    ("precision", "e\u0665m2", "not a precision"),   # skipped as malformed, named
+])
+def test_merge_refuses_names_the_name_rule_refuses_at_entry(tmp_path, capsys, field, value,
+                                                            problem):
+    """A store written by other means may hold names ``run`` refuses at entry; a merge does
+    not let them in, and says which run and why."""
+    bad = dataclasses.replace(record("bad"), **{field: value})
+    source = _store(tmp_path / "src.db", record("good"), bad)
+    target = tmp_path / "t.db"
+    assert main(["merge", str(source), "--db", str(target)]) == 0
+    captured = capsys.readouterr()
+    out = captured.out.strip()
+    assert out.startswith(f"merged 1 run from {source}") and "\n" not in out
+    if field != "precision":
+        assert "refused 1 whose names a store does not take (first: run bad: its " in out
+    assert problem in out + captured.err
+    with Store(target, read_only=True) as s:
+        assert [r["run_id"] for r in s.runs()] == ["good"]

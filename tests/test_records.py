@@ -119,8 +119,8 @@ def test_the_old_store_reads_prints_and_reports_the_numbers_it_was_made_with(v0,
     assert "26 runs (ok 26)" in md
     assert "| gd | 3.0e-15 ±0.4 @57 falling 1/2 | 8.9e-18 ±2.2 falling |" in md
     assert "| lsa_gd | 1.8e-04 ±0.6 @9 | 1.8e-04 ±0.6 @9 |" in md
-    assert "**small / transformer, LN / float32: MSE by depth x width" in md
-    assert "| 1 | 8.0e-01 [5.6e-01, 1.1e+00] |" in md
+    assert "**small: test MSE by model, depth and width in each precision" in md
+    assert "| transformer, LN | 1 | 8 | 8.0e-01 [5.6e-01, 1.1e+00] T |" in md
     assert "| kappa=10 | 0 | 17 | 17 | -28.07 | 0 | 1 | 1.674 |" in md
     with open(rep.folder / "data" / "model-runs.csv", newline="") as f:
         models = list(csv.DictReader(f))

@@ -122,3 +122,27 @@ def test_check_writable_catches_damage_and_read_only(tmp_path, monkeypatch):
             s.check_writable()
         with pytest.raises(StoreError, match="not writable"):
             s.write_run(record("b"))
+
+
+@pytest.mark.parametrize("version", ["-1", "0", "\u0665", "two", None, "2"])
+def test_a_store_claiming_a_version_no_toolkit_wrote_is_refused_untouched(tmp_path, version):
+    """schema_version must be a whole number >= 1 (ASCII): -1, 0, another script's digit
+    or text is not a store; a newer one is refused as newer. The file is not written."""
+    import hashlib
+    import sqlite3
+
+    path = tmp_path / "r.db"
+    with Store(path) as s:
+        s.write_runs([record("a")])
+    con = sqlite3.connect(path)
+    if version is None:
+        con.execute("DELETE FROM meta WHERE key = 'schema_version'")
+    else:
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+    con.commit()
+    con.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    expected = "newer than this toolkit" if version == "2" else "is not a precision results"
+    with pytest.raises(StoreError, match=expected):
+        Store(path)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before

@@ -47,6 +47,7 @@ def test_whole_number_ranges_and_values():
 @pytest.mark.parametrize("spelling,message", [
     ("bfloat16:sr+seed=²", "the seed must be a whole number in [0, 4294967295] in ASCII"),
     ("bfloat16:sr+seed=4294967296", "the seed must be a whole number in [0, 4294967295], not"),
+    ("mp" + LONG, "unknown precision 'mp9999"),
     ("mp" + LONG, "the N of mpN must be a whole number in [1, 2000] in ASCII digits"),
     ("mp2001", "the N of mpN must be a whole number in [1, 2000], not '2001'"),
     ("mp٥٠", "unknown precision 'mp\\u0665\\u0660'"),

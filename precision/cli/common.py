@@ -39,9 +39,10 @@ def max_jobs() -> int:
 
 
 def whole(text: str) -> int:
-    """An option's whole number (argparse ``type``): ASCII digits, at most 20 of them
-    (:mod:`precision.text_numbers`); its range is the command's to check."""
-    if not is_whole(text):
+    """An option's whole number (argparse ``type``): ASCII digits, at most 20 of them, a
+    leading ``-`` allowed (:mod:`precision.text_numbers`); its range is the command's to
+    check, with its own message."""
+    if not is_whole(text.removeprefix("-")):
         raise argparse.ArgumentTypeError(f"a whole number in ASCII digits (at most "
                                          f"{MAX_DIGITS}) is needed, not {shown(text)}")
     return int(text)
@@ -116,7 +117,11 @@ def refuse_output_over_store(option: str, out: str, db: str, *, folder: bool = F
 
     store_files = [Path(db)] + [Path(f"{db}{suffix}") for suffix in ("-wal", "-shm", "-journal")]
     for path in store_files:
-        if same_file(out, path) or (folder and inside(out, path)):
+        try:
+            same = same_file(out, path) or (folder and inside(out, path))
+        except OSError as exc:   # a symlink loop
+            raise UsageError(f"{option} {out}: {exc.strerror or exc}") from None
+        if same:
             raise UsageError(f"{option} {out} is the results store {db} itself; refusing "
                              "to overwrite it (give another path)")
 
@@ -128,7 +133,12 @@ def writable_folder(flag: str, value: str | None) -> str | None:
         return None
     import tempfile
 
-    folder = Path(value).resolve()
+    from probes.store.atomic import resolved
+
+    try:
+        folder = resolved(value)
+    except OSError as exc:   # a symlink loop
+        raise UsageError(f"{flag} {value}: {exc.strerror or exc}") from None
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{flag} {value} is not a folder")
     try:

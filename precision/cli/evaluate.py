@@ -62,7 +62,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"factory '{args.factory}' cannot be evaluated: {exc.message}") from None
     if result.build_error is not None:
         raise UsageError(result.build_error)
-    _print(result, reference)
+    if result.rows or not result.problem:   # (no table when the reference itself failed)
+        _print(result, reference)
     if result.problem:
         print(f"precision: error: {result.problem}", file=sys.stderr)
         return EXIT_USAGE

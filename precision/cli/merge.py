@@ -34,9 +34,11 @@ def main(args: argparse.Namespace) -> int:
     with Store(args.db) as target:
         for source in args.sources:
             with Store(source, create=False, read_only=True) as other:
-                copied, present, differing = target.merge_from(other)
+                copied, present, differing, refused = target.merge_from(other)
             kept = (f", {differing} of them with other numbers (kept {args.db}'s)"
                     if differing else "")
+            left = (f"; refused {len(refused)} whose names a store does not take "
+                    f"(first: {refused[0]})" if refused else "")
             print(f"merged {copied} run{'' if copied == 1 else 's'} from {source} into "
-                  f"{args.db}; {present} already there{kept}")
+                  f"{args.db}; {present} already there{kept}{left}")
     return 0

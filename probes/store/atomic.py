@@ -13,7 +13,9 @@ writer both use it.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,13 +25,18 @@ from typing import IO
 
 def resolved(path: str | os.PathLike[str]) -> Path:
     """``path`` with ``~`` expanded, made absolute and with symlinks resolved (also when
-    the file does not exist yet: its existing parent is resolved)."""
-    return Path(path).expanduser().resolve()
+    the file does not exist yet: its existing parent is resolved). A symlink loop is an
+    ``OSError`` (ELOOP), as opening the path would be, not pathlib's ``RuntimeError``."""
+    try:
+        return Path(path).expanduser().resolve()
+    except RuntimeError:   # pathlib's "Symlink loop from ..."
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path)) from None
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """Whether ``a`` and ``b`` name the same file: the same resolved path, or (both
-    existing) the same inode and device, which also catches hard links."""
+    existing) the same inode and device, which also catches hard links. ``OSError`` when a
+    path cannot be resolved (a symlink loop)."""
     try:
         if os.path.samefile(Path(a).expanduser(), Path(b).expanduser()):
             return True
@@ -42,6 +49,38 @@ def inside(path: str | os.PathLike[str], other: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is ``other`` or lies beneath it (resolved paths)."""
     p, o = resolved(path), resolved(other)
     return p == o or o in p.parents
+
+
+def _special_file(target: Path) -> int | None:
+    """A descriptor open for writing on ``target`` when it exists and is a character device
+    (``/dev/null``, a terminal) or a FIFO some process reads (``/dev/stdout`` onto a pipe):
+    those are written in place, as a shell's ``>`` would. None when it does not exist or is
+    a regular file (replaced atomically). ``OSError`` for anything else -- a folder, a block
+    device, a socket, a FIFO nobody reads (opening it would block) -- so the command refuses
+    it in one line and never replaces it."""
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "it is a folder (give a file name)", str(target))
+    if stat.S_ISCHR(st.st_mode):
+        return os.open(target, os.O_WRONLY | os.O_TRUNC)
+    if stat.S_ISFIFO(st.st_mode):
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                raise OSError(errno.ENXIO, "it is a FIFO that no process reads (writing "
+                              "would block); start its reader first", str(target)) from None
+            raise
+        os.set_blocking(fd, True)
+        return fd
+    kind = "a block device" if stat.S_ISBLK(st.st_mode) else \
+        "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+    raise OSError(errno.EINVAL, f"it is {kind}; refusing to write onto it", str(target))
 
 
 @contextmanager
@@ -57,6 +96,13 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", *, encoding: str
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write mode must be 'w' or 'wb', not {mode!r}")
     target = Path(path).expanduser()
+    existing = _special_file(target)
+    if existing is not None:   # a device or a pipe: written in place, never replaced
+        with os.fdopen(existing, mode, **({} if mode == "wb" else
+                                           {"encoding": encoding, "newline": newline})) as f:
+            yield f
+            f.flush()
+        return
     folder = target.parent
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:40]}.", suffix=".tmp", dir=folder)
     try:

@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from precision.text_numbers import is_whole
 from probes.store.atomic import atomic_write
 from probes.store.canonical import canonical_json, json_safe
 from probes.store.row_checks import (
@@ -313,11 +314,14 @@ class Store:
                              "(an SQLite database of other tables)")
         row = self._con.execute(
             "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        try:
-            return int(row[0])
-        except (TypeError, ValueError):
-            raise StoreError(f"{self.path} is not a precision results store "
-                             "(no valid schema_version)") from None
+        value = None if row is None else row[0]
+        if isinstance(value, str) and is_whole(value):   # ASCII digits (text_numbers)
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            shown = "none" if row is None else repr(row[0])[:40]
+            raise StoreError(f"{self.path} is not a precision results store (its "
+                             f"schema_version is {shown}; every store has a version >= 1)")
+        return value
 
     def _check_schema(self) -> None:
         """StoreError naming the first table column this schema needs and the store lacks."""
@@ -417,22 +421,30 @@ class Store:
         return written
 
     @_guarded
-    def merge_from(self, other: Store) -> tuple[int, int, int]:
+    def merge_from(self, other: Store) -> tuple[int, int, int, list[str]]:
         """Copy every run of ``other`` whose id this store lacks, with its traces and its
         original ``created_at``, in ONE transaction (all of them or none survive a kill);
         a run already here is never replaced. A malformed run of ``other`` is skipped (and
-        named on stderr, as when reading it). Returns (copied, already here, already here
-        with other numbers: the same run computed elsewhere, e.g. on another device)."""
+        named on stderr, as when reading it), and so is a run whose suite, subject, task or
+        precision the rule for names entering a store refuses (:func:`_name_refused`: what
+        ``run`` would refuse at entry is not let in by a merge). Returns (copied, already
+        here, already here with other numbers: the same run computed elsewhere, e.g. on
+        another device, and one line per run refused for its names)."""
         if other.path.resolve() == self.path.resolve():
             raise StoreError(f"cannot merge results store {self.path} into itself")
         rows = other._con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs "
                                   f"ORDER BY {_ORDER}").fetchall()
         copied = present = differing = 0
+        refused: list[str] = []
         with self._transaction() as con:
             for row in rows:
                 if other._decoded(row) is None:
                     continue
                 run_id = row[0]
+                problem = _name_refused(dict(zip(RUN_COLUMNS, row, strict=True)))
+                if problem is not None:
+                    refused.append(f"run {str(run_id)[:16]}: {problem}")
+                    continue
                 mine = con.execute("SELECT mse, status FROM runs WHERE run_id = ?",
                                    (run_id,)).fetchone()
                 if mine is not None:
@@ -447,7 +459,7 @@ class Store:
                     other._con.execute("SELECT run_id, name, step, value FROM series "
                                        "WHERE run_id = ?", (run_id,)).fetchall())
                 copied += 1
-        return copied, present, differing
+        return copied, present, differing, refused
 
     @_guarded
     def delete_suite(self, suite: str) -> int:
@@ -678,6 +690,25 @@ class Store:
                 rows.append(json_safe(r, strict=False))
             json.dump(rows, out, sort_keys=True, indent=1, ensure_ascii=True, allow_nan=False)
             out.write("\n")
+
+
+def _name_refused(row: dict[str, Any]) -> str | None:
+    """Why a run's names may not enter a store (:mod:`probes.names`' rule for its suite,
+    subject and task; a precision must be a canonical spelling of the grammar), or None."""
+    from precision.precisions import PrecisionError, parse_spelling
+    from probes.names import MAX_LABEL_CHARS, name_problem, shown
+
+    for column in ("suite", "subject", "task"):
+        problem = name_problem(row[column], MAX_LABEL_CHARS)
+        if problem is not None:
+            return f"its {column} {shown(row[column], 40)}: {problem}"
+    try:
+        canonical = parse_spelling(row["precision"]).name
+    except PrecisionError:
+        canonical = None
+    if canonical != row["precision"]:
+        return f"its precision {shown(row['precision'], 40)} is not a canonical spelling"
+    return None
 
 
 def _flattened(prefix: str, value: Any) -> dict[str, Any]:

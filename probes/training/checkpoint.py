@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -105,8 +106,17 @@ class Checkpoint:
 
     def load(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
         """The saved tensors and state, or None when there is no checkpoint."""
-        if not self.path.exists():
+        try:
+            mode = os.stat(self.path).st_mode
+        except FileNotFoundError:
             return None
+        except OSError as exc:   # a symlink loop, a folder without permission
+            raise CheckpointError(f"checkpoint {self.path} cannot be read "
+                                  f"({exc.strerror or exc}); delete it to train this job "
+                                  "from the start") from None
+        if not stat.S_ISREG(mode):   # a FIFO would block the read forever
+            raise CheckpointError(f"checkpoint {self.path} is not a regular file; delete it "
+                                  "to train this job from the start")
         from safetensors import safe_open
 
         try:

@@ -29,7 +29,8 @@ from torch import nn
 
 from precision.metrics import detect_floor
 from precision.provenance import code_version
-from probes.training.checkpoint import Checkpoint, CheckpointError, Paused, Phase
+from probes.training.checkpoint import Checkpoint, Paused, Phase
+from probes.training.checkpoint_check import check_saved, restoring
 from probes.training.convergence_check import Check, convergence_check
 from probes.training.levenberg_marquardt import (
     Diverged,
@@ -378,7 +379,8 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
     adaptive = AdaptiveLR(opt, cfg) if scheduler == "adaptive" else None
     done = 0
     if resume is not None:
-        done = _restore_adam(resume, opt, steplr, adaptive)
+        with restoring(checkpoint.path if checkpoint is not None else "?"):
+            done = _restore_adam(resume, opt, steplr, adaptive)
 
     def save_adam(step: int) -> None:
         if save is None:
@@ -478,9 +480,12 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
     cfg = cfg.resolved()
     dtype = cfg.training_precision.torch_dtype
     saved = checkpoint.load() if checkpoint is not None else None
-    phase = _phase(checkpoint, saved)
+    where = checkpoint.path if checkpoint is not None else "?"
+    # checked against the job's model before any of it is used (keys, shapes, random states)
+    phase = Phase.FIRST_ORDER if saved is None else check_saved(where, saved, model)
     if saved is not None and phase is Phase.DONE:
-        return _finished(model, saved)
+        with restoring(where):
+            return _finished(model, saved)
     start = time.perf_counter() - (float(saved[1]["elapsed"]) if saved is not None else 0.0)
     deadline = None if cfg.time_limit is None else start + cfg.time_limit
     total = cfg.steps + (cfg.second_order_steps if second_order else 0)
@@ -513,7 +518,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
 
     lm_state = LMState()
     if saved is not None and phase is Phase.SECOND_ORDER_RUNNING:
-        lm_state = LMState.from_checkpoint(saved[0], saved[1]["lm"], cfg.device)
+        with restoring(where):
+            lm_state = LMState.from_checkpoint(saved[0], saved[1]["lm"], cfg.device)
     if val is not None:
         val.work = lambda: lm_state.flops
 
@@ -539,7 +545,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
         torch.manual_seed(cfg.seed)
         gen = torch.Generator().manual_seed(cfg.seed)
         if saved is not None:
-            done = _restore_common(saved, model, gen, curve, lr_trace, val)
+            with restoring(where):
+                done = _restore_common(saved, model, gen, curve, lr_trace, val)
 
         def save(step: int, tensors: dict[str, torch.Tensor], state: dict[str, Any],
                  at: Phase = Phase.FIRST_ORDER) -> None:
@@ -600,21 +607,6 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
         state = {k: v for k, v in asdict(result).items() if k != "check"}
         checkpoint.save(_model_tensors(model), {"phase": Phase.DONE, "result": state})
     return result
-
-
-def _phase(checkpoint: Checkpoint | None,
-           saved: tuple[dict[str, torch.Tensor], dict[str, Any]] | None) -> Phase:
-    """The phase a saved training stands in (none saved: the first-order one);
-    CheckpointError for a phase this version does not know."""
-    if saved is None:
-        return Phase.FIRST_ORDER
-    try:
-        return Phase(saved[1].get("phase"))
-    except ValueError:
-        path = checkpoint.path if checkpoint is not None else "?"
-        raise CheckpointError(f"checkpoint {path} holds an unknown phase "
-                              f"{saved[1].get('phase')!r}; delete it to train this job "
-                              "from the start") from None
 
 
 def _copy_weights(model: nn.Module, weights: list[torch.Tensor]) -> None:
