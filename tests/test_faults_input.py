@@ -492,3 +492,26 @@ def test_the_pytest_helper_from_another_working_directory(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "2 passed" in proc.stdout
     assert not list(elsewhere.iterdir())
+
+
+def test_a_factory_whose_truth_is_nan_is_one_line_not_nan_rows(tmp_path, capsys):
+    """A module whose output is NaN even in exact arithmetic has no truth to measure
+    against: ``evaluate`` says so (exit 2) instead of printing ``nan`` rows with exit 0."""
+    from precision.cli.main import main
+
+    factory = tmp_path / "nanfac.py"
+    factory.write_text("from torch import nn\n\n"
+                       "class NaNy(nn.Module):\n"
+                       "    def __init__(self, d_in, d_out):\n"
+                       "        super().__init__()\n"
+                       "        self.lin = nn.Linear(d_in, d_out)\n\n"
+                       "    def forward(self, x):\n"
+                       "        return self.lin(x) * float('nan')\n\n\n"
+                       "def nany(d_in, d_out, depth, width):\n"
+                       "    return NaNy(d_in, d_out)\n")
+    code = main(["evaluate", f"{factory}:nany", "--precisions", "float32", "--width", "8",
+                 "--depth", "1", "--tokens", "4", "--d-in", "2", "--d-out", "2"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "outputs NaN in mp100+casts=promote on the seeded sample: the truth itself is " \
+           "not finite" in captured.err and len(captured.err.strip().splitlines()) == 1
