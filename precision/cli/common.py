@@ -137,9 +137,10 @@ def writable_folder(flag: str, value: str | None) -> str | None:
 
     try:
         folder = resolved(value)
-    except OSError as exc:   # a symlink loop
-        raise UsageError(f"{flag} {value}: {exc.strerror or exc}") from None
-    if folder.exists() and not folder.is_dir():
+        is_file = folder.exists() and not folder.is_dir()
+    except OSError as exc:   # a symlink loop, a name too long
+        raise UsageError(f"{flag} {shown(value)}: {exc.strerror or exc}") from None
+    if is_file:
         raise UsageError(f"{flag} {value} is not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -53,6 +53,7 @@ from precision.cli.stdout import (
 from precision.cli.stopping import StopSignals, interrupted
 from precision.precisions import PrecisionError
 from precision.solvers.solver_error import SolverError
+from precision.text_numbers import shown
 from probes.executor_error import ExecutorError
 from probes.store.db import StoreError
 from probes.suite_error import SuiteError
@@ -180,6 +181,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if not message.startswith("precision"):
             message = f"precision: error: {message}"
         print(message, file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:   # the reader left: main() ends quietly
+        raise
+    except OSError as exc:   # a path the system refuses (a name too long, a loop, no access)
+        where = shown(exc.filename, 60) + ": " if exc.filename is not None else ""
+        print(f"precision: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
     except sqlite3.Error as exc:  # a store error outside probes.store.db's guarded methods
         print(f"precision: error: results store: {' '.join(str(exc).split())}", file=sys.stderr)
