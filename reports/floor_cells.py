@@ -75,18 +75,21 @@ def format_mse(value: float | None) -> str:
 
 
 def format_log10(log10: float | None) -> str:
-    """An MSE given by its log10, which may lie below float64's range (``-2001.7`` is
-    ``2.0e-2002``, in the style of :func:`format_mse`); ``-`` when missing."""
+    """An MSE given by its log10, which may lie outside float64's range (``-2001.7`` is
+    ``2.0e-2002``, ``309`` is ``1.0e+309``, in the style of :func:`format_mse`); ``-`` when
+    missing."""
     if log10 is None or math.isnan(log10):
         return "-"
     if log10 == -math.inf:
         return "0"
-    if log10 < -300:  # below float64's normal range: mantissa and exponent from the log10
+    if log10 == math.inf:
+        return "inf"
+    if abs(log10) > 300:  # outside float64's normal range: mantissa and exponent from the log10
         exponent = math.floor(log10)
         mantissa = round(10.0 ** (log10 - exponent), 1)
         if mantissa >= 10.0:
             mantissa, exponent = 1.0, exponent + 1
-        return f"{mantissa:.1f}e{exponent}"
+        return f"{mantissa:.1f}e{exponent:+03d}"
     return format_mse(10.0**log10)
 
 

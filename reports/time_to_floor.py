@@ -21,6 +21,7 @@ import pandas as pd
 
 from probes.store.records import TrainedConfig, TrainedResult
 from probes.training.recipe_book import RECIPES
+from reports.floor_cells import format_log10
 from reports.plots import _save, figure_legend, label
 from reports.tables import Pivot, _model_label
 
@@ -130,7 +131,7 @@ def time_to_floor_pivots(rows: list[dict[str, Any]], task: str, series_of: Serie
         body.append([c["depth"], c["width"]] + ([c["seed"] or 0] if seeded else [])
                     + [_format(time_to(c["curve"], c["seconds"], lv), c["trained_s"])
                        for lv in LEVELS]
-                    + [f"{10.0 ** min(finite):.1e}" if finite else "", c["stop"]]
+                    + [format_log10(min(finite)) if finite else "", c["stop"]]
                     + ([c["second_order"]] if paced else [])
                     + ([f"{c['work']:.2g}" if c["work"] else "-"] if counted else []))
     frame = pd.DataFrame(body, index=pd.Index(index, name="model"),

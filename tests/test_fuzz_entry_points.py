@@ -217,6 +217,8 @@ def _hostile_store(path: Path, rows: list[RunRecord]) -> None:
 
 @fuzz(30)
 @given(rows=st.lists(records, min_size=1, max_size=4))
+@example(rows=[RunRecord(run_id="0", suite="s", kind="solver", subject="gd", task="t",
+                         precision="float32", status="ok", floor_log10=309.0)])  # found
 def test_hostile_store_contents_are_read_without_a_crash(rows, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     src, target = tmp_path / "src.db", tmp_path / "t.db"
