@@ -111,3 +111,23 @@ def list_length(value: Any, default: int) -> int:
     """Length of a list-valued key (``precisions``, ``tasks``), ``default`` if it is not a
     list (its validation reports that later)."""
     return len(value) if isinstance(value, list) else default
+
+
+def stored_names_problem(row: dict[str, Any]) -> str | None:
+    """Why a stored run's names may not enter a store (a merge of a store written by other
+    means): its suite, subject and task must pass the rule for names (labels may be
+    :data:`MAX_LABEL_CHARS` long), and its precision must be a canonical spelling of the
+    grammar; None when they do."""
+    from precision.precisions import PrecisionError, parse_spelling
+
+    for column in ("suite", "subject", "task"):
+        problem = name_problem(row.get(column), MAX_LABEL_CHARS)
+        if problem is not None:
+            return f"its {column} {shown(row.get(column), 40)}: {problem}"
+    try:
+        canonical = parse_spelling(row.get("precision")).name
+    except PrecisionError:
+        canonical = None
+    if canonical != row.get("precision"):
+        return f"its precision {shown(row.get('precision'), 40)} is not a canonical spelling"
+    return None

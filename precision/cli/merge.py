@@ -9,6 +9,7 @@ import argparse
 from typing import Any
 
 from precision.cli.common import DEFAULT_DB, UsageError, add_db_option, store_exists
+from probes.names import stored_names_problem
 from probes.store.db import Store
 
 
@@ -34,7 +35,8 @@ def main(args: argparse.Namespace) -> int:
     with Store(args.db) as target:
         for source in args.sources:
             with Store(source, create=False, read_only=True) as other:
-                copied, present, differing, refused = target.merge_from(other)
+                copied, present, differing, refused = target.merge_from(
+                    other, refuse=stored_names_problem)
             kept = (f", {differing} of them with other numbers (kept {args.db}'s)"
                     if differing else "")
             left = (f"; refused {len(refused)} whose names a store does not take "

@@ -421,15 +421,16 @@ class Store:
         return written
 
     @_guarded
-    def merge_from(self, other: Store) -> tuple[int, int, int, list[str]]:
+    def merge_from(self, other: Store, refuse: Callable[[dict[str, Any]], str | None] | None
+                   = None) -> tuple[int, int, int, list[str]]:
         """Copy every run of ``other`` whose id this store lacks, with its traces and its
         original ``created_at``, in ONE transaction (all of them or none survive a kill);
         a run already here is never replaced. A malformed run of ``other`` is skipped (and
-        named on stderr, as when reading it), and so is a run whose suite, subject, task or
-        precision the rule for names entering a store refuses (:func:`_name_refused`: what
-        ``run`` would refuse at entry is not let in by a merge). Returns (copied, already
-        here, already here with other numbers: the same run computed elsewhere, e.g. on
-        another device, and one line per run refused for its names)."""
+        named on stderr, as when reading it), and so is a run ``refuse`` (given the run's
+        columns) says why not to let in -- the command passes the rule for names entering a
+        store, :func:`probes.names.stored_names_problem`. Returns (copied, already here,
+        already here with other numbers: the same run computed elsewhere, e.g. on another
+        device, and one line per refused run)."""
         if other.path.resolve() == self.path.resolve():
             raise StoreError(f"cannot merge results store {self.path} into itself")
         rows = other._con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs "
@@ -441,7 +442,8 @@ class Store:
                 if other._decoded(row) is None:
                     continue
                 run_id = row[0]
-                problem = _name_refused(dict(zip(RUN_COLUMNS, row, strict=True)))
+                problem = None if refuse is None else \
+                    refuse(dict(zip(RUN_COLUMNS, row, strict=True)))
                 if problem is not None:
                     refused.append(f"run {str(run_id)[:16]}: {problem}")
                     continue
@@ -690,25 +692,6 @@ class Store:
                 rows.append(json_safe(r, strict=False))
             json.dump(rows, out, sort_keys=True, indent=1, ensure_ascii=True, allow_nan=False)
             out.write("\n")
-
-
-def _name_refused(row: dict[str, Any]) -> str | None:
-    """Why a run's names may not enter a store (:mod:`probes.names`' rule for its suite,
-    subject and task; a precision must be a canonical spelling of the grammar), or None."""
-    from precision.precisions import PrecisionError, parse_spelling
-    from probes.names import MAX_LABEL_CHARS, name_problem, shown
-
-    for column in ("suite", "subject", "task"):
-        problem = name_problem(row[column], MAX_LABEL_CHARS)
-        if problem is not None:
-            return f"its {column} {shown(row[column], 40)}: {problem}"
-    try:
-        canonical = parse_spelling(row["precision"]).name
-    except PrecisionError:
-        canonical = None
-    if canonical != row["precision"]:
-        return f"its precision {shown(row['precision'], 40)} is not a canonical spelling"
-    return None
 
 
 def _flattened(prefix: str, value: Any) -> dict[str, Any]:
