@@ -173,3 +173,51 @@ def test_a_cheap_documented_command_runs(command, capsys, tmp_path, monkeypatch)
     assert code == 0, command
     assert EXECUTED[command] in out, (command, out[-500:])
     assert not (ROOT / "results.db").exists() or command.startswith("precision list")
+
+
+#: Documented commands that read or change a store, run verbatim, in this order, in a folder
+#: holding the stores they name (``quick.db``, ``results.db``, ``gpu.db``), each with the
+#: exit code and a fragment of its output.
+ON_A_STORE = [
+    ("precision report --db quick.db --out quick-report", "quick-report/report.md"),
+    ("precision delete --suite solvers --status failed --dry-run", "nothing deleted (--dry-run)"),
+    ("precision merge gpu.db --db results.db", "merged 1 run from gpu.db into results.db"),
+    ("precision delete --suite solvers --status failed", "deleted 1 run"),
+    ("precision delete --status failed", "deleted 0 runs"),
+    ("precision results", "problem p: floor MSE"),
+]
+
+
+def test_documented_store_commands_run_on_a_store(tmp_path, monkeypatch, capsys):
+    """The store workflow of README and docs/cli.md on a small real store (two solvers, one
+    run stored as failed by removing it from ``results.db`` and keeping it in ``gpu.db``)."""
+    import shutil
+    import sqlite3
+
+    documented_commands = {c for _, c in COMMANDS}
+    assert {c for c, _ in ON_A_STORE} <= documented_commands
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text(
+        'name = "solvers"\nprecisions = ["float32", "float64"]\nseeds = [0]\n[problems.p]\n'
+        'task = "least_squares"\nkind = "gaussian"\ndim = 3\nn_samples = 6\n'
+        '[solvers.ols_qr]\nproblems = ["p"]\n[solvers.gd]\nproblems = ["p"]\n'
+        'params = { iters = 30 }\n')
+    assert main(["run", "s.toml", "--db", "quick.db", "--no-progress", "--no-report"]) == 0
+    con = sqlite3.connect("quick.db")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.execute("UPDATE runs SET status = 'failed' WHERE run_id = (SELECT MIN(run_id) FROM runs)")
+    con.commit()
+    failed = con.execute("SELECT run_id FROM runs WHERE status = 'failed'").fetchone()[0]
+    con.close()
+    shutil.copy("quick.db", "gpu.db")
+    shutil.copy("quick.db", "results.db")
+    con = sqlite3.connect("results.db")
+    con.execute("DELETE FROM series WHERE run_id = ?", (failed,))
+    con.execute("DELETE FROM runs WHERE run_id = ?", (failed,))
+    con.commit()
+    con.close()
+    capsys.readouterr()
+    for command, fragment in ON_A_STORE:
+        assert main(_argv(command)) == 0, command
+        out = capsys.readouterr().out
+        assert fragment in out, (command, out[-400:])
