@@ -53,7 +53,7 @@ MAX_MP_DIGITS = 2000
 
 #: Rounding modes a precision can name: round to nearest even (the default), toward zero, up,
 #: down, and stochastic (seeded by ``+seed=N``, else by the seed of the run that computes it).
-ROUNDINGS = ("rne", "rz", "ru", "rd", "sr")
+ROUNDINGS = ("rne", "rna", "rz", "ru", "rd", "sr")
 #: Cast policies: ``keep`` runs a model's own float casts as written, ``promote`` treats
 #: every float cast as the evaluation precision.
 CAST_POLICIES = ("keep", "promote")
@@ -135,7 +135,8 @@ class Precision:
     Attributes:
         format: the number format, e.g. ``"float32"`` or ``"mp50"``.
         digits: decimal digits of ``mpN``; ``None`` for the float formats.
-        rounding: one of :data:`ROUNDINGS` (``"rne"``: round to nearest, ties to even).
+        rounding: one of :data:`ROUNDINGS` (``"rne"``: round to nearest, ties to even;
+            ``"rna"``: ties away from zero).
         seed: seed of stochastic rounding (``rounding == "sr"``, or a module's: one seed
             seeds every stochastic rounding of the precision).
         accumulate: the format sums and matrix products accumulate in (``None``: the

@@ -341,3 +341,64 @@ def test_random_streams_are_seeded_per_domain_and_uniform_on_their_grid():
     assert abs(bits.double().mean().item() / 2 ** 20 - 0.5) < 0.02
     w = a.uniform((3, 7))
     assert w.shape == (3, 7) and w.dtype == torch.float64 and 0 <= w.min() and w.max() < 1
+
+
+@pytest.mark.parametrize("carrier", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", ["float8_e4m3", "float8_e5m2", "float6_e3m2", "float4_e2m1",
+                                  "bfloat16", "float16"])
+def test_ties_away_against_search_in_the_grid(name, carrier):
+    """``rna``: the nearer grid neighbour; at a tie, the one of larger magnitude."""
+    fmt = FORMATS[name]
+    values = _grid(name)
+    inside = values[np.abs(values) < fmt.max_finite]
+    mids = (inside[1:] + inside[:-1]) / 2
+    rng = np.random.default_rng(1)
+    x = np.concatenate([values, mids, rng.uniform(inside[:-1], inside[1:])])
+    x = x[np.abs(x) <= fmt.max_finite].astype(np.float32).astype(np.float64)
+    lo = values[np.searchsorted(values, x, side="right") - 1]
+    hi = values[np.minimum(np.searchsorted(values, x, side="left"), len(values) - 1)]
+    tie = (x - lo) == (hi - x)
+    want = np.where(tie, np.where(x >= 0, hi, lo), np.where(x - lo < hi - x, lo, hi))
+    got = round_to_format(torch.from_numpy(x).to(carrier), fmt, "rna").double().numpy()
+    assert np.array_equal(got, want), (name, x[got != want][:5], got[got != want][:5])
+    assert int(tie.sum()) >= len(mids) - 2   # the midpoints are ties
+
+
+#: simulated format -> (gfloat's format, saturate on overflow)
+GFLOAT = {"float8_e4m3": ("format_info_ocp_e4m3", True),
+          "float8_e5m2": ("format_info_ocp_e5m2", False),
+          "float6_e2m3": ("format_info_ocp_e2m3", True),
+          "float6_e3m2": ("format_info_ocp_e3m2", True),
+          "float4_e2m1": ("format_info_ocp_e2m1", True)}
+
+
+@pytest.mark.parametrize("mode,gmode", [("rna", "TiesToAway"), ("rne", "TiesToEven"),
+                                        ("rz", "TowardZero"), ("ru", "TowardPositive"),
+                                        ("rd", "TowardNegative")])
+@pytest.mark.parametrize("name", sorted(GFLOAT))
+def test_roundings_match_gfloat_on_every_value_midpoint_and_edge(name, mode, gmode):
+    """Every rounding mode against gfloat's ``round_float`` (an outside reference) on every
+    value of the format, every midpoint, their float32 neighbours and the overflow and
+    underflow edges, in both carriers."""
+    gfloat = pytest.importorskip("gfloat")
+    import gfloat.formats as gformats
+
+    fmt = FORMATS[name]
+    info, sat = GFLOAT[name]
+    x = _probes(_grid_from_gfloat(getattr(gformats, info)), fmt)
+    x = x[np.isfinite(x)]
+    want = np.array([gfloat.round_float(getattr(gformats, info), float(v),
+                                        getattr(gfloat.RoundMode, gmode), sat=sat)
+                     for v in x.tolist()])
+    for carrier in (torch.float32, torch.float64):
+        got = round_to_format(torch.from_numpy(x).to(carrier), fmt, mode).double().numpy()
+        assert _same(got, want), (name, mode, carrier, x[got != want][:5],
+                                  got[got != want][:5], want[got != want][:5])
+
+
+def _grid_from_gfloat(info) -> np.ndarray:
+    """Every finite value of a gfloat format (decoded from each code by gfloat)."""
+    import gfloat
+
+    values = np.array([gfloat.decode_float(info, code).fval for code in range(2 ** info.k)])
+    return np.unique(values[np.isfinite(values)])

@@ -76,7 +76,7 @@ def _precisions() -> None:
 
     print("\n".join(listing()))
     print(f"  forms: {VALID_FORMS}")
-    print("  spelling: FORMAT[:rne|rz|ru|rd|sr][+acc=FORMAT][+act=FORMAT]"
+    print("  spelling: FORMAT[:rne|rna|rz|ru|rd|sr][+acc=FORMAT][+act=FORMAT]"
           "[+casts=keep|promote][+seed=N][+mod[GLOB]=FORMAT]...; roundings other than "
           "rne, +acc= and +act= simulate the format per op (docs/formats.md); sr takes "
           "+seed=N or the run's seed; +mod[GLOB]=FORMAT assigns a format to modules "

@@ -1,7 +1,8 @@
 """Vectorised rounding of float32/float64 carrier values to a :class:`BinaryFormat`.
 
-Modes: ``rne`` (to nearest, ties to even), ``rz`` (toward zero), ``ru`` (toward +inf), ``rd``
-(toward -inf) and ``sr`` (stochastic: up with probability equal to the distance from the lower
+Modes: ``rne`` (to nearest, ties to even), ``rna`` (to nearest, ties away from zero: IEEE
+754's roundTiesToAway), ``rz`` (toward zero), ``ru`` (toward +inf), ``rd`` (toward -inf) and
+``sr`` (stochastic: up with probability equal to the distance from the lower
 neighbour in units of the spacing, so E[round(x)] = x). Every path computes the same thing:
 with x = m 2^E (1 <= |m| < 2), the format's spacing at x is q = 2^(max(E, emin) - mantissa_bits)
 (the grid with an unbounded exponent), y = x / q is rounded to an integer n by the mode, and
@@ -39,7 +40,7 @@ import torch
 from precision.formats.binary_format import BinaryFormat, fits_float32
 from precision.precisions import torch_dtype_of
 
-MODES = ("rne", "rz", "ru", "rd", "sr")
+MODES = ("rne", "rna", "rz", "ru", "rd", "sr")
 #: float32's exponent field, as a 0-d int32 tensor (a Python int operand is slower).
 _EXPONENT_BITS = torch.tensor(0x7F800000, dtype=torch.int32)
 #: torch dtypes whose rne cast from float32 is the fastest rounding on a CPU (measured:
@@ -96,6 +97,12 @@ def round_integers(y: torch.Tensor, mode: str, stream: RandomStream | None = Non
     value has), a float64 one 53."""
     if mode == "rne":
         return y.round_()  # ties to even
+    if mode == "rna":
+        # n = trunc(y) + sign(y) [|y - trunc(y)| >= 1/2]: y - trunc(y) is exact, where
+        # floor(|y| + 1/2) would round the sum above 2^52 (float64) or 2^23 (float32)
+        whole = torch.trunc(y)
+        away = y.sub_(whole).abs_().ge_(0.5).to(whole.dtype).copysign_(whole)
+        return whole.add_(away).copysign_(whole)  # a tie of -0.5 is -1, and -0.4 is -0
     if mode == "rz":
         return y.trunc_()
     if mode == "ru":
@@ -176,6 +183,8 @@ def _unbounded_float32_bits(x: torch.Tensor, fmt: BinaryFormat, mode: str,
     if mode == "rne":
         add = torch.bitwise_and(bits >> drop, torch.tensor(1, dtype=torch.int32)) \
             .add_((one >> 1) - 1)
+    elif mode == "rna":   # half the dropped unit: a tie carries, away from zero
+        add = torch.full_like(bits, one >> 1)
     elif mode == "rz":
         add = None
     elif mode in ("ru", "rd"):
