@@ -20,9 +20,6 @@ import re
 MAX_DIGITS = 20
 #: The longest text a real number may be.
 MAX_CHARS = 40
-#: A whole number as a regex fragment, for grammars built of regexes (``\\d`` would match any
-#: script's digits).
-DIGITS = "[0-9]"
 
 _WHOLE = re.compile(r"[0-9]+")
 _REAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -51,7 +48,7 @@ def parse_whole(text: str, what: str, *, lo: int = 0, hi: int | None = None) -> 
     """The whole number ``text`` (ASCII digits, at most :data:`MAX_DIGITS`), checked to lie
     in ``[lo, hi]``; :class:`NumberError` naming ``what`` otherwise."""
     span = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
-    if not isinstance(text, str) or _WHOLE.fullmatch(text) is None or len(text) > MAX_DIGITS:
+    if not is_whole(text):
         raise NumberError(f"{what} must be a whole number {span} in ASCII digits, "
                           f"not {shown(text)}")
     value = int(text)

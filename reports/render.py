@@ -226,8 +226,8 @@ def render_latex(sections: list[Section], out: Path) -> Path:
 
 #: A table cell as the report prints it: a number (an MSE, a log10, a count), then optionally
 #: ``±spread`` (decades), ``@step`` and a note (a label T / A / R, ``falling 2/5``, ...).
-_CELL = re.compile(r"^(?P<value>-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)"
-                   r"(?: ±(?P<spread>\d+\.?\d*))?(?: @(?P<at>\d+))?(?: (?P<note>.+))?$")
+_CELL = re.compile(r"^(?P<value>-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[-+]?[0-9]+)?)"   # ASCII
+                   r"(?: ±(?P<spread>[0-9]+\.?[0-9]*))?(?: @(?P<at>[0-9]+))?(?: (?P<note>.+))?$")
 
 
 def _number(text: str) -> int | float:

@@ -157,12 +157,6 @@ def stopped_by_clock(runs: pd.DataFrame) -> bool:
     return bool("train_stop" in runs and (runs["train_stop"] == "time limit").any())
 
 
-#: What a grid cell can show: the final total MSE, and its decomposition when stored
-#: (``result["decomposition"] = {"approximation": log10, "rounding": log10}``).
-GRID_METRICS = {"log10_mse": "MSE", "approximation": "approximation error",
-                "rounding": "rounding error"}
-
-
 def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
     """Per task, one table of every model, depth and width (:func:`task_pivot`), then, when
     stored, one table of the labels' evidence (:func:`evidence_pivot`)."""

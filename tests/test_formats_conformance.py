@@ -128,18 +128,27 @@ def test_tf32_and_custom_formats_against_bit_references():
     assert binary_format("e11m3") is None and binary_format("e4m52") is None
 
 
-@pytest.mark.parametrize("carrier", [torch.float32, torch.float64])
-@pytest.mark.parametrize("name", ["float8_e4m3", "float8_e5m2", "float6_e3m2", "bfloat16"])
-def test_directed_roundings_against_search_in_the_grid(name, carrier):
+def _bracketed(name: str, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Inputs within the format's range -- every value, every midpoint, one random point per
+    gap (float32 values) -- with their grid neighbours below and above (equal on a value),
+    and the number of midpoints."""
     fmt = FORMATS[name]
     values = _grid(name)
     inside = values[np.abs(values) < fmt.max_finite]
     mids = (inside[1:] + inside[:-1]) / 2
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     x = np.concatenate([values, mids, rng.uniform(inside[:-1], inside[1:])])
     x = x[np.abs(x) <= fmt.max_finite].astype(np.float32).astype(np.float64)
     lo = values[np.searchsorted(values, x, side="right") - 1]
     hi = values[np.minimum(np.searchsorted(values, x, side="left"), len(values) - 1)]
+    return x, lo, hi, len(mids)
+
+
+@pytest.mark.parametrize("carrier", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", ["float8_e4m3", "float8_e5m2", "float6_e3m2", "bfloat16"])
+def test_directed_roundings_against_search_in_the_grid(name, carrier):
+    fmt = FORMATS[name]
+    x, lo, hi, _ = _bracketed(name, 0)
     want = {"rd": lo, "ru": hi, "rz": np.where(x >= 0, lo, hi)}
     for mode, expected in want.items():
         got = round_to_format(torch.from_numpy(x).to(carrier), fmt, mode).double().numpy()
@@ -349,19 +358,12 @@ def test_random_streams_are_seeded_per_domain_and_uniform_on_their_grid():
 def test_ties_away_against_search_in_the_grid(name, carrier):
     """``rna``: the nearer grid neighbour; at a tie, the one of larger magnitude."""
     fmt = FORMATS[name]
-    values = _grid(name)
-    inside = values[np.abs(values) < fmt.max_finite]
-    mids = (inside[1:] + inside[:-1]) / 2
-    rng = np.random.default_rng(1)
-    x = np.concatenate([values, mids, rng.uniform(inside[:-1], inside[1:])])
-    x = x[np.abs(x) <= fmt.max_finite].astype(np.float32).astype(np.float64)
-    lo = values[np.searchsorted(values, x, side="right") - 1]
-    hi = values[np.minimum(np.searchsorted(values, x, side="left"), len(values) - 1)]
+    x, lo, hi, n_mids = _bracketed(name, 1)
     tie = (x - lo) == (hi - x)
     want = np.where(tie, np.where(x >= 0, hi, lo), np.where(x - lo < hi - x, lo, hi))
     got = round_to_format(torch.from_numpy(x).to(carrier), fmt, "rna").double().numpy()
     assert np.array_equal(got, want), (name, x[got != want][:5], got[got != want][:5])
-    assert int(tie.sum()) >= len(mids) - 2   # the midpoints are ties
+    assert int(tie.sum()) >= n_mids - 2   # the midpoints are ties
 
 
 #: simulated format -> (gfloat's format, saturate on overflow)
