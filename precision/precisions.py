@@ -52,7 +52,8 @@ FLOAT_BITS: dict[str, int] = {"float16": 11, "bfloat16": 8, "float32": 24, "floa
 MAX_MP_DIGITS = 2000
 
 #: Rounding modes a precision can name: round to nearest even (the default), to nearest with
-#: ties away from zero, toward zero, up, down, and stochastic (seeded by ``+seed=N``, else by the seed of the run that computes it).
+#: ties away from zero, toward zero, up, down, and stochastic (seeded by ``+seed=N``, else
+#: by the seed of the run that computes it).
 ROUNDINGS = ("rne", "rna", "rz", "ru", "rd", "sr")
 #: Cast policies: ``keep`` runs a model's own float casts as written, ``promote`` treats
 #: every float cast as the evaluation precision.
