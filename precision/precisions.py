@@ -2,20 +2,20 @@
 
 A :class:`Precision` is a number format (``float16``, ``bfloat16``, ``float32``, ``float64``,
 ``mpN``: N decimal digits of arb, or a simulated format: ``float8_e4m3``, ``tf32``, a custom
-``eXmY``, an MX block format ``mxfp8_e4m3``, weight-only ``int8`` / ``int4_g32``; see
-docs/formats.md and :mod:`precision.formats`) together with everything that says how
-arithmetic in it rounds: a rounding mode, a seed for stochastic rounding, an accumulation
-format for sums and matrix products, the activation format of MX and integer-weight formats,
-a policy for the float casts a model makes inside, and a per-module assignment of other
-precisions. Each field has one canonical spelling, and a precision's
-spelling (``str(p)``, ``p.name``) is what the store holds and what :func:`parse_precision`
-reads back::
+``eXmY``, an MX block format ``mxfp8_e4m3`` / ``mxint8``, weight-only ``int8`` /
+``int4_g32``; see docs/formats.md and :mod:`precision.formats`) together with everything that
+says how arithmetic in it rounds: a rounding mode, a seed for stochastic rounding, an
+accumulation format for sums and matrix products, the activation format of MX and
+integer-weight formats, the rule for an MX block's shared exponent, a policy for the float
+casts a model makes inside, and a per-module assignment of other precisions. Each field
+has one canonical spelling, and a precision's spelling (``str(p)``, ``p.name``) is what the
+store holds and what :func:`parse_precision` reads back::
 
-    FORMAT[:ROUNDING][+acc=FORMAT][+act=FORMAT][+casts=keep|promote][+seed=N]
-        [+mod[GLOB]=FORMAT[:ROUNDING]]...
+    FORMAT[:ROUNDING][+acc=FORMAT][+act=FORMAT][+scale=exact|log2][+casts=keep|promote]
+        [+seed=N][+mod[GLOB]=FORMAT[:ROUNDING]]...
 
 e.g. ``float32``, ``mp50``, ``float8_e4m3:sr+acc=float16+seed=3``, ``mxfp4_e2m1``,
-``int4_g32+act=bfloat16``, ``float32+mod[blocks.*.mlp]=bfloat16``.
+``int4_g32+act=bfloat16``, ``mxint8+scale=log2``, ``float32+mod[blocks.*.mlp]=bfloat16``.
 Spellings never hold ``/`` (they name report files). Options at their default are not
 spelled, so today's names (``float32``, ``mp50``) are their own canonical spelling.
 
@@ -39,9 +39,11 @@ from precision.formats.binary_format import (
     FLOAT64,
     FORMATS,
     MX_FORMATS,
+    MX_SCALE_RULES,
     BinaryFormat,
     binary_format,
     fits_float32,
+    mx_element,
 )
 from precision.text_numbers import NumberError, parse_whole, shown
 
@@ -92,7 +94,7 @@ _INT_RE = re.compile(r"^int(8|4)(?:_g([1-9][0-9]{0,8}))?$")  # ASCII digits only
 DEFAULT_SIDE_FORMAT = "float32"
 
 _MP_RE = re.compile(r"^mp([0-9]+)$")  # ASCII digits only (text_numbers)
-_OPTION_RE = re.compile(r"^(acc|act|casts|seed)=(.+)$|^mod\[([^\[\]=+]+)\]=(.+)$")
+_OPTION_RE = re.compile(r"^(acc|act|scale|casts|seed)=(.+)$|^mod\[([^\[\]=+]+)\]=(.+)$")
 
 #: Spellings parsed in this process (each distinct text once); see :func:`parse_precision`.
 PARSE_COUNT = 0
@@ -151,6 +153,11 @@ class Precision:
             module's path gives its precision, the others run in this one.
         activations: MX and integer-weight formats only: the format every op's result is
             rounded to (``None``: float32).
+        mx_scale: MX formats only: the rule for a block's shared exponent, one of
+            :data:`~precision.formats.binary_format.MX_SCALE_RULES` (``"exact"``, the
+            default, not spelled: floor(log2 amax) as OCP MX v1.0 Sec. 6.3 defines it;
+            ``"log2"``: log2 in floating point, as microxcaling and gfloat compute it;
+            spelled ``+scale=log2``; see :mod:`precision.formats.mx`).
     """
 
     format: str
@@ -161,6 +168,7 @@ class Precision:
     casts: str = "keep"
     modules: tuple[tuple[str, Precision], ...] = ()
     activations: Precision | None = None
+    mx_scale: str = "exact"
 
     @property
     def name(self) -> str:
@@ -170,6 +178,8 @@ class Precision:
             text += f"+acc={self.accumulate.name}"
         if self.activations is not None:
             text += f"+act={self.activations.name}"
+        if self.mx_scale != "exact":
+            text += f"+scale={self.mx_scale}"
         if self.casts != "keep":
             text += f"+casts={self.casts}"
         if self.seed is not None:
@@ -200,7 +210,7 @@ class Precision:
         """The binary format of a ``"float"`` precision, the element format of an MX one;
         None for mpN and integer formats."""
         if self.kind == "mx":
-            return binary_format(MX_FORMATS[self.format])
+            return mx_element(self.format)
         return binary_format(self.format) if self.kind == "float" else None
 
     @cached_property
@@ -359,8 +369,8 @@ def parse_spelling(spec: str) -> Precision:
         match = _OPTION_RE.match(option)
         if match is None:
             raise PrecisionError(f"unknown precision option {option!r} in {shown(spec)} (options: "
-                                 "+acc=FORMAT, +act=FORMAT, +casts=keep|promote, +seed=N, "
-                                 "+mod[GLOB]=FORMAT)")
+                                 "+acc=FORMAT, +act=FORMAT, +scale=exact|log2, "
+                                 "+casts=keep|promote, +seed=N, +mod[GLOB]=FORMAT)")
         key, value, glob, assigned = match.groups()
         if glob is not None:
             modules.append((glob, _rounded_format(assigned, spec)))
@@ -372,6 +382,11 @@ def parse_spelling(spec: str) -> Precision:
             if value not in CAST_POLICIES:
                 raise PrecisionError(f"unknown cast policy {value!r} in {shown(spec)} "
                                      f"(policies: {', '.join(CAST_POLICIES)})")
+            fields[key] = value
+        elif key == "scale":
+            if value not in MX_SCALE_RULES:
+                raise PrecisionError(f"unknown MX scale rule {value!r} in {shown(spec)} "
+                                     f"(rules: {', '.join(MX_SCALE_RULES)})")
             fields[key] = value
         else:
             try:
@@ -387,7 +402,8 @@ def parse_spelling(spec: str) -> Precision:
                    for g, q in modules]                                    # without it: 0)
     return Precision(p.format, p.digits, rounding=p.rounding, seed=seed,
                      accumulate=fields.get("acc"), casts=fields.get("casts", "keep"),
-                     modules=tuple(modules), activations=fields.get("act"))
+                     modules=tuple(modules), activations=fields.get("act"),
+                     mx_scale=fields.get("scale", "exact"))
 
 
 def seeded_by(p: Precision, seed: int) -> Precision:
@@ -415,6 +431,9 @@ def _check_arithmetic(p: Precision) -> None:
             raise PrecisionError(f"cannot compute in {p.name!r}: mpN rounds to nearest in "
                                  "its own precision (no :ROUNDING, +acc= or +act=)")
         return
+    if p.mx_scale != "exact" and p.kind != "mx":
+        raise PrecisionError(f"{p.name!r}: '+scale=' is the shared-exponent rule of an MX "
+                             f"format ({', '.join(MX_FORMATS)}) only")
     if p.activations is not None and p.kind not in ("mx", "int"):
         raise PrecisionError(f"{p.name!r}: '+act=' names the activation format of an MX or "
                              "integer-weight format only")

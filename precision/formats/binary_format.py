@@ -25,6 +25,14 @@ Named formats (OCP 8-bit FP spec v1.0, OCP MX spec v1.0, IEEE 754, NVIDIA TF32):
     bfloat16          8  7 -126  127   3.39e38      inf       torch.bfloat16
     float32           8 23 -126  127   3.40e38      inf       torch.float32
 
+MXINT8's element (OCP MX v1.0, Sec. 5.3, its INT8 element type; :data:`MX_INT8_ELEMENT`,
+not a precision of its own) is an 8-bit two's-complement integer k with an implicit scale of
+2^-6: the values k 2^-6, -128 <= k <= 127, i.e. the fixed-point grid of spacing 2^-6 on
+[-2, 127/64]. As a
+:class:`BinaryFormat` it is the sign-magnitude grid emin = emax = 0, six stored significand
+bits (subnormals k 2^-6 below 1, normals 1.xxxxxx in [1, 2), max 127/64, saturating), with
+``twos_complement`` adding the one extra negative value -2 (the code 0b10000000).
+
 Custom ``eXmY`` (2 <= X <= 10, 1 <= Y <= 51) is IEEE-like: bias 2**(X-1) - 1, emin = 1 - bias,
 emax = bias, subnormals, infinities (overflow ``"inf"``) and NaN; ``e5m10`` is float16's grid.
 """
@@ -54,6 +62,9 @@ class BinaryFormat:
         overflow: one of :data:`OVERFLOWS`.
         torch_dtype: name of the torch dtype whose casts this format matches bit for bit
             (``None`` where torch has none).
+        twos_complement: the negative end reaches -2^(emax + 1), one spacing beyond
+            -max_finite (MXINT8's element: -2 = -128 2^-6); only MX quantisation
+            (:func:`precision.formats.mx.quantize_mx`) rounds to such a format.
     """
 
     name: str
@@ -64,6 +75,7 @@ class BinaryFormat:
     max_finite: float
     overflow: str = "inf"
     torch_dtype: str | None = None
+    twos_complement: bool = False
 
     @property
     def significand_bits(self) -> int:
@@ -74,6 +86,12 @@ class BinaryFormat:
     def unit_roundoff(self) -> float:
         """u = 2**-p (round to nearest; directed roundings err by up to 2u)."""
         return 2.0 ** -self.significand_bits
+
+    @property
+    def min_finite(self) -> float:
+        """The most negative finite value: -max_finite, or -2^(emax + 1) for a
+        two's-complement grid."""
+        return -(2.0 ** (self.emax + 1)) if self.twos_complement else -self.max_finite
 
     @property
     def min_normal(self) -> float:
@@ -88,7 +106,7 @@ class BinaryFormat:
         if overflow == self.overflow:
             return self
         return BinaryFormat(self.name, self.exponent_bits, self.mantissa_bits, self.emin,
-                            self.emax, self.max_finite, overflow, None)
+                            self.emax, self.max_finite, overflow, None, self.twos_complement)
 
 
 def _ieee(name: str, e: int, m: int, overflow: str = "inf", torch_dtype: str | None = None
@@ -125,18 +143,35 @@ FORMATS: dict[str, BinaryFormat] = {f.name: f for f in (
 #: float64's grid (the widest carrier; a format to round *to* only as an accumulator).
 FLOAT64 = _ieee("float64", 11, 52, "inf", "float64")
 
-#: MX block formats (OCP MX v1.0): name -> element format; 32 elements share an E8M0 scale.
 #: An MX block: elements that share one E8M0 scale (OCP MX v1.0), and E8M0's exponent range
 #: (bias 127; the all-ones code is NaN).
 MX_BLOCK = 32
 MX_SCALE_EMIN, MX_SCALE_EMAX = -127, 127
+
+#: MXINT8's element (module docstring): k 2^-6 for -128 <= k <= 127; emax_elem = 0.
+MX_INT8_ELEMENT = BinaryFormat("ocp_int8", 1, 6, 0, 0, 127 / 64, "saturate", None, True)
+
+#: MX block formats (OCP MX v1.0): name -> the name of its element format (a named format of
+#: :data:`FORMATS`, or MXINT8's ``ocp_int8``; :func:`mx_element` gives the format).
 MX_FORMATS: dict[str, str] = {
     "mxfp8_e4m3": "float8_e4m3",
     "mxfp8_e5m2": "float8_e5m2",
     "mxfp6_e2m3": "float6_e2m3",
     "mxfp6_e3m2": "float6_e3m2",
     "mxfp4_e2m1": "float4_e2m1",
+    "mxint8": MX_INT8_ELEMENT.name,
 }
+
+#: The rules for an MX block's shared exponent (docs/formats.md, "MX scale"): ``exact``
+#: X = floor(log2 amax) - emax_elem as the spec writes it (from amax's exponent bits; the
+#: default), ``log2`` with log2 computed in floating point, as microxcaling and gfloat do.
+MX_SCALE_RULES = ("exact", "log2")
+
+
+def mx_element(name: str) -> BinaryFormat:
+    """The element format of MX format ``name`` (a key of :data:`MX_FORMATS`)."""
+    element = MX_FORMATS[name]
+    return MX_INT8_ELEMENT if element == MX_INT8_ELEMENT.name else FORMATS[element]
 
 
 def binary_format(name: str) -> BinaryFormat | None:

@@ -33,6 +33,10 @@ def describe(p: Precision) -> str:
     assert fmt is not None
     span = (f"subnormal >= {fmt.min_subnormal:.3g}, normal {fmt.min_normal:.3g} .. "
             f"max {fmt.max_finite:.6g}")
+    if fmt.twos_complement:   # MXINT8's element: k 2^-6, -128 <= k <= 127
+        step = fmt.min_subnormal
+        span = (f"k*{step:.3g}, {round(fmt.min_finite / step)} <= k <= "
+                f"{round(fmt.max_finite / step)}")
     if p.kind == "mx":
         return head + (f"elements {MX_FORMATS[p.format]} ({span}) times an E8M0 scale "
                        f"2^{MX_SCALE_EMIN}..2^{MX_SCALE_EMAX} per block of {MX_BLOCK}; other ops "

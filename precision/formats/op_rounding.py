@@ -24,8 +24,9 @@ per evaluation). The products and sums of :data:`MATMULS` and :data:`SUMS` accum
 dtype, the op computed in float64 when it is float64 over a float32 carrier, and otherwise a
 recursive sum in index order whose every partial sum is rounded to the accumulation format
 (each product formed in the carrier: exact for two operands of p <= 12 bits in float32). An
-MX precision first quantises the operands of :data:`MATMULS` per block of 32 along the
-reduction dimension (:func:`precision.formats.mx.quantize_mx`).
+MX precision (``mxfp*``, ``mxint8``) first quantises the operands of :data:`MATMULS` per block
+of 32 along the reduction dimension by its shared-exponent rule (``+scale=``,
+:func:`precision.formats.mx.quantize_mx`).
 """
 
 from __future__ import annotations
@@ -128,13 +129,15 @@ def _mx_operand(t: torch.Tensor, p: Precision, dim: int, stream: RandomStream | 
     quantised once per ``cache`` (the entry holds ``t``, so its memory is not reused while
     cached)."""
     if cache is None or p.needs_stream:
-        return quantize_mx(t, p.element_format, dim, p.rounding, stream)  # type: ignore[arg-type]
+        return quantize_mx(t, p.element_format, dim, p.rounding, stream,  # type: ignore[arg-type]
+                           scale=p.mx_scale)
     key = (t.data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype,
-           t._version, dim, p.format, p.rounding)
+           t._version, dim, p.format, p.rounding, p.mx_scale)
     if key not in cache:
         if len(cache) >= MX_CACHE_SIZE:
             cache.clear()
-        cache[key] = (t, quantize_mx(t, p.element_format, dim, p.rounding))  # type: ignore[arg-type]
+        cache[key] = (t, quantize_mx(t, p.element_format, dim, p.rounding,  # type: ignore[arg-type]
+                                     scale=p.mx_scale))
     return cache[key][1]
 
 

@@ -229,7 +229,11 @@ def _overflowed(x: torch.Tensor, rounded: torch.Tensor, fmt: BinaryFormat, mode:
 def round_to_format(x: torch.Tensor, fmt: BinaryFormat, mode: str = "rne",
                     stream: RandomStream | None = None) -> torch.Tensor:
     """``x`` (float32 or float64, any shape) rounded to ``fmt`` by ``mode``, returned in
-    ``x``'s dtype (which must hold every value of ``fmt``). See the module docstring."""
+    ``x``'s dtype (which must hold every value of ``fmt``). See the module docstring. A
+    two's-complement grid (MXINT8's element) is rounded by MX quantisation only."""
+    if fmt.twos_complement:
+        raise ValueError(f"{fmt.name}: a two's-complement element is rounded by "
+                         "precision.formats.mx.quantize_mx, not round_to_format")
     if mode not in MODES:
         raise ValueError(f"unknown rounding mode {mode!r} (modes: {', '.join(MODES)})")
     if mode == "sr" and stream is None:
