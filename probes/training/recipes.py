@@ -32,6 +32,7 @@ from precision.provenance import code_version
 from probes.training.checkpoint import Checkpoint, Paused, Phase
 from probes.training.checkpoint_check import check_saved, restoring
 from probes.training.convergence_check import Check, convergence_check
+from probes.training.format_training import FormatTraining, LossScale, training_precision
 from probes.training.levenberg_marquardt import (
     Diverged,
     LMState,
@@ -81,6 +82,10 @@ class TrainResult:
     engine_flops: float = 0.0
     #: ... and of the convergence checks run on the way (until = "floor"), counted alike
     check_flops: float = 0.0
+    #: a format training's loss scale at the end (0: not scaled) and the steps it skipped
+    #: on a gradient overflow (probes.training.format_training.LossScale)
+    loss_scale: float = 0.0
+    skipped_steps: int = 0
     #: the code that trained (:func:`precision.provenance.code_version`): kept weights are
     #: measured by later code, and their records say which code made them
     code: str = ""
@@ -316,7 +321,7 @@ def _mse(pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def batch_gradient(model: nn.Module, predict: Predict, x: torch.Tensor, y: torch.Tensor,
-                   micro_batch: int = 0) -> float:
+                   micro_batch: int = 0, seed: torch.Tensor | None = None) -> float:
     """Add the gradient of the batch MSE, mean over all entries of (predict(model, x) - y)^2,
     to the parameters' ``.grad`` and return the MSE. x (batch, N, d_in), y (batch, ...).
 
@@ -324,12 +329,16 @@ def batch_gradient(model: nn.Module, predict: Predict, x: torch.Tensor, y: torch
     of squares divided by the batch's entry count, so the accumulated gradient is the batch
     gradient up to rounding (summation order). It trades nothing but Python overhead for
     activations small enough to stay in the CPU's cache. No backward is run (and nothing is
-    added) after a pass whose loss is not finite; the non-finite value is returned."""
+    added) after a pass whose loss is not finite; the non-finite value is returned.
+
+    ``seed``: a scalar tensor S that seeds each backward instead of 1 (loss scaling,
+    :mod:`probes.training.format_training`): ``.grad`` receives S times the gradient. (Made
+    by the caller before it enters a rounding mode, so S itself is not rounded.)"""
     if micro_batch <= 0 or micro_batch >= x.shape[0]:
         loss = _mse(predict(model, x), y)
         value = float(loss.detach())
         if math.isfinite(value):
-            loss.backward()
+            loss.backward(seed)
         return value
     total = 0.0
     for xs, ys in zip(x.split(micro_batch), y.split(micro_batch), strict=True):
@@ -337,7 +346,7 @@ def batch_gradient(model: nn.Module, predict: Predict, x: torch.Tensor, y: torch
         value = float(part.detach())
         if not math.isfinite(value):
             return value
-        part.backward()
+        part.backward(seed)
         total += value
     return total
 
@@ -364,12 +373,14 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
                  lr_trace: list[tuple[int, float]], deadline: float | None,
                  val: Validation | None = None, checkpoint: Checkpoint | None = None,
                  save: Save | None = None,
-                 resume: tuple[dict[str, torch.Tensor], dict[str, Any]] | None = None) -> int:
+                 resume: tuple[dict[str, torch.Tensor], dict[str, Any]] | None = None,
+                 fmt: FormatTraining | None = None) -> int:
     """Adam for cfg.steps steps with ``scheduler`` "step" (StepLR), "adaptive", "constant" or
     "cosine" (:func:`scheduled_rate`); returns the steps done; raises :class:`Diverged` on a
     non-finite loss or parameters. With a ``checkpoint``, ``save`` writes the state when due
     and at the end of the slice (then :class:`Paused` is raised); ``resume``: the saved
-    tensors and state to go on from (the model, data and curves already restored)."""
+    tensors and state to go on from (the model, data and curves already restored); ``fmt``:
+    a format training's gradients (:mod:`probes.training.format_training`)."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr)
     periods = RECIPE_BOOK[cfg.recipe].step_periods   # 001 App. E.2: the period scales
@@ -381,6 +392,8 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
     if resume is not None:
         with restoring(checkpoint.path if checkpoint is not None else "?"):
             done = _restore_adam(resume, opt, steplr, adaptive)
+            if fmt is not None and fmt.scaler is not None and "loss_scale" in resume[1]:
+                fmt.scaler = LossScale.from_state(resume[1]["loss_scale"])
 
     def save_adam(step: int) -> None:
         if save is None:
@@ -397,6 +410,8 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
                                  "trend": adaptive.last_trend}
             if adaptive.gsum is not None:
                 tensors["adaptive.gsum"] = adaptive.gsum
+        if fmt is not None and fmt.scaler is not None:
+            state["loss_scale"] = fmt.scaler.state()
         save(step, tensors, state)
 
     for step in range(done + 1, cfg.steps + 1):
@@ -407,13 +422,21 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
                 group["lr"] = scheduled_rate(cfg, step)
         x, y = sample(cfg.batch_size, gen)   # on the CPU: the same batches on every device
         opt.zero_grad(set_to_none=True)
-        lval = batch_gradient(model, predict, x.to(cfg.device, dtype), y.to(cfg.device, dtype),
-                              cfg.micro_batch)
+        skip = False
+        if fmt is not None:
+            lval, skip = fmt.gradient(model, predict, x, y, step, cfg.micro_batch,
+                                      batch_gradient)
+        else:
+            lval = batch_gradient(model, predict, x.to(cfg.device, dtype),
+                                  y.to(cfg.device, dtype), cfg.micro_batch)
         if not math.isfinite(lval):
             raise Diverged(f"loss became {lval} at step {step}")
-        if cfg.clip > 0:
+        if cfg.clip > 0 and not skip:
             torch.nn.utils.clip_grad_norm_(params, cfg.clip)
-        opt.step()
+        if not skip:   # a skipped step: a gradient overflowed the loss scale (halved)
+            opt.step()
+            if fmt is not None:
+                fmt.store(model, step)   # master_dtype "none": the weights back in the format
         done = step
         curve.add(step, lval)
         if not _params_finite(params):
@@ -466,10 +489,11 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
     """Train ``model`` in place with recipe ``cfg.recipe``; never raises on divergence.
 
     The model is cast to ``cfg.training_precision`` for training (``cfg.dtype``; the
-    second-order recipes: float64 throughout) and moved to ``cfg.device``; it is left in
-    float64 on the CPU at the end. Loss: mean over all entries of (predict(model, x) - y)^2,
-    x (batch, N, d_in) and y from ``sample`` (float64, drawn on the CPU, cast to the training
-    dtype).
+    second-order recipes: float64 throughout; a simulated format: its master weights are
+    the model's, in ``cfg.master_dtype``, :mod:`probes.training.format_training`) and moved
+    to ``cfg.device``; it is left in float64 on the CPU at the end. Loss: mean over all
+    entries of (predict(model, x) - y)^2, x (batch, N, d_in) and y from ``sample`` (float64,
+    drawn on the CPU, cast to the training dtype).
 
     ``checkpoint`` (:mod:`probes.training.checkpoint`): go on from its saved state, save
     the state as training goes, and raise :class:`~probes.training.checkpoint.Paused` at
@@ -478,7 +502,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
     second_order = cfg.second_order  # cfg was validated when it was made
     check_cfg = cfg
     cfg = cfg.resolved()
-    dtype = cfg.training_precision.torch_dtype
+    dtype = cfg.weights_dtype.torch_dtype   # a format training: its master weights' dtype
     saved = checkpoint.load() if checkpoint is not None else None
     where = checkpoint.path if checkpoint is not None else "?"
     # checked against the job's model before any of it is used (keys, shapes, random states)
@@ -495,6 +519,11 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
     status, message, done = "ok", "", 0
     model.to(device=cfg.device, dtype=dtype)
     model.train()
+    # a format training: each step's gradient computed in the format, Adam on the master
+    # weights (the model's parameters, in cfg.master_dtype)
+    fmt = FormatTraining(model, training_precision(cfg.precision, cfg.seed),
+                         cfg.loss_scaling, in_format=cfg.master_dtype == "none") \
+        if cfg.is_format else None
     val = Validation(model, sample, predict, cfg, max(cfg.steps if second_order else total, 1)) \
         if cfg.validation_size > 0 else None
     if val is not None:
@@ -561,7 +590,7 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                 done = _first_order(model, sample, predict, cfg,
                                     RECIPE_BOOK[cfg.recipe].schedule, dtype, gen, curve,
                                     lr_trace, deadline, val, checkpoint,
-                                    save if checkpoint is not None else None, saved)
+                                    save if checkpoint is not None else None, saved, fmt)
                 if checkpoint is not None and second_order and not (val is not None and val.stop):
                     save(done, {}, {}, at=Phase.SECOND_ORDER)   # a pause resumes here
             adam_done = done - lm_state.it
@@ -602,6 +631,8 @@ def train(model: nn.Module, sample: Sampler, predict: Predict, cfg: TrainConfig,
                          refused_floors=val.refused if val is not None else 0,
                          engine_flops=lm_state.flops,
                          check_flops=val.check_flops if val is not None else 0.0,
+                         loss_scale=fmt.scaler.scale if fmt and fmt.scaler else 0.0,
+                         skipped_steps=fmt.scaler.skipped if fmt and fmt.scaler else 0,
                          code=code_version())
     if checkpoint is not None:   # kept until the job's records are made
         state = {k: v for k, v in asdict(result).items() if k != "check"}

@@ -9,10 +9,12 @@ one with
 suite-settable field, less the later additions left at their default) that a trained job
 stores in its config and hashes into its id.
 
-The precisions are settings spelled as strings (``dtype``, ``lm_curvature_dtype``: that
-spelling is what the table stores and hashes); a config turns them once, when it is made,
-into :class:`~precision.precisions.Precision` values (:attr:`TrainConfig.precision`,
-:attr:`TrainConfig.curvature_precision`), which is what training reads.
+The precisions are settings spelled as strings (``dtype``, ``master_dtype``,
+``lm_curvature_dtype``: that spelling, canonical, is what the table stores and hashes); a
+config turns them once, when it is made, into :class:`~precision.precisions.Precision`
+values (:attr:`TrainConfig.precision`, :attr:`TrainConfig.curvature_precision`), which is
+what training reads. ``dtype`` is a native training dtype (:data:`TRAIN_DTYPES`) or a
+format the toolkit simulates (:mod:`probes.training.format_training`).
 """
 
 from __future__ import annotations
@@ -21,19 +23,28 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from precision.params import Param, ParamError, count, positive
-from precision.precisions import Precision
+from precision.precisions import Precision, PrecisionError, parse_precision
 from probes.training.recipe_book import RECIPES as RECIPE_BOOK
 
 RECIPES = tuple(RECIPE_BOOK)
 #: Recipes that end with the second-order engine (and train in float64 throughout).
 SECOND_ORDER = tuple(name for name, r in RECIPE_BOOK.items() if r.second_order)
+#: Recipes of Adam alone (a format trains with one of these).
+FIRST_ORDER = tuple(name for name in RECIPES if name not in SECOND_ORDER)
 #: When training stops: after ``steps`` (the budget), or at the validation plateau.
 UNTIL = ("steps", "floor")
-#: Training dtypes (the second-order recipes train in float64 whatever ``dtype`` says).
+#: Native training dtypes: the model, its gradients and Adam's state all in that dtype (the
+#: second-order recipes train in float64 whatever ``dtype`` says). Any other ``dtype`` is a
+#: simulated format, trained with master weights (:mod:`probes.training.format_training`).
 TRAIN_DTYPES = ("float32", "float64", "bfloat16")
-#: Each spelling ``dtype`` and ``lm_curvature_dtype`` may take, as its Precision (a closed set
-#: of plain formats, so a config's one conversion is this look-up, not a parse: a command's
-#: precision parses stay the ones its precisions list asks for).
+#: Where a format training keeps its weights: "auto" (a native dtype: in itself; a format:
+#: float32 master weights), float32 / float64 master weights, or "none": in the format itself,
+#: each update rounded into it by the format's rounding (stochastic rounding's use).
+MASTER_DTYPES = ("auto", "float32", "float64", "none")
+#: Loss scaling of a format training: when its format needs it, always, never.
+LOSS_SCALING = ("auto", "dynamic", "off")
+#: Each native spelling ``dtype``, ``master_dtype`` and ``lm_curvature_dtype`` may take, as
+#: its Precision (a look-up; a format ``dtype`` is parsed once, when the config is made).
 PRECISIONS: dict[str, Precision] = {name: Precision(name) for name in TRAIN_DTYPES}
 #: What the second-order recipes train in.
 FLOAT64 = PRECISIONS["float64"]
@@ -68,7 +79,8 @@ class TrainConfig:
     steps: int = _setting(MISSING, count(None, lo=0, hi=100_000_000))
     batch_size: int = _setting(MISSING, count(None, hi=65_536))
     lr: float = _setting(1e-3, positive(None))
-    dtype: str = _setting("float32", TRAIN_DTYPES)
+    # native dtype (TRAIN_DTYPES) or a simulated format (checked in __post_init__)
+    dtype: str = _setting("float32")
     seed: int = _setting(0, count(None, lo=0, hi=2**32 - 1), suite=False)
     step_size: int = _setting(10_000, count(None, hi=1_000_000_000))  # StepLR period (001 D.1)
     gamma: float = _setting(0.9, Param(None, gt=0.0, hi=1.0))         # StepLR factor (001 D.1)
@@ -145,6 +157,12 @@ class TrainConfig:
     lm_precondition: str = _setting("diagonal", ("diagonal", "kfac"), suite=False)
     # keep the weights of the best validation measurement (not the last ones)
     keep_best: bool = _setting(False, suite=False)
+    # --- a format training (dtype a simulated format; probes.training.format_training) ---
+    # where the weights are kept while training (MASTER_DTYPES); Adam's state: float32 or
+    # float64 (float32 with "none")
+    master_dtype: str = _setting("auto", MASTER_DTYPES, hashed_at_default=False)
+    # dynamic loss scaling: "auto" where the format's range needs it, "dynamic", "off"
+    loss_scaling: str = _setting("auto", LOSS_SCALING, hashed_at_default=False)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -159,7 +177,23 @@ class TrainConfig:
                                        f"{', '.join(check)})")
         # the one conversion of the precision settings (not fields: neither stored nor
         # compared; the spellings are)
-        object.__setattr__(self, "_precision", PRECISIONS[self.dtype])
+        p = _training_precision(self.dtype)
+        object.__setattr__(self, "dtype", p.name)   # the canonical spelling is stored
+        object.__setattr__(self, "_precision", p)
+        if self.is_format:
+            if self.second_order:
+                raise TrainConfigError(
+                    f"recipe '{self.recipe}' trains in float64 (its second-order engine's "
+                    f"curvature products need it); training in the format '{p.name}' needs "
+                    f"a first-order recipe ({', '.join(FIRST_ORDER)})")
+            if self.device != "cpu":
+                raise TrainConfigError(f"training in the format '{p.name}' runs on the CPU "
+                                       f"(the simulated rounding's random bits are the "
+                                       f"CPU's), not on '{self.device}'")
+        elif self.loss_scaling != "auto":
+            raise TrainConfigError(f"loss_scaling sets how a format trains; dtype '{p.name}' "
+                                   f"trains natively (give master_dtype to train it as a "
+                                   f"format)")
         object.__setattr__(self, "_curvature_precision", PRECISIONS[self.lm_curvature_dtype])
 
     @property
@@ -173,6 +207,21 @@ class TrainConfig:
         """What the model trains in: :attr:`precision`, or float64 for a second-order
         recipe."""
         return FLOAT64 if self.second_order else self.precision
+
+    @property
+    def is_format(self) -> bool:
+        """The model trains as a format (:mod:`probes.training.format_training`): ``dtype``
+        is not a native dtype, or ``master_dtype`` is given."""
+        return self.dtype not in TRAIN_DTYPES or self.master_dtype != "auto"
+
+    @property
+    def weights_dtype(self) -> Precision:
+        """The dtype the model's parameters (and Adam's state) have while it trains: the
+        native training precision, or a format training's master dtype (float32 for "auto"
+        and for "none", whose values are the format's)."""
+        if not self.is_format:
+            return self.training_precision
+        return PRECISIONS["float64" if self.master_dtype == "float64" else "float32"]
 
     @property
     def curvature_precision(self) -> Precision:
@@ -208,6 +257,25 @@ class TrainConfig:
     def resolved(self) -> TrainConfig:
         """This config with its recipe's fixed settings applied (what training runs)."""
         return replace(self, **dict(RECIPE_BOOK[self.recipe].settings))
+
+
+def _training_precision(spelling: Any) -> Precision:
+    """``dtype`` as a Precision: a native dtype, or a format the float path simulates (a
+    simulated format or a per-module assignment without an mpN); TrainConfigError otherwise."""
+    if isinstance(spelling, str) and spelling in PRECISIONS:
+        return PRECISIONS[spelling]
+    what = ("float32, float64, bfloat16 (native) or a format (e.g. float16, float8_e4m3, "
+            "bfloat16:sr, mxfp8_e4m3, int8, float32+mod[GLOB]=bfloat16)")
+    if not isinstance(spelling, str):
+        raise TrainConfigError(f"dtype must be a precision's name, not {spelling!r}; {what}")
+    try:
+        p = parse_precision(spelling)
+    except PrecisionError as exc:
+        raise TrainConfigError(f"dtype: {exc}") from None
+    # any precision of the float path (an mpN is computed by the interpreter, not trained)
+    if p.is_mp or any(q.is_mp for _, q in p.modules):
+        raise TrainConfigError(f"dtype '{p.name}' cannot be trained in: give {what}")
+    return p
 
 
 #: The keys a suite's ``train`` table may set, in declaration order.
