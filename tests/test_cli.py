@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import one_seed_solvers_suite, solver_store
 
+from precision.cli.listing import SECTIONS
 from precision.cli.main import main
 from probes.run import subsample as _subsample
 
@@ -170,11 +171,9 @@ def test_list_and_help(capsys):
 
 
 def test_help_and_version_import_no_torch():
-    """``precision --help``, a command's ``--help``, ``--version`` and ``list suites`` /
-    ``precisions`` / ``claims`` parse
-    and print without importing torch, numpy or flint (each command imports them when it
-    runs: seconds saved at every start; a count of modules, not a timing, so it holds on any
-    machine)."""
+    """``precision --help``, a command's ``--help`` and ``--version`` parse and print without
+    importing torch, numpy or flint (each command imports them when it runs: seconds saved at
+    every start; a count of modules, not a timing, so it holds on any machine)."""
     code = ("import sys\n"
             "from precision.cli.main import main\n"
             "for argv in (['--help'], ['run', '--help'], ['probe', '--help'], "
@@ -184,9 +183,6 @@ def test_help_and_version_import_no_torch():
             "    except SystemExit as e:\n"
             "        assert e.code == 0, argv\n"
             "assert main(['--version']) == 0\n"
-            "assert main(['list', 'suites']) == 0\n"
-            "assert main(['list', 'precisions']) == 0\n"
-            "assert main(['list', 'claims']) == 0\n"
             "heavy = sorted(m for m in ('torch', 'numpy', 'flint', 'matplotlib') "
             "if m in sys.modules)\n"
             "print('heavy:', heavy)\n")
@@ -194,6 +190,26 @@ def test_help_and_version_import_no_torch():
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "heavy: []" in res.stdout, res.stdout[-300:]
+
+
+@pytest.mark.parametrize("section", [None, *SECTIONS])
+def test_every_list_section_imports_no_torch(section):
+    """``precision list`` and each of its sections (every choice ``list --help`` offers) print
+    from data alone -- suite files, the catalogs of solvers, constructions and studies, the
+    format catalog, the claims file -- without importing torch, numpy or flint: each in its
+    own process, so no section hides behind another's imports."""
+    argv = ["list"] if section is None else ["list", section]
+    code = ("import sys\n"
+            "from precision.cli.main import main\n"
+            f"assert main({argv!r}) == 0\n"
+            "heavy = sorted(m for m in ('torch', 'numpy', 'flint', 'matplotlib') "
+            "if m in sys.modules)\n"
+            "print('heavy:', heavy)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.rstrip().endswith("heavy: []"), res.stdout[-300:]
+    assert (section or "suites") in res.stdout.splitlines()[0]   # its heading comes first
 
 
 def test_list_columns_are_aligned(capsys):

@@ -8,7 +8,7 @@ import pytest
 
 from precision.constructions.measure import CONSTRUCTIONS, get_construction
 from precision.params import Param, count
-from precision.registry import Declared, Registry
+from precision.registry import Declared, Listed, Registry
 from precision.solvers.measure import SOLVERS, SolverError, get_solver
 from probes.studies import STUDIES, StudyError, get_study
 
@@ -41,6 +41,17 @@ def test_a_registry_names_its_kind_and_lists_the_valid_names():
     empty = Registry(_Spec, listing=" (known: {})")
     with pytest.raises(_Error, match=r"^unknown widget 'x' \(known: none\)$"):
         empty["x"]
+
+
+def test_a_registry_with_a_catalog_registers_only_the_names_it_declares():
+    reg = Registry(_Spec, [_Spec("a", {})], declared={"a": Listed("t", "one line"), "b": None})
+    reg.register(_Spec("b", {}))
+    with pytest.raises(RuntimeError, match="^widget 'c' is not declared in its catalog$"):
+        reg.register(_Spec("c", {}))
+    with pytest.raises(RuntimeError, match="^widget 'c' is not declared"):
+        Registry(_Spec, [_Spec("c", {})], declared={})
+    assert reg.names() == ["a", "b"]
+    Registry(_Spec, [_Spec("c", {})]).register(_Spec("d", {}))  # no catalog: any name
 
 
 def test_solvers_constructions_and_studies_share_it():

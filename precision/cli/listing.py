@@ -5,6 +5,7 @@ claims the reports check."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from precision.precisions import VALID_FORMS
@@ -15,22 +16,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="list suites, solvers, precisions and claims",
                          description="List shipped suites, reference solvers, precisions "
                          "and the published claims the reports check.")
-    lst.add_argument("what", nargs="?", default="all",
-                     choices=["all", "suites", "solvers", "precisions", "claims"])
+    lst.add_argument("what", nargs="?", default="all", choices=["all", *SECTIONS])
     return lst
 
 
 def main(args: argparse.Namespace) -> int:
     """``precision list``: the listings ``what`` asks for (all by default)."""
-    what = args.what
-    if what in ("suites", "all"):
-        _suites()
-    if what in ("solvers", "all"):
-        _solvers()
-    if what in ("precisions", "all"):
-        _precisions()
-    if what in ("claims", "all"):
-        _claims()
+    for name, show in SECTIONS.items():
+        if args.what in (name, "all"):
+            show()
     return 0
 
 
@@ -54,19 +48,20 @@ def _suites() -> None:
 
 
 def _solvers() -> None:
-    """The reference solvers, the constructions and the studies."""
-    from precision.constructions.measure import CONSTRUCTIONS
-    from precision.solvers.measure import SOLVERS
-    from probes.studies import load_studies
+    """The reference solvers, the constructions and the studies, read from their catalogs,
+    which their registries are checked against (no torch: the implementations are not
+    imported)."""
+    from precision.constructions.catalog import CONSTRUCTION_CATALOG
+    from precision.solvers.catalog import SOLVER_CATALOG
+    from probes.studies.catalog import STUDY_CATALOG
 
     print("solvers:")
-    _columns([(name, f"[{spec.task}] {spec.description}")
-              for name, spec in sorted(SOLVERS.items())])
+    _columns([(name, f"[{s.task}] {s.description}") for name, s in sorted(SOLVER_CATALOG.items())])
     print("constructions (run by name like solvers, e.g. --solvers lsa_gd):")
     _columns([(name, f"[{c.task}] {c.description}")
-              for name, c in sorted(CONSTRUCTIONS.items())])
+              for name, c in sorted(CONSTRUCTION_CATALOG.items())])
     print("studies (run from a suite's [studies.<label>] tables):")
-    _columns([(name, s.doc) for name, s in sorted(load_studies().items())])
+    _columns(sorted(STUDY_CATALOG.items()))
 
 
 def _precisions() -> None:
@@ -106,3 +101,8 @@ def _columns(rows: list[tuple[str, str]]) -> None:
     width = max((len(name) for name, _ in rows), default=0)
     for name, text in rows:
         print(f"  {name:<{width}}  {text}")
+
+
+#: The sections of ``precision list``, in the order ``precision list`` prints them all.
+SECTIONS: dict[str, Callable[[], None]] = {
+    "suites": _suites, "solvers": _solvers, "precisions": _precisions, "claims": _claims}

@@ -1,8 +1,9 @@
 """Hand-set weights that make a model run an algorithm exactly (papers' constructions).
 
 Each construction is a function returning a ready ``nn.Module`` of a family in
-:mod:`precision.models`; ``registry.py`` measures some of them layer by layer (``traces.py``,
-one per construction, on ``layers.py``; ``precision run constructions``):
+:mod:`precision.models`; ``measure.py`` measures some of them layer by layer (``traces.py``,
+one per construction, on ``layers.py``; ``precision run constructions``), each declared in
+``catalog.py`` (what ``precision list solvers`` shows of it):
 
 | construction                  | file                   | paper              |
 |-------------------------------|------------------------|--------------------|

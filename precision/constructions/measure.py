@@ -16,6 +16,7 @@ from typing import Any
 
 from precision.backends import backend_for
 from precision.constructions import traces
+from precision.constructions.catalog import CONSTRUCTION_CATALOG
 from precision.constructions.transformer_read import DEFAULT_GAP, DEFAULT_SCALE
 from precision.metrics import error_summary
 from precision.params import Param, count, positive
@@ -27,18 +28,28 @@ from precision.truth import TruthError
 
 @dataclass(frozen=True)
 class ConstructionSpec(Declared):
-    """A construction: the task family it solves, its parameters (default, type and range of
-    each, :class:`~precision.params.Param`), one line of description, and its trace function
-    ``trace(p, problem, **params) -> (models, refs, truth)`` (:mod:`.traces`)."""
+    """A construction: its parameters (default, type and range of each,
+    :class:`~precision.params.Param`) and its trace function
+    ``trace(p, problem, **params) -> (models, refs, truth)`` (:mod:`.traces`); the task family
+    it solves and one line of description are declared in
+    :data:`~precision.constructions.catalog.CONSTRUCTION_CATALOG`."""
 
     kind = "construction"
     error = SolverError
 
     name: str
-    task: str
     params: dict[str, Param]
-    description: str
     trace: Callable[..., tuple[list[Any], list[Any], Any]]
+
+    @property
+    def task(self) -> str:
+        """The task family whose problems it takes (``least_squares``, ``primitive``, ...)."""
+        return CONSTRUCTION_CATALOG[self.name].task
+
+    @property
+    def description(self) -> str:
+        """One line, as ``precision list solvers`` shows it."""
+        return CONSTRUCTION_CATALOG[self.name].description
 
 
 #: Layer / step counts of a construction: each is a layer of a model built in memory.
@@ -52,76 +63,42 @@ def _layers(default: int, lo: int = 1, hi: int = MAX_LAYERS) -> Param:
 
 CONSTRUCTIONS: Registry[ConstructionSpec] = Registry(
     ConstructionSpec, [
+        ConstructionSpec("lsa_gd", {"layers": _layers(12), "step": _STEP}, traces.trace_lsa_gd),
+        ConstructionSpec("baseconv_gd", {"iters": _layers(40), "step": _STEP},
+                         traces.trace_baseconv_gd),
         ConstructionSpec(
-            "lsa_gd", "least_squares", {"layers": _layers(12), "step": _STEP},
-            "linear attention = GD with step eta (003 eq. 2.8-2.10); default 2/(lmin+lmax)",
-            traces.trace_lsa_gd),
-        ConstructionSpec(
-            "baseconv_gd", "least_squares", {"iters": _layers(40), "step": _STEP},
-            "causal BaseConv running GD on least squares (001 App. C.2.2)",
-            traces.trace_baseconv_gd),
-        ConstructionSpec(
-            "baseconv_gd_noncausal", "least_squares", {"iters": _layers(40), "step": _STEP},
-            "non-causal BaseConv, O(D) state, 3 layers per GD step (001 App. C.2.1)",
+            "baseconv_gd_noncausal", {"iters": _layers(40), "step": _STEP},
             lambda p, prob, iters, step: traces.trace_baseconv_gd(p, prob, iters, step, False)),
+        ConstructionSpec("lsa_newton_schulz", {"steps": _layers(12)}, traces.trace_lsa_newton),
+        ConstructionSpec("baseconv_read", {},
+                         lambda p, prob: traces.trace_primitive(p, prob, "read")),
         ConstructionSpec(
-            "lsa_newton_schulz", "inverse", {"steps": _layers(12)},
-            "Newton-Schulz steps in 2 linear-attention layers each (000 Lemma 4.1)",
-            traces.trace_lsa_newton),
-        ConstructionSpec(
-            "baseconv_read", "primitive", {},
-            "single-layer BaseConv READ(i, j, a, b) (001 App. C.1.1), one point",
-            lambda p, prob: traces.trace_primitive(p, prob, "read")),
-        ConstructionSpec(
-            "transformer_read", "primitive", {"gap": Param(DEFAULT_GAP, lo=1.0, hi=4096.0)},
-            "READ(i, j, a, b) in one causal softmax-attention head, width max(32, D + 3), no "
-            "LayerNorm; every unwanted key `gap` logits down (leak ~exp(-gap)), one point",
+            "transformer_read", {"gap": Param(DEFAULT_GAP, lo=1.0, hi=4096.0)},
             lambda p, prob, gap: traces.trace_primitive(p, prob, "read", "transformer", gap)),
         ConstructionSpec(
-            "transformer_read_ln", "primitive",
+            "transformer_read_ln",
             {"gap": Param(DEFAULT_GAP, lo=1.0, hi=4096.0),
              "scale": Param(DEFAULT_SCALE, lo=1.0, hi=1e30)},
-            "the same READ head in the LayerNorm cell (width max(32, D + 6); LN before the "
-            "attention, the MLP and the readout): two constant channels +-`scale`, relative "
-            "error ~t^2 / (4 scale^2), one point",
             lambda p, prob, gap, scale: traces.trace_primitive(
                 p, prob, "read", "transformer", gap, layernorm=True, scale=scale)),
+        ConstructionSpec("baseconv_affine", {},
+                         lambda p, prob: traces.trace_primitive(p, prob, "affine")),
+        ConstructionSpec("baseconv_multiply", {},
+                         lambda p, prob: traces.trace_primitive(p, prob, "multiply")),
         ConstructionSpec(
-            "baseconv_affine", "primitive", {},
-            "single-layer BaseConv AFFINE(H) (001 App. C.1.2), one point",
-            lambda p, prob: traces.trace_primitive(p, prob, "affine")),
-        ConstructionSpec(
-            "baseconv_multiply", "primitive", {},
-            "single-layer BaseConv MULTIPLY(a, b, d_out) (001 App. C.1.3), one point",
-            lambda p, prob: traces.trace_primitive(p, prob, "multiply")),
-        ConstructionSpec(
-            "logistic_newton", "logistic", {"N": _layers(32), "k": _layers(8, lo=0, hi=64),
-             "steps": _layers(4)},
-            "damped Newton for logistic regression in 11+2k layers, ReLU gadgets of N "
-            "intervals, k Newton-Schulz steps (000 Thm 5.2, App. C)",
+            "logistic_newton",
+            {"N": _layers(32), "k": _layers(8, lo=0, hi=64), "steps": _layers(4)},
             traces.trace_logistic_newton),
         ConstructionSpec(
-            "lsa_least_squares", "least_squares", {"steps": _layers(16)},
-            "least squares in 3+T linear-attention layers, width 4d+3, T Newton-Schulz steps "
-            "(000 Thm 4.2), per step t: a^T X_t A^T y",
+            "lsa_least_squares", {"steps": _layers(16)},
             lambda p, prob, steps: traces.trace_lsa_least_squares(p, prob, steps, 0.0)),
-        ConstructionSpec(
-            "lsa_ridge", "least_squares", {"steps": _layers(16), "mu": Param(4.0, lo=0.0)},
-            "ridge regression (A^T A + mu I)^{-1} A^T y in 3+T linear-attention layers "
-            "(000 Remark 4.4), per Newton-Schulz step",
-            traces.trace_lsa_least_squares),
-        ConstructionSpec(
-            "lsa_newton_schulz_sym", "inverse", {"steps": _layers(12)},
-            "Newton-Schulz for symmetric A, one linear-attention layer per step "
-            "(000 Lemma 4.1, last sentence)",
-            traces.trace_lsa_newton_symmetric),
-        ConstructionSpec(
-            "lsa_gdpp", "least_squares",
-            {"precondition": _layers(8, lo=0), "gd_steps": _layers(4)},
-            "GD++ linear transformer: preconditioning layers gamma_l = 1/(3 nu_l) per sequence, "
-            "then GD layers (002 Thm 5.1), per layer against the OLS prediction",
-            traces.trace_lsa_gdpp),
-    ])
+        ConstructionSpec("lsa_ridge", {"steps": _layers(16), "mu": Param(4.0, lo=0.0)},
+                         traces.trace_lsa_least_squares),
+        ConstructionSpec("lsa_newton_schulz_sym", {"steps": _layers(12)},
+                         traces.trace_lsa_newton_symmetric),
+        ConstructionSpec("lsa_gdpp", {"precondition": _layers(8, lo=0), "gd_steps": _layers(4)},
+                         traces.trace_lsa_gdpp),
+    ], declared=CONSTRUCTION_CATALOG)
 
 
 def get_construction(name: str) -> ConstructionSpec:

@@ -24,6 +24,7 @@ from precision.metrics import ErrorSummary, Floor, detect_floor, error_summary
 from precision.params import Param, count, positive
 from precision.precisions import Precision, as_precision, seeded_by
 from precision.registry import Declared, Registry
+from precision.solvers.catalog import SOLVER_CATALOG
 from precision.solvers.cg import conjugate_gradient
 from precision.solvers.gd import gd, preconditioned_gd
 from precision.solvers.momentum import heavy_ball, nesterov
@@ -43,18 +44,27 @@ from precision.truth import (
 
 @dataclass(frozen=True)
 class SolverSpec(Declared):
-    """A reference solver: its task family, its parameters (default, type and range of each,
-    :class:`~precision.params.Param`), one line of description."""
+    """A reference solver: its function, its parameters (default, type and range of each,
+    :class:`~precision.params.Param`); its task family and one line of description are
+    declared in :data:`~precision.solvers.catalog.SOLVER_CATALOG`."""
 
     kind = "solver"
     error = SolverError
 
     name: str
-    task: str  # "least_squares" | "inverse" | "logistic" ("primitive": constructions only)
     run: Callable[..., list[Any]]
     params: dict[str, Param]
-    description: str
     iterative: bool = True
+
+    @property
+    def task(self) -> str:
+        """``least_squares``, ``inverse`` or ``logistic`` (``primitive``: constructions only)."""
+        return SOLVER_CATALOG[self.name].task
+
+    @property
+    def description(self) -> str:
+        """One line, as ``precision list solvers`` shows it."""
+        return SOLVER_CATALOG[self.name].description
 
 
 def _spectrum(H: np.ndarray) -> tuple[float, float]:
@@ -129,45 +139,34 @@ _ALPHA = positive(None, optional=True)
 
 SOLVERS: Registry[SolverSpec] = Registry(
     SolverSpec, [
-        SolverSpec("ols_normal", "least_squares", lambda xp, X, y: ols_normal(xp, X, y), {},
-                   "OLS by the normal equations and Cholesky", iterative=False),
-        SolverSpec("ols_qr", "least_squares", lambda xp, X, y: ols_qr(xp, X, y), {},
-                   "OLS by Householder QR", iterative=False),
-        SolverSpec("ols_svd", "least_squares", lambda xp, X, y: ols_svd(xp, X, y), {},
-                   "OLS by one-sided Jacobi SVD (pseudo-inverse)", iterative=False),
-        SolverSpec("ridge", "least_squares", lambda xp, X, y, lam=1e-2: ridge(xp, X, y, lam=lam),
-                   {"lam": Param(1e-2, lo=0.0)}, "ridge regression by Cholesky", iterative=False),
-        SolverSpec("gd", "least_squares", _run_gd, {"step": _STEP, "iters": count(200)},
-                   "gradient descent (step 'optimal' = 2/(lmin+lmax), '1/L', or a number)"),
-        SolverSpec("pgd", "least_squares", _run_pgd, {"step": _STEP, "iters": count(200)},
-                   "gradient descent preconditioned by diag(H)^-1"),
-        SolverSpec("heavy_ball", "least_squares", _run_heavy_ball,
-                   {"step": _MOMENTUM_STEP, "beta": _BETA, "iters": count(200)},
-                   "Polyak heavy-ball momentum (003 App. B)"),
-        SolverSpec("nesterov", "least_squares", _run_nesterov,
-                   {"step": _MOMENTUM_STEP, "beta": _BETA, "iters": count(200)},
-                   "Nesterov accelerated gradient (003 App. B)"),
-        SolverSpec("cg", "least_squares", _run_cg, {"iters": count(None, optional=True)},
-                   "conjugate gradient, Fletcher-Reeves, exact line search"),
-        SolverSpec("newton_schulz", "inverse",
+        SolverSpec("ols_normal", lambda xp, X, y: ols_normal(xp, X, y), {}, iterative=False),
+        SolverSpec("ols_qr", lambda xp, X, y: ols_qr(xp, X, y), {}, iterative=False),
+        SolverSpec("ols_svd", lambda xp, X, y: ols_svd(xp, X, y), {}, iterative=False),
+        SolverSpec("ridge", lambda xp, X, y, lam=1e-2: ridge(xp, X, y, lam=lam),
+                   {"lam": Param(1e-2, lo=0.0)}, iterative=False),
+        SolverSpec("gd", _run_gd, {"step": _STEP, "iters": count(200)}),
+        SolverSpec("pgd", _run_pgd, {"step": _STEP, "iters": count(200)}),
+        SolverSpec("heavy_ball", _run_heavy_ball,
+                   {"step": _MOMENTUM_STEP, "beta": _BETA, "iters": count(200)}),
+        SolverSpec("nesterov", _run_nesterov,
+                   {"step": _MOMENTUM_STEP, "beta": _BETA, "iters": count(200)}),
+        SolverSpec("cg", _run_cg, {"iters": count(None, optional=True)}),
+        SolverSpec("newton_schulz",
                    lambda xp, A, iters=30, alpha=None: newton_schulz(xp, A, iters=iters,
                                                                      alpha=alpha),
-                   {"iters": count(30), "alpha": _ALPHA},
-                   "Newton-Schulz inversion, order 2 (000 eq. 3.3)"),
-        SolverSpec("newton_schulz_p", "inverse",
+                   {"iters": count(30), "alpha": _ALPHA}),
+        SolverSpec("newton_schulz_p",
                    lambda xp, A, iters=20, order=3, alpha=None: newton_schulz(
                        xp, A, iters=iters, order=order, alpha=alpha),
-                   {"iters": count(20), "order": count(3, lo=2, hi=16), "alpha": _ALPHA},
-                   "Newton-Schulz order-p family (000 eq. 3.4)"),
-        SolverSpec("newton", "logistic",
+                   {"iters": count(20), "order": count(3, lo=2, hi=16), "alpha": _ALPHA}),
+        SolverSpec("newton",
                    lambda xp, A, y, mu, iters=12: newton_logistic(xp, A, y, mu=mu, iters=iters),
-                   {"iters": count(12)},
-                   "classic Newton on regularised logistic loss (000 eq. 3.6)"),
-        SolverSpec("damped_newton", "logistic",
+                   {"iters": count(12)}),
+        SolverSpec("damped_newton",
                    lambda xp, A, y, mu, iters=20: newton_logistic(xp, A, y, mu=mu, iters=iters,
                                                                   damped=True),
-                   {"iters": count(20)}, "damped Newton, eta = 1/(1+lambda) (000 eq. 3.6)"),
-    ])
+                   {"iters": count(20)}),
+    ], declared=SOLVER_CATALOG)
 
 @dataclass
 class SolverResult:

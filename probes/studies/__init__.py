@@ -13,7 +13,9 @@ traces (per layer, per iteration, per variance bin ...).
 
 Each module of this package registers its studies with :func:`register_study` when imported
 (or holds numerics only they use); :func:`get_study` imports them all, so adding a paper is
-adding a file. Parameters are checked by each study's validator (:func:`check_int`, ...).
+adding a file and declaring its studies in :mod:`.catalog` (what ``precision list`` shows,
+read without importing them). Parameters are checked by each study's validator
+(:func:`check_int`, ...).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 from precision.precisions import Precision
 from precision.registry import Registry
+from probes.studies.catalog import STUDY_CATALOG
 
 
 class StudyError(ValueError):
@@ -155,10 +158,15 @@ def register_study(
     version: int = 1,
 ) -> Callable[[StudyFn], StudyFn]:
     """Decorator: register ``fn`` as study ``name`` with parameter ``defaults`` (``version``:
-    bump when the code changes what it measures)."""
+    bump when the code changes what it measures). A study of this package must be declared
+    in :data:`~probes.studies.catalog.STUDY_CATALOG` with its docstring's first line
+    (RuntimeError otherwise); one defined elsewhere (a user's, a test's) need not."""
 
     def wrap(fn: StudyFn) -> StudyFn:
         doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
+        if fn.__module__.startswith(f"{__name__}.") and STUDY_CATALOG.get(name) != doc:
+            raise RuntimeError(f"study '{name}' of {fn.__module__} is not declared in "
+                               f"{__name__}.catalog with its docstring's first line")
         STUDIES.register(StudySpec(name, fn, dict(defaults), doc, validate, version))
         return fn
 
