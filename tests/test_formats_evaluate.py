@@ -8,8 +8,9 @@ from torch import nn
 from precision.backends import backend_for
 from precision.constructions.measure import run_construction
 from precision.evaluate import evaluate_exact
-from precision.formats.binary_format import FORMATS
+from precision.formats.binary_format import FORMATS, MX_INT8_ELEMENT
 from precision.formats.integer_weights import quantize_weight
+from precision.formats.mx import quantize_mx
 from precision.formats.rounding import round_to_format
 from precision.precisions import PrecisionError, parse_precision, seeded_by
 from precision.solvers.measure import run_solver
@@ -45,15 +46,35 @@ def test_integer_weights_quantise_matrices_and_round_activations():
     assert np.array_equal(_f(evaluate_exact(model, x, "int4+act=bfloat16")), want)
 
 
+def test_evaluate_in_mxint8_quantises_each_products_operands_by_its_scale_rule():
+    """``mxint8`` (and ``+scale=log2``): parameters and input rounded to float32 (the
+    activation format), each product's operands quantised per block along the reduction
+    dim; an input row whose max sits just below 2^3 takes the next exponent under log2."""
+    model, x = _mlp(), torch.randn(5, 6, dtype=torch.float64)
+    x[:, 0] = 8.0 * (1 - 2.0 ** -24)                  # a float32 value: every row's max
+    w1, b1, w2, b2 = (t.detach().float() for t in model.parameters())
+    outs = {}
+    for spec, rule in (("mxint8", "exact"), ("mxint8+scale=log2", "log2")):
+        def q(t, dim, rule=rule):
+            return quantize_mx(t, MX_INT8_ELEMENT, dim, scale=rule)
+        h = torch.relu(torch.addmm(b1, q(x.float(), -1), q(w1.t(), -2)))
+        want = torch.addmm(b2, q(h, -1), q(w2.t(), -2)).double().numpy()
+        outs[spec] = _f(evaluate_exact(model, x, spec))
+        assert np.array_equal(outs[spec], want), spec
+    assert not np.array_equal(outs["mxint8"], outs["mxint8+scale=log2"])
+
+
 def test_every_kind_of_format_evaluates_and_errs_by_its_width():
     model, x = _mlp(), torch.randn(8, 6, dtype=torch.float64)
     exact = _f(evaluate_exact(model, x, "float64"))
     err = {s: np.abs(_f(evaluate_exact(model, x, s)) - exact).max() for s in (
         "float8_e4m3", "float8_e5m2:rz", "mxfp8_e4m3", "mxfp4_e2m1", "int8_g4", "tf32",
-        "bfloat16:sr+seed=2", "e6m20", "float32+acc=float64", "float32:rd")}
+        "bfloat16:sr+seed=2", "e6m20", "float32+acc=float64", "float32:rd", "mxint8",
+        "mxint8:sr+seed=1")}
     assert all(np.isfinite(e) for e in err.values())
     scale = np.abs(exact).max()
-    assert err["mxfp4_e2m1"] > err["mxfp8_e4m3"] > err["tf32"] > err["e6m20"] > 0
+    assert err["mxfp4_e2m1"] > err["mxfp8_e4m3"] > err["mxint8"] > err["tf32"] > err["e6m20"] > 0
+    assert err["mxfp8_e4m3"] > err["mxint8:sr+seed=1"] > err["tf32"]
     assert err["float8_e4m3"] < 0.5 * scale and err["e6m20"] < 1e-4 * scale
     assert err["float32:rd"] < 1e-5 * scale
 
@@ -83,7 +104,8 @@ def test_an_unseeded_sr_takes_the_seed_of_the_run_that_computes_it():
 
 
 def test_solvers_and_constructions_run_in_formats_reproducibly():
-    for spec in ("float8_e4m3", "mxfp8_e4m3", "bfloat16:sr+seed=4"):
+    for spec in ("float8_e4m3", "mxfp8_e4m3", "bfloat16:sr+seed=4", "mxint8:rz+scale=log2",
+                 "mxint8:sr+seed=2"):
         res = run_solver("gd", spec, GAUSS, {"iters": 30})
         assert res.status in ("ok", "diverged") and res.precision == parse_precision(spec).name
     a = run_solver("gd", "float8_e4m3:sr+seed=4", GAUSS, {"iters": 20})

@@ -14,7 +14,7 @@ block.
 MXINT8 (Sec. 5.3's INT8 element, :data:`~precision.formats.binary_format.MX_INT8_ELEMENT`):
 emax_elem = 0, elements k 2^-6 with -128 <= k <= 127, so a block's elements are rounded on the
 fixed grid of spacing 2^(X - 6) and clamped to [-2, 127/64] 2^X (two's complement: -2 is an
-element, +2 is not).
+element, +2 is not, and there is no -0: an element that rounds to zero is +0).
 
 The shared exponent's rule (``scale``): ``"exact"`` (the default) takes floor(log2 amax) from
 amax's exponent bits, as the spec defines it; ``"log2"`` computes floor(fl(log2(amax))) with
@@ -94,7 +94,10 @@ def quantize_mx(t: torch.Tensor, element: BinaryFormat, dim: int, mode: str = "r
     q = round_integers(scaled / spacing, mode, stream).mul_(spacing)
     if mode == "sr":
         q = q.copysign_(scaled)  # a negative value rounded up to 0 is -0
-    q = q.clamp_(element.min_finite, element.max_finite).mul_(shared)
+    q = q.clamp_(element.min_finite, element.max_finite)
+    if element.twos_complement:
+        q = q.add_(0.0)          # two's complement has no -0: an element rounded to 0 is +0
+    q = q.mul_(shared)
     if not bool(finite.all()):
         q = torch.where(finite, q, float("nan"))
     q = q.reshape(*moved.shape[:-1], -1)[..., :length]
