@@ -215,6 +215,12 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
             sec.figures.append((f"{task}: held-out log10 MSE against wall seconds of "
                                 "training, a panel per model on one shared axis, a line per "
                                 "depth and width (dotted: other seeds)", clock))
+        trained = plots.training_precision(task, grid, figures / f"{stem}-training.png")
+        if trained is not None:
+            sec.figures.append((f"{task}: log10 test MSE against the precision the models "
+                                "trained in, a line per model x depth x width x where its "
+                                "weights were kept (dashed: in the format itself; hollow: "
+                                "training-limited)", trained))
         length = plots.training_length(task, grid, figures / f"{stem}-length.png")
         if length is not None:
             sec.figures.append((f"{task}: log10 test MSE against training length", length))

@@ -49,14 +49,42 @@ def _label(row: dict[str, Any]) -> tuple[str, ...]:
     ln = cfg.layernorm
     return (row["subject"], str(cfg.depth), str(cfg.width),
             "" if ln is None else ("yes" if ln else "no"), str(cfg.train.get("recipe", "")),
-            train_dtype(cfg), str(cfg.train.get("steps", "")), str(cfg.seed))
+            trained_in(cfg), str(cfg.train.get("steps", "")), str(cfg.seed))
 
 
 def train_dtype(cfg: TrainedConfig) -> str:
-    """The dtype the run trained in: float64 for a second-order recipe (which trains in
-    float64 whatever its ``dtype`` says), else the stored ``dtype``."""
+    """The precision the run trained in: float64 for a second-order recipe (which trains in
+    float64 whatever its ``dtype`` says), else the stored ``dtype`` (a native dtype or a
+    format, :mod:`probes.training.format_training`)."""
     recipe = RECIPES.get(cfg.recipe)
     return "float64" if recipe is not None and recipe.second_order else cfg.train_dtype
+
+
+#: The native training dtypes (probes.training.train_config.TRAIN_DTYPES, which this
+#: torch-free module does not import).
+NATIVE = ("float32", "float64", "bfloat16")
+
+
+def train_weights(cfg: TrainedConfig) -> str:
+    """Where a run's weights were kept while it trained: ``""`` (natively, in its training
+    dtype), ``"float32 master"`` / ``"float64 master"`` (a format's master weights; float32
+    unless set), or ``"no master"`` (in the format itself, ``master_dtype = "none"``)."""
+    recipe = RECIPES.get(cfg.recipe)
+    master = str(cfg.train.get("master_dtype", "auto"))
+    if recipe is not None and recipe.second_order:
+        return ""
+    if master == "none":
+        return "no master"
+    if master == "auto":
+        return "" if cfg.train_dtype in NATIVE else "float32 master"
+    return f"{master} master"
+
+
+def trained_in(cfg: TrainedConfig) -> str:
+    """:func:`train_dtype`, and :func:`train_weights` where not native:
+    ``bfloat16:sr, no master``."""
+    weights = train_weights(cfg)
+    return f"{train_dtype(cfg)}, {weights}" if weights else train_dtype(cfg)
 
 
 #: What a cell adds when its training was stopped by its wall-clock time limit, and the line

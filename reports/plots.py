@@ -10,7 +10,9 @@ Every figure is written twice, ``NAME.png`` (150 dpi, embedded in the HTML repor
 * :func:`grid_lines` / :func:`grid_heatmap` — log-MSE against depth (one panel per subject on
   one shared axis, one line per width, the float32 / float64 rounding levels as reference
   lines, 001 Fig. 3 / 4) and the depth x width heatmap (each cell's value and A / T / R
-  label, one colour scale per task), for model runs (Fig. 8).
+  label, one colour scale per task), for model runs (Fig. 8);
+* :func:`training_precision` — floor against the precision the models trained in, one line
+  per model x depth x width x where its weights were kept.
 """
 
 from __future__ import annotations
@@ -476,3 +478,59 @@ def training_length(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
     return _finish(fig, ax, "training steps (log scale)",
                    "log10 test MSE\n(median over depth, width, seed)",
                    label(f"{task}: test MSE against training length", 60), path)
+
+
+#: Line style of each way of keeping the weights on the training-precision figure.
+_WEIGHT_DASH = {"": "-", "float32 master": "-", "float64 master": "-.", "no master": "--"}
+
+
+def training_precision(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
+    """Floor against training precision: x = the precision each model trained in (widest
+    first), y = its median log10 test MSE over seeds in the task's highest evaluation
+    precision (bars: the seeds' range), one line per model x depth x width x where its
+    weights were kept (solid: native or master weights, dashed: none, the weights in the
+    format); hollow markers are training-limited runs (``T``). Only tasks trained in two
+    precisions or more."""
+    sub = runs[(runs["task"] == task) & (runs["status"] == "ok")]
+    if sub.empty or sub["train_precision"].nunique() < 2:
+        return None
+    top = max(sub["precision"].unique(), key=precision_order)
+    sub = sub[sub["precision"] == top]
+    xs = sorted(sub["train_precision"].unique(),
+                key=lambda n: (-precision_order(n)[1], precision_order(n)[2]))
+    lines = list(sub.groupby(["family", "depth", "width", "train_weights"], sort=True))
+    cells = sorted({key[:3] for key, _ in lines})
+    colors = {c: plt.cm.tab10(i % 10) for i, c in enumerate(cells)}
+    fig, ax = plt.subplots(figsize=(max(6.4, 1.1 * len(xs) + 3.0), 4.4))
+    handles = []
+    for (family, depth, width, weights), g in lines:
+        pts = []
+        for i, x in enumerate(xs):
+            cell = g[g["train_precision"] == x]
+            vals = _finite(cell["log10_mse"])
+            if vals:
+                limited = cell["converged"].map(lambda v: v is False or v == 0).any()
+                pts.append((i, median(vals), min(vals), max(vals), bool(limited)))
+        if not pts:
+            continue
+        color = colors[(family, depth, width)]
+        dash = _WEIGHT_DASH.get(weights, ":")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], dash, color=color, lw=1.4)
+        for i, y, lo, hi, limited in pts:
+            if hi > lo:
+                ax.plot([i, i], [lo, hi], color=color, lw=0.9)
+            ax.plot([i], [y], "o", ms=6, color=color,
+                    markerfacecolor="white" if limited else color)
+        name = f"{family}, depth {depth}, width {width}" + (f", {weights}" if weights else "")
+        handles.append(Line2D([], [], color=color, ls=dash, marker="o", label=label(name, 60)))
+    drawn = [v for line in ax.get_lines() for v in _finite(line.get_ydata())]
+    ax.set_ylim(*_figure_range(drawn, []))   # at least the depth figures' span of decades
+    ax.set_xticks(range(len(xs)), [label(x, 16) for x in xs], rotation=20, ha="right")
+    ax.set_xlim(-0.4, len(xs) - 0.6)
+    ax.set_xlabel("training precision")
+    ax.set_ylabel(f"log10 test MSE in {label(top)}\n(median over seeds)")
+    ax.set_title(label(f"{task}: test MSE against training precision (hollow: "
+                       f"training-limited)", 70), fontsize=11)
+    ax.grid(alpha=0.3)
+    legend_below(fig, handles, ncol=1 if len(handles) <= 4 else 2, fontsize=8)
+    return _save(fig, path)

@@ -28,6 +28,8 @@ from reports.model_table import (
     format_power,
     limit_label,
     train_dtype,
+    train_weights,
+    trained_in,
 )
 from reports.text_table import precision_order
 
@@ -37,7 +39,7 @@ SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "
 GRID_COLUMNS = ["task", "subject", "precision", "depth", "width", "seed", "train_steps",
                 "status", "log10_mse", "approximation", "rounding", "converged", "check_gain",
                 "grad_norm", "check_drift", "check_curvature", "check_power", "truth_digits",
-                "train_stop", "run_id"]
+                "train_stop", "run_id", "family", "train_precision", "train_weights"]
 
 
 def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -95,16 +97,18 @@ def solver_pivots(runs: pd.DataFrame) -> list[Pivot]:
     return out
 
 
-def _model_label(subject: str, cfg: TrainedConfig) -> str:
-    """Subject, LayerNorm (``LN`` / ``no LN``), recipe and training dtype where not the
-    default, comma-separated: ``baseconv, no LN, gauss-newton, trained in float64`` (it reads
-    the same as a file name: ``baseconv-no-ln-gauss-newton-trained-in-float64``)."""
+def _model_label(subject: str, cfg: TrainedConfig, trained: bool = True) -> str:
+    """Subject, LayerNorm (``LN`` / ``no LN``), recipe and training precision (with where its
+    weights were kept, :func:`~reports.model_table.trained_in`) where not the default,
+    comma-separated: ``baseconv, no LN, gauss-newton, trained in float64`` (it reads the same
+    as a file name: ``baseconv-no-ln-gauss-newton-trained-in-float64``); ``trained=False``:
+    without the training precision (the model's family on the training-precision figure)."""
     parts = [subject]
     if cfg.layernorm is not None:
         parts.append("LN" if cfg.layernorm else "no LN")
     if cfg.recipe != "paper":
         parts.append(cfg.recipe)
-    if (dtype := train_dtype(cfg)) != "float32":
+    if trained and (dtype := trained_in(cfg)) != "float32":
         parts.append(f"trained in {dtype}")
     return ", ".join(parts)
 
@@ -116,6 +120,10 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
     outcomes = [TrainedResult.from_json(r.get("result")) for r in models]
     df = runs_frame(models).assign(
         subject=[_model_label(str(r["subject"]), c) for r, c in zip(models, cfgs, strict=True)],
+        family=[_model_label(str(r["subject"]), c, trained=False)
+                for r, c in zip(models, cfgs, strict=True)],
+        train_precision=[train_dtype(c) for c in cfgs],
+        train_weights=[train_weights(c) for c in cfgs],
         depth=[c.depth for c in cfgs], width=[c.width for c in cfgs],
         seed=[c.seed for c in cfgs], train_steps=[c.train_steps for c in cfgs],
         approximation=[res.approximation for res in outcomes],

@@ -160,3 +160,43 @@ def test_the_stored_table_holds_the_canonical_spelling_and_old_ids_stay():
     assert "master_dtype" not in native.table() and "loss_scaling" not in native.table()
     assert TrainConfig(recipe="constant", steps=10, batch_size=4, dtype="bfloat16",
                        master_dtype="float32").table()["master_dtype"] == "float32"
+
+
+def _cfg(dtype, master=None, recipe="cosine"):
+    from probes.store.records import TrainedConfig
+    train = {"recipe": recipe, "steps": 10, "dtype": dtype}
+    if master is not None:
+        train["master_dtype"] = master
+    return TrainedConfig.from_json({"family": "transformer", "depth": 1, "width": 8,
+                                    "train": train})
+
+
+def test_the_tables_tell_where_the_weights_were_kept():
+    from reports.model_table import trained_in
+    assert trained_in(_cfg("float32")) == "float32"
+    assert trained_in(_cfg("bfloat16")) == "bfloat16"
+    assert trained_in(_cfg("float8_e4m3")) == "float8_e4m3, float32 master"
+    assert trained_in(_cfg("bfloat16", "float32")) == "bfloat16, float32 master"
+    assert trained_in(_cfg("bfloat16:sr", "none")) == "bfloat16:sr, no master"
+    assert trained_in(_cfg("float8_e4m3", recipe="engine")) == "float64"
+
+
+def _grid(rows):
+    import pandas as pd
+    cols = ["task", "status", "precision", "family", "depth", "width", "train_weights",
+            "train_precision", "log10_mse", "converged"]
+    return pd.DataFrame([dict(zip(cols, r, strict=True)) for r in rows])
+
+
+def test_the_training_precision_figure_draws_a_line_per_cell_and_way_of_keeping_weights(
+        tmp_path):
+    from reports import plots
+    rows = [("read", "ok", "float64", "transformer", 1, 8, w, t, v, c)
+            for w, off in (("float32 master", 0.0), ("no master", 0.5))
+            for t, v, c in (("float32", -3.0, True), ("bfloat16:sr", -2.5, True),
+                            ("float8_e4m3", -1.0, False))
+            for v in [v + off]]
+    path = plots.training_precision("read", _grid(rows), tmp_path / "t.png")
+    assert path is not None and path.exists() and path.with_suffix(".svg").exists()
+    one = [r for r in rows if r[7] == "float32"]   # one training precision: no figure
+    assert plots.training_precision("read", _grid(one), tmp_path / "u.png") is None
