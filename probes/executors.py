@@ -53,6 +53,9 @@ EXECUTORS = ("local", "dask")
 #: Dask settings for long, CPU-bound tasks on few cores: no statistical profiler sampling the
 #: worker's stack every 10 ms, no work stealing, slow monitors (each costs CPU the runs need:
 #: with the defaults the driver alone took ~11% of a core on a 2-worker sweep).
+#: The environment variable of Dask's connect timeout (``distributed.comm.timeouts.connect``),
+#: which ``--address`` waits for a scheduler (10 s when it is unset).
+CONNECT_TIMEOUT_ENV = "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT"
 _DASK_CONFIG = {
     "distributed.worker.daemon": False,
     "distributed.worker.profile.enabled": False,
@@ -184,7 +187,8 @@ def run_dask(todo: list[Run], compute: Compute, jobs: int, address: str | None =
     with dask.config.set(_DASK_CONFIG):
         try:
             if address:
-                client = Client(address, timeout="10s")
+                # Dask's own setting, from the environment as Dask reads it; 10 s if unset
+                client = Client(address, timeout=os.environ.get(CONNECT_TIMEOUT_ENV, "10s"))
             else:
                 cluster = _start_local_cluster(LocalCluster, jobs)
                 client = Client(cluster)

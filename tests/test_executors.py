@@ -187,8 +187,10 @@ def test_bad_executor_arguments(tmp_path: Path) -> None:
         assert res.returncode == 2 and msg in res.stderr
         assert len(res.stderr.strip().splitlines()) == 1
     assert not db.exists()
+    # nothing listens there: the command waits Dask's connect timeout (1 s here) for it
     res = subprocess.run(_cli(str(suite), "--db", str(db), "--executor", "dask",
-                              "--address", "tcp://127.0.0.1:9"), env=_env(),
+                              "--address", "tcp://127.0.0.1:9"),
+                         env={**_env(), "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"},
                          capture_output=True, text=True, timeout=120)
     last = res.stderr.strip().splitlines()[-1]    # after the "suite fast: 12 runs" line
     assert res.returncode == 1 and "cannot start or reach the Dask cluster" in last
