@@ -170,6 +170,17 @@ def test_list_and_help(capsys):
         assert stop.value.code == 0 and "usage" in capsys.readouterr().out.lower()
 
 
+def _heavy_modules_after(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh Python, then print ``heavy: [...]``, the heavy modules (torch,
+    numpy, flint, matplotlib) it left imported; the process must exit 0."""
+    code += ("heavy = sorted(m for m in ('torch', 'numpy', 'flint', 'matplotlib') "
+             "if m in sys.modules)\nprint('heavy:', heavy)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
 def test_help_and_version_import_no_torch():
     """``precision --help``, a command's ``--help`` and ``--version`` parse and print without
     importing torch, numpy or flint (each command imports them when it runs: seconds saved at
@@ -182,13 +193,8 @@ def test_help_and_version_import_no_torch():
             "        main(argv)\n"
             "    except SystemExit as e:\n"
             "        assert e.code == 0, argv\n"
-            "assert main(['--version']) == 0\n"
-            "heavy = sorted(m for m in ('torch', 'numpy', 'flint', 'matplotlib') "
-            "if m in sys.modules)\n"
-            "print('heavy:', heavy)\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-    assert res.returncode == 0, res.stderr
+            "assert main(['--version']) == 0\n")
+    res = _heavy_modules_after(code)
     assert "heavy: []" in res.stdout, res.stdout[-300:]
 
 
@@ -201,13 +207,8 @@ def test_every_list_section_imports_no_torch(section):
     argv = ["list"] if section is None else ["list", section]
     code = ("import sys\n"
             "from precision.cli.main import main\n"
-            f"assert main({argv!r}) == 0\n"
-            "heavy = sorted(m for m in ('torch', 'numpy', 'flint', 'matplotlib') "
-            "if m in sys.modules)\n"
-            "print('heavy:', heavy)\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-    assert res.returncode == 0, res.stderr
+            f"assert main({argv!r}) == 0\n")
+    res = _heavy_modules_after(code)
     assert res.stdout.rstrip().endswith("heavy: []"), res.stdout[-300:]
     assert (section or "suites") in res.stdout.splitlines()[0]   # its heading comes first
 

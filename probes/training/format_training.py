@@ -52,6 +52,7 @@ format rounds them as the training forward did).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import warnings
@@ -69,6 +70,7 @@ from precision.formats.module_assignment import (
     base_of,
     carrier_dtype,
     check_globs,
+    formats_of,
     module_paths,
     parents,
     precision_at,
@@ -76,7 +78,7 @@ from precision.formats.module_assignment import (
 )
 from precision.formats.op_rounding import RoundResults, round_values
 from precision.formats.rounding import RandomStream
-from precision.formats.simulate import prepare_module, round_tensor, stored
+from precision.formats.simulate import prepare_module, stored
 from precision.precisions import Precision, seeded_by
 
 #: Step s of a format training draws its stochastic-rounding bits from stream (seed, 2^32 + s)
@@ -93,18 +95,14 @@ Predict = Callable[[nn.Module, torch.Tensor], torch.Tensor]
 
 
 def _value_formats(p: Precision) -> list[Any]:
-    """The binary value formats every op result of ``p`` may be rounded to."""
-    out = []
-    for q in [base_of(p), *(q for _, q in p.modules)] if p.modules else [p]:
-        if q.is_simulated:
-            out.append(q.value_format)
-    return out
+    """The binary value formats every op result of ``p`` may be rounded to (its base's and
+    each assigned precision's)."""
+    return [q.value_format for q in formats_of(p)]
 
 
 def needs_loss_scaling(p: Precision) -> bool:
     """A value format of ``p`` has fewer exponent bits than float32 (module docstring, 4)."""
-    return any(f.exponent_bits < WIDE_EXPONENT_BITS for f in _value_formats(p)) or any(
-        q.format == "float16" for q in [p, *(q for _, q in p.modules)])
+    return any(f.exponent_bits < WIDE_EXPONENT_BITS for f in _value_formats(p))
 
 
 @dataclass
@@ -139,8 +137,8 @@ class LossScale:
 
 def initial_scale(p: Precision) -> float:
     """The largest power of two every value format of ``p`` holds (2^emax of the narrowest)."""
-    emax = min((f.emax for f in _value_formats(p)), default=15)
-    return 2.0 ** min(emax, 15)   # float16's 2^15 for a plain float16
+    # at most float16's 2^15: a format as wide as float32 needs no more headroom
+    return 2.0 ** min(min(f.emax for f in _value_formats(p)), 15)
 
 
 class FormatTraining:
@@ -215,10 +213,8 @@ class FormatTraining:
         self.work.zero_grad(set_to_none=True)
 
     def _round_data(self, t: torch.Tensor) -> torch.Tensor:
-        base = base_of(self.p) if self.assigned else self.p
-        if not base.is_simulated:
-            return round_values(t.to(torch.float64), stored(base)).to(self.carrier)
-        return round_tensor(t.to(torch.float64), base)
+        """A batch tensor (float64) rounded into the base format, held in the carrier."""
+        return round_values(t.to(torch.float64), stored(base_of(self.p))).to(self.carrier)
 
     def _mode(self, step: int) -> tuple[RoundResults, Any]:
         """The step's rounding mode (a fresh stream, domain 2^32 + step) and module stack."""
@@ -243,17 +239,13 @@ class FormatTraining:
         scale = self.scaler.scale if self.scaler is not None else 1.0
         seed = None if scale == 1.0 else torch.tensor(scale, dtype=self.carrier)
         mode, stack = self._mode(step)
-        promote = PromoteCasts(self.carrier) if self.p.casts == "promote" else None
-        try:
-            if promote is not None:
-                with promote, mode:
-                    value = batch_gradient(self.work, predict, x, y, micro_batch, seed)
-            else:
-                with mode:
-                    value = batch_gradient(self.work, predict, x, y, micro_batch, seed)
-        finally:
+        with contextlib.ExitStack() as ctx:
             if stack is not None:
-                stack.__exit__()
+                ctx.enter_context(stack)   # its hooks come off at the end
+            if self.p.casts == "promote":
+                ctx.enter_context(PromoteCasts(self.carrier))
+            ctx.enter_context(mode)
+            value = batch_gradient(self.work, predict, x, y, micro_batch, seed)
         overflow = False
         for w, m in zip(self.work.parameters(), model.parameters(), strict=True):
             if w.grad is None:
@@ -263,13 +255,13 @@ class FormatTraining:
             overflow = overflow or not bool(torch.isfinite(g).all()) or any(
                 bool((g.abs() >= top).any()) for top in self.saturating)
             m.grad = (g.to(torch.float64) / scale).to(m.dtype)
+        skip = self.scaler is not None and overflow and math.isfinite(value)
         if self.scaler is not None:
-            self.scaler.update(overflow and math.isfinite(value))
-            if overflow and math.isfinite(value):
-                for m in model.parameters():
-                    m.grad = None
-                return value, True
-        return value, False
+            self.scaler.update(skip)
+        if skip:
+            for m in model.parameters():
+                m.grad = None
+        return value, skip
 
 
 def training_precision(p: Precision, seed: int) -> Precision:
