@@ -113,6 +113,34 @@ def orthonormal_columns(g: np.ndarray) -> np.ndarray:
     return q
 
 
+def lstsq(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least-squares weights w (batch, D) of X (batch, N, D), y (batch, N), N >= D, full
+    column rank: X = Q R by classical Gram-Schmidt with one re-orthogonalisation (as
+    :func:`orthonormal_columns`, batched), then R w = Q^T y by back substitution. Every inner
+    product a :func:`tree_sum`, so the same bits whatever the memory alignment, kernel or
+    thread count (LAPACK's ``gelsd`` differs in the last bits between calls on differently
+    aligned copies of the same X). Accuracy: backward stable as Householder QR (CGS2)."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    b, _, d = X.shape
+    Q = np.empty_like(X)
+    R = np.zeros((b, d, d))
+    for j in range(d):
+        v = X[:, :, j].copy()
+        for _ in range(2 if j else 0):
+            r = tree_sum(Q[:, :, :j] * v[:, :, None], axis=1)          # (batch, j)
+            v = v - tree_sum(Q[:, :, :j] * r[:, None, :], axis=2)
+            R[:, :j, j] += r
+        R[:, j, j] = np.sqrt(tree_sum(v * v, axis=1))
+        Q[:, :, j] = v / R[:, j, j][:, None]
+    c = tree_sum(Q * y[:, :, None], axis=1)                             # Q^T y (batch, D)
+    w = np.zeros((b, d))
+    for i in range(d - 1, -1, -1):
+        rest = tree_sum(R[:, i, i + 1:] * w[:, i + 1:], axis=1) if i < d - 1 else 0.0
+        w[:, i] = (c[:, i] - rest) / R[:, i, i]
+    return w
+
+
 def orthonormal(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
     """n x k matrix with orthonormal columns, Haar-distributed: :func:`orthonormal_columns` of
     an n x k standard Gaussian matrix drawn from ``rng``."""

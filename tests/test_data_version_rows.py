@@ -33,6 +33,17 @@ def test_newest_version_per_suite_is_kept_and_the_rest_counted():
     assert [data_version(r) for r in rows] == [2, 1, 1, 1]
 
 
+def test_rows_of_older_training_targets_are_left_out_per_task():
+    """A task's newest target version is kept within its suite; another task's rows (whose
+    targets never changed) stay."""
+    rows = [{"suite": "a", "task": "affine", "config": {"data_version": 2}},
+            {"suite": "a", "task": "affine", "config": {"data_version": 2, "target_version": 2}},
+            {"suite": "a", "task": "read", "config": {"data_version": 2}},
+            {"suite": "b", "task": "affine", "config": {"data_version": 2}}]
+    kept, older = newest_data_rows(rows)
+    assert kept == rows[1:] and older == 1
+
+
 def test_results_and_report_leave_out_rows_of_old_data(tmp_path: Path, capsys):
     suite, db = tmp_path / "dv.toml", tmp_path / "r.db"
     suite.write_text(SUITE, encoding="utf-8")
@@ -48,7 +59,8 @@ def test_results_and_report_leave_out_rows_of_old_data(tmp_path: Path, capsys):
     capsys.readouterr()
     assert main(["results", "--db", str(db)]) == 0
     out = capsys.readouterr().out
-    assert "1 stored runs computed on an older version of the problem data are left out" in out
+    assert "1 stored runs computed on an older version of the problem data or training " \
+        "targets are left out" in out
     assert "median of 2 seeds" not in out  # the old row is not aggregated with the new
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "rep")]) == 0
     text = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")

@@ -8,12 +8,13 @@ torch's CPU capability (``ATEN_CPU_CAPABILITY`` the best / ``default``), MKL's c
 torch). Every variable differs between the two, so one pair of processes covers them all.
 
 Demanded: bit-identical arrays from every data generator (solver problems, every trained
-task's inputs, a construction's weights, the studies' samplers) and bit-identical store rows
-(every number, config key and series point; not times, workers or provenance) of a solvers
-and constructions suite in mp50 and of a trained least-squares suite evaluated in mp50. The
-trained jobs train for 0 steps from weights drawn by numpy (torch's initialisers, like float
-training, are not machine-independent: docs/reproducibility.md); the float curves of training
-and validation are left out for that reason.
+task's inputs and float64 training targets, a construction's weights, the studies'
+samplers) and bit-identical store rows (every number, config key and series point; not
+times, workers or provenance) of a solvers and constructions suite in mp50 and of a
+trained least-squares suite evaluated in mp50. The trained jobs train for 0 steps from
+weights drawn by numpy (torch's initialisers, like float training, are not
+machine-independent: docs/reproducibility.md); the float curves of training and validation
+are left out for that reason.
 
 Run as a script (``python tests/test_machine_independence.py OUT``) it is the worker.
 """
@@ -150,9 +151,10 @@ FLOAT_SERIES = ("train_log10_loss", "val_log10_mse", "lr")
 FLOAT_RESULT = ("check_gain", "grad_norm", "check_drift", "check_curvature", "train_converged")
 
 #: (OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY or None for the best, MKL_CBWR, threads,
-#: NPY_DISABLE_CPU_FEATURES or None)
+#: NPY_DISABLE_CPU_FEATURES or None). The third repeats the first: another process on the
+#: same machine and settings, which must store every number bit for bit, floats included.
 SETTINGS = (("Haswell", None, "AUTO", 1, None), ("Prescott", "default", "COMPATIBLE", 2,
-                                                 "X86_V3"))
+                                                 "X86_V3"), ("Haswell", None, "AUTO", 1, None))
 
 
 def _digest(*arrays: Any) -> str:
@@ -197,7 +199,8 @@ def data_hashes() -> dict[str, str]:
                                                           "explicit_gradient") else {})
         task = make_task(name, seed=6, **opts)
         gen = torch.Generator().manual_seed(7)
-        batches = [task.inputs(5, gen).numpy() for _ in range(2)]      # a stream of batches
+        batches = [t.numpy() for _ in range(2)                           # a stream of batches
+                   for t in task.sample(5, gen)]                           # inputs and targets
         out[f"task_{name}"] = _digest(*batches, *_numbers(task))
     gd = problems.gaussian_least_squares(4, 12, seed=8)
     out["lsa_gdpp_weights"] = _digest(lsa_gdpp.gdpp(gd.X, 3, 2).w.detach().numpy())
@@ -264,10 +267,10 @@ def worker(out: Path) -> None:
     (out / "capability.txt").write_text(torch_cap)
 
 
-def rows(db: Path) -> dict[str, dict[str, Any]]:
+def rows(db: Path, floats: bool = False) -> dict[str, dict[str, Any]]:
     """Every stored number of every row, by run id: the columns (less time and worker), the
     config, the result (less provenance and wall times) and the series (less the float
-    training curves)."""
+    training curves and the check's float results, unless ``floats``)."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     con.row_factory = sqlite3.Row
     out: dict[str, dict[str, Any]] = {}
@@ -276,13 +279,13 @@ def rows(db: Path) -> dict[str, dict[str, Any]]:
         result = json.loads(r.pop("result_json"))
         r["result"] = {k: v for k, v in result.items()
                        if k != "provenance" and not k.endswith("wall_time")
-                       and k not in FLOAT_RESULT}
+                       and (floats or k not in FLOAT_RESULT)}
         r["config"] = json.loads(r.pop("config_json"))
         r["series"] = {}
         out[row["run_id"]] = r
     for rid, name, step, value in con.execute(
             "SELECT run_id, name, step, value FROM series ORDER BY run_id, name, step"):
-        if name not in FLOAT_SERIES:
+        if floats or name not in FLOAT_SERIES:
             out[rid]["series"].setdefault(name, []).append((step, value))
     con.close()
     return out
@@ -321,7 +324,7 @@ def run_settings(tmp: Path, root: Path = ROOT) -> list[Path]:
 
 
 def test_data_and_mp_rows_are_the_same_under_every_kernel_setting(tmp_path):
-    a, b = run_settings(tmp_path)
+    a, b, again = run_settings(tmp_path)
     caps = {(a / "capability.txt").read_text(), (b / "capability.txt").read_text()}
     assert "DEFAULT" in caps or "default" in {c.lower() for c in caps}   # the setting took
     ha, hb = (json.loads((d / "hashes.json").read_text()) for d in (a, b))
@@ -334,6 +337,10 @@ def test_data_and_mp_rows_are_the_same_under_every_kernel_setting(tmp_path):
     assert all(r["status"] == "ok" and r["mse"] is not None for r in ra.values())
     assert all(r["config"]["data_version"] >= 2 for r in ra.values())
     assert differing(ra, rb) == []
+    # the same settings in another process: every number, the float check and curves too
+    full = rows(a / "store.db", floats=True)
+    assert any("check_curvature" in r["result"] for r in full.values())
+    assert differing(full, rows(again / "store.db", floats=True)) == []
 
 
 def test_rows_and_data_differ_when_the_data_differ():

@@ -17,7 +17,9 @@ Each is one class (:class:`Identity`, :class:`Read`, ..., :class:`LsFixedN`,
 
 Inputs are drawn from N(0, 1) per entry (D.3), by numpy's PCG64 generator seeded from the
 caller's torch generator, and built with :mod:`precision.deterministic` (the same values on
-every machine, kernel and thread count; :data:`precision.deterministic.DATA_VERSION`).
+every machine, kernel and thread count; :data:`precision.deterministic.DATA_VERSION`), and so
+are the float64 training targets (elementwise IEEE maps, or that module's sums and least
+squares: :attr:`Task.target_version`).
 A task's hidden parameters (READ's i, j, AFFINE's H) are drawn once per instance from the
 ``rng`` its constructor gets (:func:`make_task`: ``default_rng(seed)``; the constructions'
 :func:`~precision.problems.primitive_problem`: ``default_rng([seed, 7])`` after their u).

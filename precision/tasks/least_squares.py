@@ -19,15 +19,17 @@ from precision.tasks.base import Task, TaskError, exact_dot
 from precision.truth import least_squares_truth
 
 
-def _lstsq(X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """OLS weights (batch, D) of X (batch, N, D), y (batch, N) in float64."""
-    return torch.linalg.lstsq(X, y[..., None]).solution[..., 0]
+def _lstsq(X: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    """OLS weights (batch, D) of X (batch, N, D), y (batch, N) in float64, the same bits on
+    every machine and call (:func:`precision.deterministic.lstsq`)."""
+    return det.lstsq(X.numpy(), y.numpy())
 
 
 class LeastSquaresTask(Task):
     """Shared: the options (001 D.1: D = 5, N = 20; N >= D) and the context draw."""
 
     defaults = {"dim": 5, "n": 20}
+    target_version = 2   # OLS and products: precision.deterministic (lstsq, dot)
 
     def __init__(self, rng: np.random.Generator, **options: Any) -> None:
         super().__init__(rng, **options)
@@ -65,7 +67,8 @@ class LsParallel(LeastSquaresTask):
     def target(self, x: torch.Tensor) -> torch.Tensor:
         n = self.n
         X, y = x[:, 0:2 * n:2], x[:, 1:2 * n:2, 0]
-        return torch.cat([y, (x[:, -1] * _lstsq(X, y)).sum(-1, keepdim=True)], dim=1)
+        yq = det.dot(x[:, -1].numpy(), _lstsq(X, y))
+        return torch.cat([y, torch.from_numpy(yq)[:, None]], dim=1)
 
     def truth(self, x: np.ndarray, bits: int) -> np.ndarray:
         n, out = self.n, []
@@ -108,7 +111,7 @@ class LsFixedN(LeastSquaresTask):
     def target(self, x: torch.Tensor) -> torch.Tensor:
         d, n = self.dim, self.n
         w = _lstsq(x[:, :n, :d], x[:, :n, d])
-        return (x[:, n, :d] * w).sum(-1, keepdim=True)
+        return torch.from_numpy(det.dot(x[:, n, :d].numpy(), w))[:, None]
 
     def truth(self, x: np.ndarray, bits: int) -> np.ndarray:
         d, n, out = self.dim, self.n, []
@@ -161,7 +164,7 @@ class LsFeature(LeastSquaresTask):
 
     def target(self, x: torch.Tensor) -> torch.Tensor:
         d, n = self.dim, self.n
-        return _lstsq(x[:, :n, :d], x[:, :n, d])
+        return torch.from_numpy(_lstsq(x[:, :n, :d], x[:, :n, d]))
 
     def truth(self, x: np.ndarray, bits: int) -> np.ndarray:
         d, n = self.dim, self.n
@@ -192,9 +195,9 @@ class ExplicitGradient(LsFeature):
 
     def target(self, x: torch.Tensor) -> torch.Tensor:
         d, n = self.dim, self.n
-        X, y, w0 = x[:, :n, :d], x[:, :n, d], x[:, n, :d]
-        resid = (X @ w0[:, :, None])[..., 0] - y
-        return (resid[:, :, None] * X).sum(1) / n
+        X, y, w0 = (t.numpy() for t in (x[:, :n, :d], x[:, :n, d], x[:, n, :d]))
+        resid = det.dot(X, w0[:, None, :]) - y
+        return torch.from_numpy(det.tree_sum(resid[:, :, None] * X, axis=1) / n)
 
     def truth(self, x: np.ndarray, bits: int) -> np.ndarray:
         d, n, out = self.dim, self.n, []

@@ -9,7 +9,7 @@ from typing import Any
 
 from torch import nn
 
-from precision.tasks import Task, make_task
+from precision.tasks import TASK_CLASSES, Task, make_task
 from probes.factory import build_family
 from probes.training.train_config import TrainConfig
 
@@ -54,13 +54,17 @@ class Job:
 
     def config(self, version: int) -> dict[str, Any]:
         """The job as plain JSON data, with the trained kind's config ``version``: hashed into
-        the job's id, stored with its records and in its weights file."""
+        the job's id, stored with its records and in its weights file. A task whose
+        :attr:`~precision.tasks.base.Task.target_version` is above 1 adds it (its training
+        targets changed: the id changes; the other tasks' ids stay)."""
+        targets = TASK_CLASSES[self.task].target_version if self.task in TASK_CLASSES else 1
         return {"version": version, "kind": "trained", "entry": self.label,
                 "family": self.family, "task": self.task, "problem_label": self.problem_label,
                 "task_options": self.task_options, "model_options": self.model_options,
                 "depth": self.depth, "width": self.width,
                 "train": self.train.table(), "seed": self.seed,
-                "suite": self.suite, "test_size": self.test_size, "iterate": self.iterate}
+                "suite": self.suite, "test_size": self.test_size, "iterate": self.iterate,
+                **({"target_version": targets} if targets > 1 else {})}
 
     def build_task(self) -> Task:
         """The task instance alone (no model is built: no user code runs)."""
