@@ -27,9 +27,9 @@ STUDY_CATALOG: dict[str, str] = {
     "noisy_regression.profile":
         "002 Fig. 3 per-variance profile: each baseline's adjusted loss at fixed sigma.",
     "representations.closed_form":
-        "Lemma 4's loss (corrected L*) vs Monte Carlo of the model (float64 runs); ridge limit",
+        "Lemma 4's loss vs Monte Carlo of the model; the ridge limit three ways.",
     "representations.heads":
-        "Heads H vs the ridge limit: H >= N reaches it (Prop. 1), H = 1 keeps a certified",
+        "Heads H vs the ridge limit: H >= N reaches it, H = 1 keeps a certified loss gap.",
     "representations.population_gd":
-        "GD on 004's population loss (Lemma 4, Lemma 5 steps): A_hat -> ridge limit A (eq. 31),",
+        "GD on 004's population loss: A_hat -> ridge limit A, floor and rate vs Thm 1.",
 }

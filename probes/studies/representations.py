@@ -250,8 +250,9 @@ def _bound_holds(steps: list[int], gaps: list[float], rate_bound: float) -> floa
 @register_study("representations.population_gd", {**_INSTANCE, **_GD}, validate=_validate_gd)
 @per_precision
 def population_gd(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
-    """GD on 004's population loss (Lemma 4, Lemma 5 steps): A_hat -> ridge limit A (eq. 31),
-    floor and linear rate vs Thm 1 (eq. 12)."""
+    """GD on 004's population loss: A_hat -> ridge limit A, floor and rate vs Thm 1.
+
+    Lemma 4's loss, Lemma 5's steps; the limit is eq. 31, the linear rate Thm 1 (eq. 12)."""
     run = _run_gd(params, precision, seed)
     diag, every = run["diag"], params["record_every"]
     err_floor = detect_floor(run["errs"])
@@ -333,8 +334,9 @@ def _min_rank(prob: pl.RepresentationProblem, Q0: np.ndarray) -> int:
 @register_study("representations.heads", {**_INSTANCE, **_GD}, validate=_validate_gd)
 @per_precision
 def heads(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
-    """Heads H vs the ridge limit: H >= N reaches it (Prop. 1), H = 1 keeps a certified
-    positive loss gap (004 App. B.4)."""
+    """Heads H vs the ridge limit: H >= N reaches it, H = 1 keeps a certified loss gap.
+
+    H >= N: 004 Prop. 1; the positive gap of one head: 004 App. B.4."""
     run = _run_gd(params, precision, seed)
     bound, mixed = single_head_gap_bound(run["prob"])
     prob, Q0 = _instance(params, seed)
@@ -423,8 +425,10 @@ def _mc_metrics(params: dict[str, Any], prob: pl.RepresentationProblem, Q0: np.n
                 validate=_validate_closed_form)
 @per_precision
 def closed_form(params: dict[str, Any], precision: Precision, seed: int) -> StudyOutcome:
-    """Lemma 4's loss (corrected L*) vs Monte Carlo of the model (float64 runs); ridge limit
-    eq. 31 vs eq. 64 vs a direct ridge regression eq. 16 (every precision)."""
+    """Lemma 4's loss vs Monte Carlo of the model; the ridge limit three ways.
+
+    Lemma 4 with the corrected L*, Monte Carlo in float64 runs; the ridge limit by eq. 31,
+    eq. 64 and a direct ridge regression (eq. 16), in every precision."""
     prob, Q0 = _instance(params, seed)
     W_rand = params["w_scale"] * np.random.default_rng([seed, 2]).standard_normal(
         (params["heads"], prob.K))
