@@ -147,6 +147,15 @@ def orthonormal(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
     return orthonormal_columns(rng.standard_normal((n, k)))
 
 
+def tensor(a: np.ndarray) -> torch.Tensor:
+    """``a`` as a torch tensor in torch's own memory (a copy, 64-byte aligned). numpy aligns
+    its arrays to 16 bytes only, and a BLAS kernel's float result can depend on where its
+    operands start: the same values at two addresses gave other last bits (measured: a
+    float64 Transformer's forward, the product ``u H``). Data that reach a model go through
+    here, so a run's float numbers do not depend on the state of the heap."""
+    return torch.from_numpy(np.ascontiguousarray(a)).clone()
+
+
 def rng_from(gen: torch.Generator) -> np.random.Generator:
     """A numpy ``Generator`` (PCG64) seeded by two 62-bit integers drawn from the torch
     generator ``gen`` (integer draws: the same whatever the CPU kernel), so a stream of batches

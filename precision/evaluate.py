@@ -170,7 +170,9 @@ def _forward(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
         clone = cast_module(copy.deepcopy(model), dtype).to(device)
     mode = PromoteCasts(dtype) if p.casts == "promote" else contextlib.nullcontext()
-    xin = (round_to_dtype(x, dtype) if x.is_floating_point() else x).to(device)
+    # a copy in torch's aligned memory: a BLAS kernel's result can depend on where x starts
+    # (precision.deterministic.tensor), and the caller's x may live in numpy's memory
+    xin = (round_to_dtype(x, dtype) if x.is_floating_point() else x).to(device).clone()
     with torch.no_grad(), mode:   # a failure names its module and op (ForwardFailure)
         out = call_naming_failure(clone, lambda: clone(xin))
     return out.detach().cpu()
@@ -188,7 +190,7 @@ def _forward_simulated(model: torch.nn.Module, x: torch.Tensor, p: Precision,
         x = round_tensor(x, p)
     promote = PromoteCasts(p.carrier_dtype) if p.casts == "promote" else \
         contextlib.nullcontext()
-    xin = x.to(device)
+    xin = x.to(device).clone()   # torch's aligned memory, as _forward's
     with torch.no_grad(), promote, simulation(p):   # a failure names its module and op
         out = call_naming_failure(clone, lambda: clone(xin))
     return out.detach().cpu()

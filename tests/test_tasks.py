@@ -179,3 +179,31 @@ def test_target_version_is_in_a_trained_id_only_where_targets_changed():
 
     assert "target_version" not in config("read") and "target_version" not in config("multiply")
     assert config("affine")["target_version"] == 2 == config("ls_parallel")["target_version"]
+
+
+@pytest.mark.parametrize("name", ["read", "ls_parallel"])
+def test_inputs_live_in_torch_memory(name):
+    """A batch reaches the model in torch's 64-byte aligned memory, never numpy's (16-byte
+    aligned: a float64 forward's last bits changed with the batch's address on this CPU),
+    whatever numpy allocated before."""
+    task = make_task(name, seed=0)
+    gen = torch.Generator().manual_seed(0)
+    for size in range(1, 9):
+        _ = [np.empty(size * k) for k in range(1, 5)]   # move numpy's heap
+        x, _y = task.sample(size, gen)
+        assert x.data_ptr() % 64 == 0
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32", "bfloat16:sr+seed=1"])
+def test_evaluate_gives_the_same_bits_wherever_the_input_lives(precision):
+    """``evaluate`` of one model on the same values at eight addresses: one result."""
+    from precision.evaluate import evaluate
+    from probes.factory import build_family
+
+    task = make_task("multiply", seed=0)
+    model = build_family("transformer", task.d_in, task.d_out, 2, 32, task.n_tokens, {},
+                         seed=0).double()
+    x = task.inputs(16, torch.Generator().manual_seed(1))
+    outs = {evaluate(model, _at_offset(x, k), precision).double().numpy().tobytes()
+            for k in range(8)}
+    assert len(outs) == 1

@@ -66,8 +66,9 @@ class Task(ABC):
         """``batch`` input sequences (float64), the same on every machine: ``gen`` seeds the
         numpy ``Generator`` that draws them (:func:`~precision.deterministic.rng_from`), and
         every product in them is :mod:`precision.deterministic`'s (never torch's sampling or
-        BLAS kernels, which depend on the CPU and the thread count)."""
-        return torch.from_numpy(self.inputs_numpy(batch, det.rng_from(gen)))
+        BLAS kernels, which depend on the CPU and the thread count), returned in torch's own
+        aligned memory (:func:`~precision.deterministic.tensor`)."""
+        return det.tensor(self.inputs_numpy(batch, det.rng_from(gen)))
 
     def inputs_numpy(self, batch: int, rng: np.random.Generator) -> np.ndarray:
         """:meth:`inputs` as a numpy array drawn from ``rng``: here u ~ N(0, 1) per entry

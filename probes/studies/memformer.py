@@ -150,7 +150,7 @@ def sample_instances(params: dict[str, Any], root: np.ndarray, inv_root: np.ndar
     target = y[:, -1].copy()
     y[:, -1] = 0.0
     tokens = np.concatenate([x, y[..., None]], axis=-1)
-    return torch.from_numpy(tokens), torch.from_numpy(target)
+    return det.tensor(tokens), det.tensor(target)
 
 
 def _is_fixed(params: dict[str, Any]) -> bool:

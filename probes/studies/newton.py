@@ -230,9 +230,9 @@ def regression_prompts(batch: int, d: int, n: int, gen: torch.Generator
     X = rng.standard_normal((batch, n + 1, d))
     w = rng.standard_normal((batch, d))
     y = det.dot(X, w[:, None, :])
-    tokens = torch.from_numpy(np.concatenate([X, y[..., None]], axis=-1))
+    tokens = det.tensor(np.concatenate([X, y[..., None]], axis=-1))
     tokens[:, -1, -1] = 0.0
-    return tokens, torch.from_numpy(y[:, -1].copy())
+    return tokens, det.tensor(y[:, -1])
 
 
 def trained_model(params: dict[str, Any], seed: int

@@ -48,6 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from precision import deterministic as det
 from precision.evaluate import evaluate_method
 from precision.models.linear_attention import LSA, implicit_linear_model
 from precision.precisions import Precision, parse_precision
@@ -158,7 +159,7 @@ def tokens(batch: NoisyRegressionBatch) -> torch.Tensor:
     e[:, :n, :d] = batch.X
     e[:, :n, d] = batch.y
     e[:, n, :d] = batch.x_query
-    return torch.from_numpy(e)
+    return det.tensor(e)
 
 
 def _sampler(params: dict[str, Any]):  # noqa: ANN202 -- probes.training.recipes.Sampler
@@ -169,7 +170,7 @@ def _sampler(params: dict[str, Any]):  # noqa: ANN202 -- probes.training.recipes
     def sample(size: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         seed = int(torch.randint(0, 2**62, (1,), generator=gen))
         b = sample_batch(size, d, n, noise, np.random.default_rng(seed))
-        return tokens(b), torch.from_numpy(b.y_query)
+        return tokens(b), det.tensor(b.y_query)
 
     return sample
 

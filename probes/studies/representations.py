@@ -366,9 +366,9 @@ def monte_carlo_loss(prob: pl.RepresentationProblem, model: SoftmaxICL, samples:
     with torch.no_grad():
         while done < samples:
             b = min(chunk, samples - done)
-            lam = torch.from_numpy(rng.standard_normal((b, prob.m)))
+            lam = det.tensor(rng.standard_normal((b, prob.m)))
             # noise variance tau (eq. 1); 004 eq. 75 misprints it as tau^2
-            eps = math.sqrt(prob.tau) * torch.from_numpy(rng.standard_normal((b, prob.m,
+            eps = math.sqrt(prob.tau) * det.tensor(rng.standard_normal((b, prob.m,
                                                                               prob.K)))
             y = torch.einsum("bm,bmk->bk", lam, feats[None] + eps)  # (b, K)
             pred = model(SoftmaxICL.embed(tokens, y[:, : prob.n_prompt]))[..., 0]
