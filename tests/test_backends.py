@@ -1,6 +1,7 @@
 import flint
 import numpy as np
 import pytest
+import torch
 
 from precision.backends import backend_for
 from precision.precisions import as_precision, parse_precision
@@ -136,3 +137,23 @@ def test_workprec_nests_restores_on_error_and_decorates():
 
     assert depth(3) == [128] * 4 and flint.ctx.prec == old
     assert depth.__name__ == "depth"
+
+
+@pytest.mark.parametrize("name", ["float64", "float32", "float16"])
+def test_float_arrays_live_in_torch_memory_and_products_do_not_depend_on_the_address(name):
+    """``asarray`` of numpy data (16-byte aligned) gives torch's 64-byte aligned memory, so
+    a solver's products are the same bits wherever numpy put its problem (a BLAS kernel's
+    last bits can depend on the operands' addresses)."""
+    xp = backend_for(parse_precision(name))
+    rng = np.random.default_rng(0)
+    A, v = rng.standard_normal((64, 48)), rng.standard_normal(48)
+    results = set()
+    for k in range(8):
+        buf = np.empty(A.size + v.size + 16)
+        a = buf[k:k + A.size].reshape(A.shape)
+        w = buf[k + A.size + 1:k + A.size + 1 + v.size]
+        a[...], w[...] = A, v
+        ta, tw = xp.asarray(a), xp.asarray(w)
+        assert ta.data_ptr() % 64 == 0 and tw.data_ptr() % 64 == 0
+        results.add(torch.matmul(ta, tw).double().numpy().tobytes())
+    assert len(results) == 1

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from precision import deterministic as det
 from precision.backends.base import Backend
 from precision.backends.mp_backend import exact_array
 from precision.precisions import Precision
@@ -46,7 +47,7 @@ def round_to_dtype(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     arr = t.detach().cpu().numpy()
     if dtype == torch.float16:
         with np.errstate(over="ignore"):  # beyond float16's range is inf, as in a cast
-            return torch.from_numpy(arr.astype(np.float16)).to(t.device)
+            return torch.from_numpy(arr.astype(np.float16)).clone().to(t.device)
     exact = _round_float64_to_bfloat16_grid(arr)
     return torch.from_numpy(exact).to(torch.bfloat16).to(t.device)  # exact: no rounding left
 
@@ -72,8 +73,9 @@ class TorchBackend(Backend):
             return data.detach().to(self.dtype).clone()
         if hasattr(data, "to_exact_numpy"):  # an MPArray: round its float64 image
             data = data.to_float64()
-        return round_to_dtype(torch.from_numpy(np.asarray(data, dtype=np.float64).copy()),
-                              self.dtype)
+        # torch's aligned memory, not numpy's (deterministic.tensor: BLAS results can depend
+        # on where an operand starts)
+        return round_to_dtype(det.tensor(np.asarray(data, dtype=np.float64)), self.dtype)
 
     def zeros(self, shape: tuple[int, ...] | int) -> torch.Tensor:
         return torch.zeros(shape, dtype=self.dtype)
