@@ -149,17 +149,21 @@ def _samples(info: Any, complex_: bool = False) -> list[Any]:
     if dtype is None:
         return []
     torch.manual_seed(0)
-    out = []
-    # Materialised at once: a half-consumed sample generator closed later (inside an
-    # export) would run its no_grad context under the tracer.
-    every = list(info.sample_inputs("cpu", dtype, requires_grad=False))
-    for s in every:
+    out, every = [], []
+    # Drawn only until 12 small samples are found (a sample's values do not depend on the
+    # samples drawn after it). The half-consumed generator is closed here (its last
+    # reference goes), before any export: closed later (inside an export) it would run its
+    # no_grad context under the tracer.
+    samples = info.sample_inputs("cpu", dtype, requires_grad=False)
+    for s in samples:
+        every.append(s)
         leaves = pytree.tree_leaves((s.input, s.args, s.kwargs))
         tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
         if tensors and max(t.numel() for t in tensors) <= MAX_NUMEL:
             out.append(s)
         if len(out) >= 12:
             break
+    del samples
     if not out and every:  # only large samples: the smallest one
         out = [min(every, key=lambda s: sum(t.numel() for t in pytree.tree_leaves(
             (s.input, s.args, s.kwargs)) if isinstance(t, torch.Tensor)))]
