@@ -88,7 +88,7 @@ def test_iterated_explicit_gradient_converges_to_the_gradient_error():
 SUITE = """
 name = "killme"
 precisions = ["float64"]
-seeds = [0, 1, 2, 3]
+seeds = [0, 1, 2]
 [tasks.mul]
 task = "multiply"
 dim = 4
@@ -127,9 +127,9 @@ def test_killed_trained_sweep_resumes_without_loss_or_duplicates(tmp_path):
     proc.wait()
     with Store(db, create=False) as store:
         partial = store.count("killme")
-    assert 2 <= partial < 4
+    assert 2 <= partial < 3     # (a run is ~7 s: the third is mid-way)
     assert main([*cmd[3:]]) == 0
     with Store(db, create=False) as store:
         rows = store.runs(suite="killme")
-    assert len(rows) == 4 and len({r["run_id"] for r in rows}) == 4
+    assert len(rows) == 3 and len({r["run_id"] for r in rows}) == 3
     assert all(r["status"] == "ok" for r in rows)
