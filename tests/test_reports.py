@@ -22,9 +22,17 @@ def store_path(tmp_path_factory):
     return solver_store(tmp_path_factory.mktemp("rep"), "ols_normal,ols_qr,cg,gd")
 
 
-def test_report_is_deterministic(store_path, tmp_path):
+@pytest.fixture(scope="module")
+def report(store_path, tmp_path_factory):
+    """The store's report (every suite) in a folder of its own, built once (~4 s) for the
+    tests that only read it; none writes into it."""
     with Store(store_path) as store:
-        a = build_report(store, None, tmp_path / "a")
+        return build_report(store, None, tmp_path_factory.mktemp("report"))
+
+
+def test_report_is_deterministic(store_path, report, tmp_path):
+    a = report
+    with Store(store_path) as store:
         b = build_report(store, ["solvers"], tmp_path / "b")
     for name in ["report.md", "report.html", "tables.tex", "data/solver-runs.csv",
                  "tables/claims.csv", "tables/solvers-ls-gauss.csv",
@@ -33,9 +41,8 @@ def test_report_is_deterministic(store_path, tmp_path):
     assert (a.folder / "report.html").stat().st_size > 50_000  # figures embedded
 
 
-def test_report_layout_figures_tables_data_in_their_folders(store_path, tmp_path):
-    with Store(store_path) as store:
-        rep = build_report(store, None, tmp_path)
+def test_report_layout_figures_tables_data_in_their_folders(report):
+    rep = report
     top = sorted(p.name for p in rep.folder.iterdir())
     assert top == [".report-files", "data", "figures", "report.html", "report.md", "tables",
                    "tables.tex"]
@@ -90,9 +97,9 @@ def test_a_report_into_a_used_folder_keeps_none_of_the_earlier_figures(store_pat
     assert (other / "figures" / "plot.png").read_text() == "the user's"
 
 
-def test_report_numbers_equal_the_store(store_path, tmp_path):
+def test_report_numbers_equal_the_store(store_path, report):
+    rep = report
     with Store(store_path) as store:
-        rep = build_report(store, None, tmp_path)
         stored = {r["run_id"]: r for r in store.runs()}
     with open(rep.folder / "data" / "solver-runs.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -111,9 +118,9 @@ def test_report_numbers_equal_the_store(store_path, tmp_path):
     assert f"| ols_qr | {format_log10(qr['floor_log10'])} |" in md
 
 
-def test_every_claim_is_listed_and_checked(store_path, tmp_path):
+def test_every_claim_is_listed_and_checked(store_path, report):
+    rep = report
     with Store(store_path) as store:
-        rep = build_report(store, None, tmp_path)
         suites = set(store.suites())
     text = (rep.folder / "tables" / "claims.csv").read_text()
     text += (rep.folder / "tables" / "claims-not-measured.csv").read_text()
@@ -298,9 +305,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-def test_html_renders_in_headless_chromium(store_path, tmp_path):
-    with Store(store_path) as store:
-        rep = build_report(store, None, tmp_path / "r")
+def test_html_renders_in_headless_chromium(report, tmp_path):
+    rep = report
     url = rep.html.resolve().as_uri()
     with tempfile.TemporaryDirectory() as profile:
         dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}",
