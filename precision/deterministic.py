@@ -116,27 +116,37 @@ def orthonormal_columns(g: np.ndarray) -> np.ndarray:
 def lstsq(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Least-squares weights w (batch, D) of X (batch, N, D), y (batch, N), N >= D, full
     column rank: X = Q R by classical Gram-Schmidt with one re-orthogonalisation (as
-    :func:`orthonormal_columns`, batched), then R w = Q^T y by back substitution. Every inner
-    product a :func:`tree_sum`, so the same bits whatever the memory alignment, kernel or
-    thread count (LAPACK's ``gelsd`` differs in the last bits between calls on differently
-    aligned copies of the same X). Accuracy: backward stable as Householder QR (CGS2)."""
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    b, _, d = X.shape
-    Q = np.empty_like(X)
-    R = np.zeros((b, d, d))
+    :func:`orthonormal_columns`, batched), then R w = Q^T y by back substitution. Inner
+    products over the N rows are tree sums (:func:`tree_sum`); sums over columns (at most D terms)
+    go left to right. Elementwise IEEE operations only, so the same bits whatever the memory
+    address, kernel or thread count (LAPACK's ``gelsd`` differs in the last bits between
+    calls on differently aligned copies of the same X). Backward stable as Householder QR."""
+    A = np.ascontiguousarray(np.moveaxis(np.asarray(X, dtype=np.float64), 1, 0))  # (N, b, D)
+    yt = np.ascontiguousarray(np.asarray(y, dtype=np.float64).T)                   # (N, b)
+    d = A.shape[2]
+    Q = np.empty_like(A)
+    R = np.zeros((A.shape[1], d, d))
+
+    def combine(r: np.ndarray, j: int) -> np.ndarray:      # Q[:, :, :j] r, left to right
+        acc = Q[:, :, 0] * r[None, :, 0]
+        for i in range(1, j):
+            acc = acc + Q[:, :, i] * r[None, :, i]
+        return acc
+
     for j in range(d):
-        v = X[:, :, j].copy()
+        v = A[:, :, j].copy()
         for _ in range(2 if j else 0):
-            r = tree_sum(Q[:, :, :j] * v[:, :, None], axis=1)          # (batch, j)
-            v = v - tree_sum(Q[:, :, :j] * r[:, None, :], axis=2)
+            r = tree_sum(Q[:, :, :j] * v[:, :, None], axis=0)          # (b, j)
+            v = v - combine(r, j)
             R[:, :j, j] += r
-        R[:, j, j] = np.sqrt(tree_sum(v * v, axis=1))
-        Q[:, :, j] = v / R[:, j, j][:, None]
-    c = tree_sum(Q * y[:, :, None], axis=1)                             # Q^T y (batch, D)
-    w = np.zeros((b, d))
+        R[:, j, j] = np.sqrt(tree_sum(v * v, axis=0))
+        Q[:, :, j] = v / R[None, :, j, j]
+    c = tree_sum(Q * yt[:, :, None], axis=0)                             # Q^T y (b, D)
+    w = np.zeros((A.shape[1], d))
     for i in range(d - 1, -1, -1):
-        rest = tree_sum(R[:, i, i + 1:] * w[:, i + 1:], axis=1) if i < d - 1 else 0.0
+        rest = np.zeros(A.shape[1])
+        for k in range(i + 1, d):
+            rest = rest + R[:, i, k] * w[:, k]
         w[:, i] = (c[:, i] - rest) / R[:, i, i]
     return w
 
