@@ -18,9 +18,9 @@ def data_version(row: dict[str, Any]) -> int:
 
 
 def target_version(row: dict[str, Any]) -> int:
-    """The version of the training targets a trained row's model learned from (its config's
-    ``target_version``, :attr:`precision.tasks.base.Task.target_version`; 1 when absent)."""
-    version = (row.get("config") or {}).get("target_version", 1)
+    """The version of the training targets a stored row's model learned from
+    (:attr:`~probes.store.records.TrainedConfig.target_version`; 1 for other kinds)."""
+    version = getattr(config_of(row), "target_version", 1)
     return version if isinstance(version, int) and not isinstance(version, bool) else 1
 
 

@@ -36,10 +36,9 @@ def test_newest_version_per_suite_is_kept_and_the_rest_counted():
 def test_rows_of_older_training_targets_are_left_out_per_task():
     """A task's newest target version is kept within its suite; another task's rows (whose
     targets never changed) stay."""
-    rows = [{"suite": "a", "task": "affine", "config": {"data_version": 2}},
-            {"suite": "a", "task": "affine", "config": {"data_version": 2, "target_version": 2}},
-            {"suite": "a", "task": "read", "config": {"data_version": 2}},
-            {"suite": "b", "task": "affine", "config": {"data_version": 2}}]
+    rows = [{"suite": s, "kind": "trained", "task": t, "config": {"data_version": 2, **c}}
+            for s, t, c in (("a", "affine", {}), ("a", "affine", {"target_version": 2}),
+                            ("a", "read", {}), ("b", "affine", {}))]
     kept, older = newest_data_rows(rows)
     assert kept == rows[1:] and older == 1
 

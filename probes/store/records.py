@@ -100,7 +100,9 @@ class TrainedConfig(RecordConfig):
     the model (``family`` with ``model_options``, ``depth`` x ``width``), the task
     (``task``, ``task_options``; ``problem_label`` the suite's label of it, ``entry`` its
     model entry, ``solver`` in configs before version 4), the recipe (``train``: recipe,
-    steps, batch_size, dtype, ...), ``seed``, ``test_size`` and ``iterate``."""
+    steps, batch_size, dtype, ...), ``seed``, ``test_size`` and ``iterate``;
+    ``target_version``: how the task's training targets were computed
+    (:attr:`precision.tasks.base.Task.target_version`; 1 when absent)."""
 
     entry: str = ""
     family: str = ""
@@ -114,6 +116,7 @@ class TrainedConfig(RecordConfig):
     seed: int = 0
     test_size: int = 32
     iterate: int = 0
+    target_version: int = 1
 
     @property
     def layernorm(self) -> bool | None:

@@ -368,8 +368,7 @@ def monte_carlo_loss(prob: pl.RepresentationProblem, model: SoftmaxICL, samples:
             b = min(chunk, samples - done)
             lam = det.tensor(rng.standard_normal((b, prob.m)))
             # noise variance tau (eq. 1); 004 eq. 75 misprints it as tau^2
-            eps = math.sqrt(prob.tau) * det.tensor(rng.standard_normal((b, prob.m,
-                                                                              prob.K)))
+            eps = math.sqrt(prob.tau) * det.tensor(rng.standard_normal((b, prob.m, prob.K)))
             y = torch.einsum("bm,bmk->bk", lam, feats[None] + eps)  # (b, K)
             pred = model(SoftmaxICL.embed(tokens, y[:, : prob.n_prompt]))[..., 0]
             loss = 0.5 * ((pred - y) ** 2).mean(dim=1)
