@@ -37,6 +37,7 @@ from reports.files import (
     TABLES,
     FileNames,
     built_before,
+    owned_subfolders,
     recording,
     remove_unwritten,
     write_text,
@@ -114,8 +115,8 @@ def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Rep
     if str(out).strip() == "":
         raise ReportError("the report folder is empty text; name a folder (--out DIR)")
     try:
-        for sub in ("", FIGURES, TABLES, DATA):
-            (folder / sub).mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        owned_subfolders(folder)   # real folders inside it, or nothing is written
         earlier = built_before(folder)
         with recording() as written:
             report = _write_report(store, known, chosen, folder)

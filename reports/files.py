@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from probes.store.atomic import atomic_write as results_atomic_write
+from probes.store.owned import owned_subfolder, remove_owned
 
 FIGURES, TABLES, DATA = "figures", "tables", "data"
 #: The kinds of file a build writes into its sub-folders (others there are left alone).
@@ -120,6 +121,13 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> Path:
 MANIFEST = ".report-files"
 
 
+def owned_subfolders(folder: Path) -> list[Path]:
+    """The report's figures/, tables/ and data/ inside ``folder``, created when missing;
+    :class:`~probes.store.owned.NotOwnedError` (an ``OSError``) when one is a symlink or
+    resolves outside ``folder``: the build then writes and removes nothing there."""
+    return [owned_subfolder(folder, sub) for sub in (FIGURES, TABLES, DATA)]
+
+
 def built_before(folder: Path) -> list[Path]:
     """The files an earlier build wrote into ``folder``'s figures/, tables/ and data/: those
     its :data:`MANIFEST` lists; in a report folder from before the manifest (``report.md``
@@ -140,13 +148,10 @@ def remove_unwritten(folder: Path, earlier: list[Path], written: set[Path]) -> l
     """Remove the files an earlier build wrote (``earlier``, :func:`built_before`) that this
     one (``written``, its :func:`recording`) did not: the figures of runs or stores this
     report does not show. Nothing else is touched: a file the user put there, a folder, a
-    link. Writes this build's :data:`MANIFEST`; returns what was removed."""
+    link, anything outside the report's own sub-folders (:mod:`probes.store.owned`).
+    Writes this build's :data:`MANIFEST`; returns what was removed."""
     folder = Path(folder)
-    removed = []
-    for path in earlier:
-        if path.is_file() and not path.is_symlink() and path.resolve() not in written:
-            path.unlink()
-            removed.append(path)
+    removed = remove_owned(earlier, owned_subfolders(folder), keep=written)
     root = folder.resolve()
     mine = sorted(p.relative_to(root).as_posix() for p in written if p.is_relative_to(root))
     write_text(folder / MANIFEST, "".join(f"{line}\n" for line in mine))

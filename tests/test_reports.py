@@ -97,6 +97,41 @@ def test_a_report_into_a_used_folder_keeps_none_of_the_earlier_figures(store_pat
     assert (other / "figures" / "plot.png").read_text() == "the user's"
 
 
+@pytest.mark.parametrize("sub", ["data", "figures", "tables"])
+def test_a_report_never_writes_or_removes_through_a_symlinked_subfolder(store_path, tmp_path,
+                                                                        sub):
+    """A report folder whose data/ (figures/, tables/) is a symlink to the user's own folder:
+    the clean-up of files an earlier build wrote followed the link and deleted the user's
+    files there, and the build wrote its CSVs through it. Now the build refuses in one line,
+    before it writes or removes anything, and the linked folder is untouched."""
+    out = tmp_path / "rep"
+    with Store(store_path) as store:
+        build_report(store, None, out)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    names = ["precious.csv", "holiday.png", "solver-runs.csv", "paper-fig1.svg"]
+    for name in names:
+        (theirs / name).write_text("the user's")
+    manifest = out / ".report-files"   # an earlier build that listed files of those names
+    manifest.write_text(manifest.read_text() + "".join(f"{sub}/{n}\n" for n in names))
+    shutil.rmtree(out / sub)
+    (out / sub).symlink_to(theirs, target_is_directory=True)
+    before = manifest.read_text()
+    with Store(store_path) as store, pytest.raises(ReportError) as err:
+        build_report(store, None, out)
+    assert "symlink" in str(err.value) and "\n" not in str(err.value)
+    assert sorted(p.name for p in theirs.iterdir()) == sorted(names)
+    assert all((theirs / n).read_text() == "the user's" for n in names)
+    assert manifest.read_text() == before
+    # a manifest line naming a file through an outside path is never followed either
+    (out / sub).unlink()
+    (out / sub).mkdir()
+    manifest.write_text(f"{sub}/../../theirs/precious.csv\n/{theirs}/holiday.png\n")
+    with Store(store_path) as store:
+        build_report(store, None, out)
+    assert all((theirs / n).read_text() == "the user's" for n in names)
+
+
 def test_report_numbers_equal_the_store(store_path, report):
     rep = report
     with Store(store_path) as store:
