@@ -28,6 +28,7 @@ import weakref
 from collections.abc import Collection
 from typing import Any
 
+import flint
 import numpy as np
 import torch
 
@@ -37,6 +38,7 @@ from precision.backends.interpreter.casts import NARROW_DTYPES
 from precision.backends.mp_backend import exact_array
 from precision.backends.promote_casts import PromoteCasts
 from precision.backends.torch_backend import cast_module, round_to_dtype
+from precision.devices import resolve_device
 from precision.formats.module_assignment import (
     check_globs,
     module_paths,
@@ -46,6 +48,7 @@ from precision.formats.module_assignment import (
 from precision.formats.simulate import prepare_module, round_tensor, simulation
 from precision.forward_failure import call_naming_failure
 from precision.metrics import ErrorSummary, decompose, error_summary
+from precision.module_fingerprint import structure_key, values_digest
 from precision.mp_output import MPOutput
 from precision.precisions import (
     FLOAT_BITS,
@@ -56,18 +59,24 @@ from precision.precisions import (
 )
 from precision.reference import CHECK_SUBSET, certain_digits, check_precision
 
-_PROGRAMS: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, MPProgram]] = (
+#: model -> (input shape, dtype) -> (structure key it was exported from, program).
+_PROGRAMS: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, tuple[str, MPProgram]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
 def mp_program(model: torch.nn.Module, x: torch.Tensor) -> MPProgram:
-    """The exported program of ``model`` for inputs shaped like ``x`` (cached per shape)."""
+    """The exported program of ``model`` for inputs shaped like ``x``: cached per shape and
+    dtype while the module's structure is unchanged (:func:`structure_key`: a module replaced
+    inside it, a new forward or hook, a changed attribute exports again; the parameters'
+    values are read at each call)."""
     key = (tuple(x.shape), x.dtype)
+    structure = structure_key(model)
     per_model = _PROGRAMS.setdefault(model, {})
-    if key not in per_model:
-        per_model[key] = MPProgram(model, (x,))
-    return per_model[key]
+    cached = per_model.get(key)
+    if cached is None or cached[0] != structure:
+        per_model[key] = (structure, MPProgram(model, (x,)))
+    return per_model[key][1]
 
 
 def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray | MPOutput,
@@ -86,19 +95,28 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray | MPOutput,
 
     Shapes: ``x`` and the output as the model takes and returns them.
     """
-    p = _checked(as_precision(precision), casts, kept_modules)  # the Python API's edge
+    p = _checked(as_precision(precision), casts, kept_modules, device)  # the API's edge
     xin = x.values if isinstance(x, MPOutput) else x
     out = _forward(model, xin, p, device, kept_modules)
     if isinstance(out, torch.Tensor):
         return out
+    # .digits certifies these values: it evaluates the model as it was now (a snapshot, used
+    # when the caller has changed the model since) on the input as it was now (a copy)
+    first = xin[:CHECK_SUBSET].copy() if isinstance(xin, np.ndarray) else \
+        xin[:CHECK_SUBSET].clone()
+    computed_from = (structure_key(model), values_digest(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
+        snapshot = copy.deepcopy(model)
 
     def certify() -> float:
-        first = xin[:CHECK_SUBSET]
+        unchanged = (structure_key(model), values_digest(model)) == computed_from
+        source = model if unchanged else snapshot   # the live model reuses its program
         if p.modules:
             work = work_precision(p)
-            check = evaluate_assigned(model, first, p, device, work=check_precision(work))
+            check = evaluate_assigned(source, first, p, device, work=check_precision(work))
             return certain_digits(out[:CHECK_SUBSET], check, int(work.digits or 0))
-        check = _exact(_forward(model, first, check_precision(p), device, kept_modules))
+        check = _exact(_forward(source, first, check_precision(p), device, kept_modules))
         return certain_digits(out[:CHECK_SUBSET], check, int(p.digits or 0))
 
     return MPOutput(out, work_precision(p) if p.modules else p, certify)
@@ -120,13 +138,16 @@ def evaluate_exact(model: torch.nn.Module, x: torch.Tensor | np.ndarray,
     paths only (as :attr:`MPProgram.islands` spells them), to attribute their effect. A
     per-module assignment (``float64+mod[*.mlp]=bfloat16``) is :func:`evaluate_assigned`.
     """
-    p = _checked(as_precision(precision), casts, kept_modules)  # the Python API's edge
+    p = _checked(as_precision(precision), casts, kept_modules, device)  # the API's edge
     return _exact(_forward(model, x, p, device, kept_modules))
 
 
-def _checked(p: Precision, casts: str | None,
-             kept_modules: Collection[str] | None) -> Precision:
-    """``p`` with ``casts`` applied, its options checked."""
+def _checked(p: Precision, casts: str | None, kept_modules: Collection[str] | None,
+             device: str = "cpu") -> Precision:
+    """``p`` with ``casts`` applied, its options and ``device`` checked (a device this
+    machine lacks is :class:`~precision.devices.DeviceError`, one line, not torch's
+    assertion deep in the forward)."""
+    resolve_device(str(device))
     if p.unseeded:
         raise PrecisionError(f"{p.name!r} has no seed here: spell '+seed=N' (a suite's run "
                              "or a command seeds it with its own --seed)")
@@ -149,6 +170,8 @@ def _forward(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,
     """The forward of :func:`evaluate_exact`: a float precision's output tensor (on the CPU,
     in its dtype), or an mpN's exact arb values."""
     model.eval()
+    if (p.is_mp or p.modules) and (x.numel() if isinstance(x, torch.Tensor) else x.size) == 0:
+        return _empty_exact(model, x)
     if p.modules:
         return _assigned(model, x, p, device)
     if isinstance(x, np.ndarray) and p.is_simulated:
@@ -156,13 +179,13 @@ def _forward(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,
     if isinstance(x, np.ndarray):
         if p.is_mp:
             example = torch.zeros(x.shape, dtype=torch.float64)
-            return backend_for(p).to_exact(
-                mp_program(model, example)(x, precision=p, kept_modules=kept_modules))
+            return exact_output(p, mp_program(model, example)(x, precision=p,
+                                                              kept_modules=kept_modules))
         x = backend_for(p).asarray(x)  # rounded into the dtype
     if p.is_mp:
         example = x.to(torch.float64) if x.is_floating_point() else x
         out = mp_program(model, example)(x, precision=p, kept_modules=kept_modules)
-        return backend_for(p).to_exact(out)
+        return exact_output(p, out)
     if p.is_simulated:
         return _forward_simulated(model, x, p, device)
     dtype = p.torch_dtype
@@ -172,10 +195,45 @@ def _forward(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,
     mode = PromoteCasts(dtype) if p.casts == "promote" else contextlib.nullcontext()
     # a copy in torch's aligned memory: a BLAS kernel's result can depend on where x starts
     # (precision.deterministic.tensor), and the caller's x may live in numpy's memory
-    xin = (round_to_dtype(x, dtype) if x.is_floating_point() else x).to(device).clone()
+    # (contiguous: a kernel's result can also depend on the input's strides)
+    xin = (round_to_dtype(x, dtype) if x.is_floating_point() else x).to(device).clone(
+        memory_format=torch.contiguous_format)
     with torch.no_grad(), mode:   # a failure names its module and op (ForwardFailure)
         out = call_naming_failure(clone, lambda: clone(xin))
     return out.detach().cpu()
+
+
+def _empty_exact(model: torch.nn.Module, x: torch.Tensor | np.ndarray) -> np.ndarray:
+    """The output of an mpN evaluation of an input with no entries (a 0-size batch): no
+    value to compute, so an empty object array of the shape the model's float64 forward
+    gives (the interpreter's kernels assume at least one entry)."""
+    x64 = torch.zeros(np.shape(x), dtype=torch.float64) if isinstance(x, np.ndarray) or \
+        x.is_floating_point() else x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        clone = cast_module(copy.deepcopy(model), torch.float64)
+    with torch.no_grad():
+        out = call_naming_failure(clone, lambda: clone(x64))
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"the model's forward returned {type(out).__name__}, not a tensor: "
+                        "evaluate takes a module whose forward returns one tensor")
+    return np.empty(tuple(out.shape), dtype=object)
+
+
+def exact_output(p: Precision, out: Any) -> np.ndarray:
+    """The interpreter's output of an mpN forward as exact arb values: a float output as
+    computed; an integer or boolean output (a count, a mask, an argmax) is exact as it is.
+    Anything else (a tuple, a dict) is a one-line ``TypeError``."""
+    if isinstance(out, np.ndarray) and out.dtype != object:
+        if out.dtype.kind not in "biu":
+            raise TypeError(f"the model's output has dtype {out.dtype}, which an mpN "
+                            "evaluation cannot return")
+        flat = [flint.arb(int(v)) for v in out.reshape(-1).tolist()]
+        return np.array(flat + [None], dtype=object)[:-1].reshape(out.shape)
+    if not hasattr(out, "to_exact_numpy"):
+        raise TypeError(f"the model's forward returned {type(out).__name__}, not a tensor: "
+                        "evaluate takes a module whose forward returns one tensor")
+    return backend_for(p).to_exact(out)
 
 
 def _forward_simulated(model: torch.nn.Module, x: torch.Tensor, p: Precision,
@@ -190,7 +248,7 @@ def _forward_simulated(model: torch.nn.Module, x: torch.Tensor, p: Precision,
         x = round_tensor(x, p)
     promote = PromoteCasts(p.carrier_dtype) if p.casts == "promote" else \
         contextlib.nullcontext()
-    xin = x.to(device).clone()   # torch's aligned memory, as _forward's
+    xin = x.to(device).clone(memory_format=torch.contiguous_format)   # as _forward's
     with torch.no_grad(), promote, simulation(p):   # a failure names its module and op
         out = call_naming_failure(clone, lambda: clone(xin))
     return out.detach().cpu()
@@ -228,7 +286,7 @@ def _assigned(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision
     example = (torch.zeros(shape, dtype=torch.float64) if isinstance(x, np.ndarray) else
                x.to(torch.float64) if x.is_floating_point() else x)
     out = mp_program(model, example)(x, precision=work, assignment=p)
-    return backend_for(work).to_exact(out)
+    return exact_output(work, out)
 
 
 class _MethodAsForward(torch.nn.Module):

@@ -92,3 +92,74 @@ def test_error_decomposition_takes_what_evaluate_returns(model_and_x) -> None:
     again = evaluate(nn.Identity(), truth, "mp60")
     assert all(a == b for a, b in zip(np.asarray(again).reshape(-1),
                                       np.asarray(truth).reshape(-1), strict=True))
+
+
+def test_a_changed_module_is_exported_again_not_served_from_the_cache() -> None:
+    """``model[1] = nn.ReLU()`` after an mp30 evaluation of the same object: the exported
+    program was cached per module object, so mp30 returned the Tanh model's output."""
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+    x = torch.randn(3, 4, dtype=torch.float64)
+    evaluate(model, x, "mp30")
+    model[1] = nn.ReLU()
+    with torch.no_grad():
+        want = model(x)
+    assert (evaluate(model, x, "mp30").to_float() - want).abs().max() < 1e-15
+    model.forward = lambda t: nn.Sequential.forward(model, t) * 2   # an instance's forward
+    assert (evaluate(model, x, "mp30").to_float() - 2 * want).abs().max() < 1e-15
+
+
+def test_digits_certify_the_model_and_input_that_computed_the_values() -> None:
+    """``.digits`` read after the caller changed the weights (and the input) in place: it
+    certified against the live model (0.16 digits of a clean mp30 output)."""
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+    x = torch.randn(3, 4, dtype=torch.float64)
+    out = evaluate(model, x, "mp30")
+    with torch.no_grad():
+        model[0].weight.add_(1.0)
+    x.add_(1.0)
+    assert out.digits >= 28
+
+
+@pytest.mark.parametrize("spelling", ["float16", "float8_e4m3", "float32", "bfloat16",
+                                      "float64+mod[blocks.0*]=float16"])
+def test_any_input_layout_gives_the_same_bits(spelling) -> None:
+    """The same values in a non-contiguous tensor gave other outputs in float16 (up to 2e-3)
+    and float8_e4m3 (up to 0.19): kernels round differently on other strides."""
+    from precision.models import build_model
+
+    torch.manual_seed(3)
+    model = build_model("transformer", 3, 3, 2, 16)
+    x = torch.randn(8, 3, 4, dtype=torch.float64).permute(1, 0, 2)[..., :3]
+    assert not x.is_contiguous()
+    a, b = evaluate(model, x, spelling), evaluate(model, x.contiguous(), spelling)
+    assert torch.equal(a, b)
+
+
+def test_degenerate_inputs_and_outputs_get_a_result_or_one_line() -> None:
+    """A 0-size batch in mpN (a reshape ValueError), an integer output in mpN (an internal
+    AttributeError), a tuple output, and a device this machine lacks (torch's assertion)."""
+    from precision.devices import DeviceError
+
+    model = nn.Sequential(nn.Linear(4, 3)).double()
+    empty = evaluate(model, torch.zeros(0, 4, dtype=torch.float64), "mp30")
+    assert isinstance(empty, MPOutput) and empty.shape == (0, 3)
+
+    class Sign(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (x > 0).long() * 3
+
+    x = torch.tensor([[1.0, -2.0], [0.5, 0.0]], dtype=torch.float64)
+    ints = evaluate(Sign(), x, "mp30")
+    assert [float(v) for v in np.asarray(ints).reshape(-1)] == [3.0, 0.0, 3.0, 0.0]
+
+    class Pair(nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return x * 2, x + 1
+
+    with pytest.raises(TypeError, match="returned tuple, not a tensor"):
+        evaluate(Pair(), x, "mp30")
+    if not torch.cuda.is_available():
+        with pytest.raises(DeviceError, match="not available here"):
+            evaluate(model, x.new_zeros(1, 4), "float32", device="cuda")

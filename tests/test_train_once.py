@@ -172,3 +172,57 @@ def test_records_of_kept_weights_name_the_code_that_trained_them(tmp_path, monke
     assert {p["trained_by"] for p in prov.values()} == {"git 0ld0ld0ld0ld"}
     assert prov["float64"]["code"] == code_version() != "git 0ld0ld0ld0ld"
     assert provenance_line(prov["float64"]).endswith("weights trained by code git 0ld0ld0ld0ld")
+
+
+def test_localize_refuses_a_weights_file_of_another_job(stores, tmp_path, capsys):
+    """``localize --trained RUN_ID`` with the job's weights file swapped for another job's
+    localized the other job's model (exit 0); ``run`` noticed and retrained. Now the file is
+    checked against the record that names it, in one line, and not used."""
+    (src,) = stores["folder"].glob("*.safetensors")
+    db = tmp_path / "kept.db"
+    shutil.copy(stores["kept"], db)
+    folder = Path(weights_folder(db))
+    folder.mkdir()
+    suite = load_suite(str(stores["kept"].parent / "once.toml"), precisions=["float32"])
+    other = replace(suite.runs[0].spec, seed=1)
+    shutil.copy(src, folder / src.name)
+    con = sqlite3.connect(db)
+    (rid,) = con.execute("SELECT run_id FROM runs WHERE kind = 'trained' LIMIT 1").fetchone()
+    con.close()
+    assert main(["localize", "transformer", "--trained", rid, "--db", str(db),
+                 "--precision", "bfloat16"]) == 0
+    capsys.readouterr()
+    from probes.training.weights import save_weights
+
+    trained = measure.trained_model(other, check=False)   # the seed-1 job, trained here
+    save_weights(trained.model, folder / src.name, job_config(other))   # swapped in
+    assert main(["localize", "transformer", "--trained", rid, "--db", str(db),
+                 "--precision", "bfloat16"]) == 2
+    err = capsys.readouterr().err
+    assert "holds the weights of another job" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_weights_file_of_nans_is_damage_not_a_divergence(stores, tmp_path):
+    """Every float of a weights file set to NaN: it was trusted and the record became
+    ``diverged`` ("model output not finite"). Stored weights are always finite (a diverged
+    training keeps none), so the file is refused as damaged and the job trains again."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from probes.training.weights import WeightsError, load_trained_model
+
+    (src,) = stores["folder"].glob("*.safetensors")
+    _, meta = read_header(src)
+    tensors = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
+               for k, v in load_file(str(src)).items()}
+    bad = tmp_path / src.name
+    save_file(tensors, str(bad), metadata=meta)
+    with pytest.raises(WeightsError, match="damaged: tensor .* NaN or Inf"):
+        load_trained_model(bad)
+    suite = load_suite(str(stores["kept"].parent / "once.toml"), precisions=["float32"])
+    job = suite.runs[0].spec
+    before = measure.TRAININGS
+    trained = measure.trained_model(job, folder=tmp_path, job_config=job_config(job),
+                                    check=False)
+    assert measure.TRAININGS == before + 1 and not trained.loaded
+    assert trained.result.status == "ok"

@@ -136,6 +136,7 @@ def trained_weights(db: str, run_id: str) -> str:
     from probes.run import weights_folder
     from probes.store.db import StoreError
     from probes.training.measure import weights_path
+    from probes.training.weights import WeightsError, check_job
 
     try:
         with Store(db, create=False, read_only=True) as store:
@@ -151,6 +152,11 @@ def trained_weights(db: str, run_id: str) -> str:
         raise LocalizeUsageError(f"--trained {run_id}: its weights are not in "
                                  f"{path.parent} (trained before weights were kept, or "
                                  "moved); run its suite again to train it once more")
+    try:   # the file must hold this record's job (not a file swapped in from another)
+        check_job(path, job)
+    except WeightsError as exc:
+        raise LocalizeUsageError(f"--trained {run_id}: {exc}; run its suite again to train "
+                                 "it once more") from None
     return str(path)
 
 

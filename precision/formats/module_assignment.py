@@ -199,6 +199,8 @@ def run_float(model: torch.nn.Module, x: torch.Tensor, p: Precision, device: str
     round_parameters(clone, p)
     if x.is_floating_point():
         x = round_values(x.to(torch.float64), stored(base_of(p))).to(carrier)
+    # contiguous, in torch's aligned memory: a kernel's result can depend on strides and address
+    x = x.clone(memory_format=torch.contiguous_format)
 
     with ModuleStack(clone) as stack:
         def choose() -> Precision | None:

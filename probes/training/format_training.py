@@ -128,11 +128,32 @@ class LossScale:
         return {"scale": self.scale, "clean": self.clean, "skipped": self.skipped}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> LossScale:
-        scale = float(state["scale"])
-        if not (scale > 0 and math.isfinite(scale)):
-            raise ValueError(f"loss scale {scale!r} is not a positive number")
-        return cls(scale, int(state["clean"]), int(state["skipped"]))
+    def from_state(cls, state: Any, carrier: torch.dtype) -> LossScale:
+        """The scaler a checkpoint saved (:meth:`state`), checked to be one this class can
+        reach: the scale a power of two the ``carrier`` dtype holds (it seeds the backward
+        there), ``clean`` a whole count below :data:`GROWTH_INTERVAL`, ``skipped`` a whole
+        count. ValueError (one line) otherwise: a state outside that range is damage, and
+        resuming from it would store numbers no training computes."""
+        if not isinstance(state, dict) or set(state) != {"scale", "clean", "skipped"}:
+            raise ValueError("loss scale state is not {scale, clean, skipped}")
+        scale, clean, skipped = state["scale"], state["clean"], state["skipped"]
+        info = torch.finfo(carrier)
+        if not (isinstance(scale, int | float) and not isinstance(scale, bool)
+                and math.isfinite(scale) and info.smallest_normal * info.eps <= scale <= info.max
+                and math.frexp(scale)[0] == 0.5):
+            raise ValueError(f"loss scale {scale!r:.40} is not a power of two that "
+                             f"{str(carrier).removeprefix('torch.')} holds")
+
+        def whole(v: Any, below: float) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < below
+
+        if not whole(clean, GROWTH_INTERVAL):
+            raise ValueError(f"loss scale's clean-step count {clean!r:.40} is not a whole "
+                             f"number below {GROWTH_INTERVAL}")
+        if not whole(skipped, 2**53):
+            raise ValueError(f"loss scale's skipped-step count {skipped!r:.40} is not a whole "
+                             "number")
+        return cls(float(scale), clean, skipped)
 
 
 def initial_scale(p: Precision) -> float:

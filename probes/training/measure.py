@@ -47,7 +47,13 @@ from probes.training.checkpoint import Checkpoint
 from probes.training.convergence_check import Check, convergence_check
 from probes.training.job import Job
 from probes.training.recipes import TrainResult, train
-from probes.training.weights import WeightsError, load_trained_model, read_header, save_weights
+from probes.training.weights import (
+    WeightsError,
+    check_job,
+    load_trained_model,
+    read_header,
+    save_weights,
+)
 
 #: The high precision the decomposition's f_mp is computed in.
 REFERENCE_PRECISION = MODEL_REFERENCE
@@ -268,9 +274,8 @@ def _load(job: Job, path: Path, job_config: dict[str, Any] | None
     check of ``job`` from its weights file, or None when the file does not hold this job's
     trained weights and training record (then the job trains again)."""
     try:
-        _, meta = read_header(path)   # the header alone: no tensor is read for another job
-        if json.loads(meta["job"]) != json.loads(json.dumps(job_config)):
-            return None
+        check_job(path, job_config)   # the header alone: no tensor is read for another job
+        _, meta = read_header(path)
         record = json.loads(meta["training"])
         raw = training_result(record["training"])
         check = None if record.get("check") is None else Check(**record["check"])

@@ -393,7 +393,7 @@ def _first_order(model: nn.Module, sample: Sampler, predict: Predict, cfg: Train
         with restoring(checkpoint.path if checkpoint is not None else "?"):
             done = _restore_adam(resume, opt, steplr, adaptive)
             if fmt is not None and fmt.scaler is not None and "loss_scale" in resume[1]:
-                fmt.scaler = LossScale.from_state(resume[1]["loss_scale"])
+                fmt.scaler = LossScale.from_state(resume[1]["loss_scale"], fmt.carrier)
 
     def save_adam(step: int) -> None:
         if save is None:

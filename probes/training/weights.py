@@ -227,6 +227,29 @@ def weights_job(path: str | Path) -> dict[str, Any]:
     return _job_config(path, meta)
 
 
+def check_job(path: str | Path, job_config: dict[str, Any]) -> None:
+    """WeightsError (one line) unless the weights file ``path`` holds the job whose stored
+    config is ``job_config`` (the record that names the file): a file swapped for another
+    job's, or renamed, is never used for this one. Only the header is read."""
+    have = weights_job(path)
+    if have != json.loads(json.dumps(job_config)):
+        from probes.store.canonical import config_hash
+
+        raise WeightsError(f"{path} holds the weights of another job (id "
+                           f"{config_hash(have)}), not this record's (id "
+                           f"{config_hash(job_config)}); it is not used")
+
+
+def check_finite(path: str | Path, tensors: dict[str, torch.Tensor]) -> None:
+    """WeightsError unless every float tensor of a weights file is finite: a run stores its
+    weights only when its training ended finite (a diverged run keeps none), so a NaN or an
+    Inf there is damage to the file, not a result."""
+    for name, t in tensors.items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise WeightsError(f"{path} is damaged: tensor {name!r} holds NaN or Inf, which "
+                               "no stored training leaves; it is not used")
+
+
 def load_trained_model(path: str | Path, factory: Factory | str | None = None,
                        ) -> tuple[nn.Module, dict[str, Any]]:
     """The trained model of a weights file (rebuilt from its job config, weights loaded,
@@ -279,6 +302,7 @@ def load_trained_model(path: str | Path, factory: Factory | str | None = None,
     if len(dtypes) == 1:
         model = model.to(dtypes.pop())
     tensors, _ = load_weights(path)
+    check_finite(path, tensors)
     try:
         model.load_state_dict(tensors, strict=True)
     except RuntimeError as exc:
