@@ -200,3 +200,43 @@ def test_the_training_precision_figure_draws_a_line_per_cell_and_way_of_keeping_
     assert path is not None and path.exists() and path.with_suffix(".svg").exists()
     one = [r for r in rows if r[7] == "float32"]   # one training precision: no figure
     assert plots.training_precision("read", _grid(one), tmp_path / "u.png") is None
+
+
+@pytest.mark.parametrize("scale", [
+    {"scale": 256.0, "clean": float("inf"), "skipped": 0},   # an OverflowError traceback
+    {"scale": 1e-320, "clean": 0, "skipped": 0},             # trusted: another MSE stored
+    {"scale": float("inf"), "clean": 0, "skipped": 0},
+    {"scale": 96.0, "clean": 0, "skipped": 0},                # not a power of two
+    {"scale": 256.0, "clean": 2.5, "skipped": 0},
+    {"scale": 256.0, "clean": 100, "skipped": 0},             # doubles at 100: never kept
+    {"scale": 256.0, "clean": 0, "skipped": -1},
+    {"scale": 256.0, "clean": 0},
+])
+def test_a_resumed_loss_scale_outside_what_training_reaches_is_refused(tmp_path, scale):
+    """A damaged checkpoint inside its schema: the loss scale state is checked against the
+    range the scaler can reach (a power of two its carrier holds; whole counts), and a
+    checkpoint that fails is one line naming the file, never used."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+    from test_checkpoint import _PauseAfter, _train
+
+    from probes.training.checkpoint import Checkpoint, CheckpointError, Paused
+
+    cfg = TrainConfig(recipe="paper", steps=40, batch_size=8, step_size=20,
+                      dtype="float8_e4m3:sr")
+    path = tmp_path / "job.ckpt.safetensors"
+    with pytest.raises(Paused):
+        _train(cfg, _PauseAfter(path, "job", 20))
+    with safe_open(str(path), framework="pt") as f:   # the metadata as written
+        meta = f.metadata()
+    state = json.loads(meta["state"])
+    assert set(state["loss_scale"]) == {"scale", "clean", "skipped"}
+    state["loss_scale"] = scale
+    meta["state"] = json.dumps(state)
+    save_file(load_file(str(path)), str(path), metadata=meta)
+    with pytest.raises(CheckpointError) as info:
+        _train(cfg, Checkpoint(path, "job"))
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    assert "loss scale" in str(info.value)
