@@ -435,3 +435,54 @@ def test_save_weights_into_a_read_only_folder_or_onto_a_full_disk(
         rows = store.runs()
     assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
     assert all("No space left on device" in r["result"]["weights_error"] for r in rows)
+
+
+@needs_mounts
+def test_checkpoints_onto_a_full_disk_are_one_line_and_store_the_run(tmp_path: Path) -> None:
+    """``--checkpoints`` on a full disk: a SafetensorError traceback. Now the save fails in
+    one line naming the checkpoint, nothing half-written is left in the folder, and the
+    job's record says why (the store, on another disk, stays consistent)."""
+    suite = _suite(tmp_path, WEIGHTS_SUITE)
+    db, ck = tmp_path / "r.db", tmp_path / "ck"
+    ck.mkdir()
+    run = " ".join(_cli(str(suite), "--db", str(db), "--checkpoints", str(ck)))
+    fill = f"mount -t tmpfs -o size=64k tmpfs {ck} && (head -c 1000000 /dev/zero > {ck}/fill " \
+        "|| true)"
+    res = subprocess.run(["unshare", "-r", "-m", "sh", "-c", f"{fill} && {run}; "
+                          f"echo rc=$?; ls -a {ck}"],
+                         env=_env(), capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in res.stderr, res.stderr
+    assert "rc=1" in res.stdout, res.stdout + res.stderr   # failed runs: exit 1
+    left = set(res.stdout.split("rc=1")[1].split())
+    assert left == {".", "..", "fill"}, left                 # no temporary file left behind
+    rows = _rows(db)
+    assert len(rows) == 2 and all(status == "failed" for _, status, _ in rows)
+    assert all("not saved: No space left on device" in error for _, _, error in rows)
+
+
+def test_a_killed_write_leaves_nothing_the_next_write_of_it_keeps(tmp_path: Path) -> None:
+    """``kill -9`` between a weights file's write and its rename left ``<id>.tmp<pid>``
+    forever (one full copy per kill). The next write of the same file removes the leftovers
+    of writers that no longer run; a live writer's temporary file is never touched."""
+    import torch
+
+    from probes.store.owned import temporary_name
+    from probes.training.weights import save_weights
+
+    target = tmp_path / "0123456789abcdef.safetensors"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    pid = int(dead.stdout)
+    mine = temporary_name(target)
+    killed = mine.with_name(mine.name.rsplit(".", 1)[0] + f".{pid}")
+    legacy = target.with_suffix(f".tmp{pid}")                  # the name earlier code used
+    live = mine.with_name(mine.name.rsplit(".", 1)[0] + f".{os.getppid()}")
+    other = tmp_path / "fedcba9876543210.tmp1"                 # another file's: not ours
+    for path in (killed, legacy, live, other):
+        path.write_bytes(b"half a weights file")
+    save_weights(torch.nn.Linear(2, 2), target, {"family": "x"})
+    assert target.is_file()
+    assert not killed.exists() and not legacy.exists()
+    assert live.exists() and other.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [target.name, live.name, other.name])

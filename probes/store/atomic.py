@@ -16,11 +16,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+from probes.store.owned import remove_stale_temporaries, temporary_name
 
 
 def resolved(path: str | os.PathLike[str]) -> Path:
@@ -91,7 +92,10 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", *, encoding: str
 
     On an error the temporary file is removed, ``path`` is left as it was and the error
     propagates (an ``OSError`` such as ``ENOSPC`` for a full disk). The new file gets the
-    usual permissions of a new file (the umask), not the temporary file's 0600.
+    usual permissions of a new file (the umask), not the temporary file's 0600. The
+    temporary file is named for this host and process (:func:`~probes.store.owned.
+    temporary_name`): a write killed before its rename leaves it, and the next write of the
+    same path removes it (:func:`~probes.store.owned.remove_stale_temporaries`).
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write mode must be 'w' or 'wb', not {mode!r}")
@@ -103,8 +107,13 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", *, encoding: str
             yield f
             f.flush()
         return
-    folder = target.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:40]}.", suffix=".tmp", dir=folder)
+    remove_stale_temporaries(target)   # what a killed earlier write of it left
+    tmp = temporary_name(target)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:   # this process's own leftover: never in use
+        os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         if mode == "wb":
             f: IO = os.fdopen(fd, "wb")

@@ -92,6 +92,9 @@ def remove_owned(paths: Iterable[Path], folders: Iterable[Path],
 
 #: ``.<target name>.tmp.<host>.<pid>``: a write in progress (see the module docstring).
 _TEMP = re.compile(r"\.(?P<name>.+)\.tmp\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>[0-9]{1,10})")
+#: The names earlier versions gave them: ``<stem>.tmp<pid>`` (weights) and
+#: ``<name>.tmp<pid>`` (checkpoints), without a host (taken as this one's).
+_LEGACY = re.compile(r"(?P<name>.+)\.tmp(?P<pid>[0-9]{1,10})")
 
 
 def temporary_name(target: Path) -> Path:
@@ -123,7 +126,11 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
     host, me = _host(), os.getpid()
     for name in names:
         m = _TEMP.fullmatch(name)
-        if not m or m["name"] != target.name[:120] or m["host"] != host:
+        if m is None:
+            m = _LEGACY.fullmatch(name)
+            if m is None or m["name"] not in (target.name, target.stem):
+                continue
+        elif m["name"] != target.name[:120] or m["host"] != host:
             continue
         pid = int(m["pid"])
         if pid != me and not _running(pid):

@@ -93,15 +93,19 @@ class Checkpoint:
 
     def save(self, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
         """Write ``tensors`` and the JSON-able ``state`` atomically (a temporary file, then a
-        rename: a kill leaves the previous checkpoint whole)."""
-        from safetensors.torch import save_file
+        rename: a kill leaves the previous checkpoint whole, and its temporary file is
+        removed by the next save). A write that fails (a full disk) is CheckpointError."""
+        from probes.training.weights import write_tensor_file
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
         meta = {"format": str(FORMAT), "job": self.job, "state": json.dumps(state)}
-        save_file({k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()},
-                  str(tmp), metadata=meta)
-        os.replace(tmp, self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_tensor_file(self.path, {k: v.detach().to("cpu").contiguous().clone()
+                                          for k, v in tensors.items()}, meta)
+        except OSError as exc:   # a full disk: the previous checkpoint stays whole
+            raise CheckpointError(f"checkpoint {self.path} not saved: "
+                                  f"{exc.strerror or exc}; free space (or run without "
+                                  "--checkpoints) and run the command again") from None
         self._last = time.perf_counter()
 
     def load(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:

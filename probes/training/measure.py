@@ -323,12 +323,7 @@ def _save(model: nn.Module, path: Path, job_config: dict[str, Any], raw: TrainRe
     try:
         save_weights(model, path, job_config, {"training": asdict(raw),
                                                "check": None if check is None else asdict(check)})
-    except Exception as exc:  # noqa: BLE001 - OSError, or safetensors' own error on a full disk
-        for tmp in path.parent.glob(f"{path.stem}.tmp*"):
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
+    except (OSError, ValueError) as exc:   # a full disk: nothing half-written is left
         text = getattr(exc, "strerror", None) or (str(exc).splitlines() or [""])[0]
         return f"weights not saved to {path.parent}: {text or type(exc).__name__}"
     return None

@@ -23,7 +23,6 @@ never holds weights.
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
@@ -63,18 +62,34 @@ def save_weights(model: nn.Module, path: str | Path, job: dict[str, Any],
     ``job`` (the job config) and ``training`` (what the training measured: its curves, stop
     reason and convergence check, so that a later measurement of the job needs no training)
     as JSON metadata."""
-    from safetensors.torch import save_file
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
     meta = {"job": json.dumps(job, sort_keys=True)}
     if training is not None:
         meta["training"] = json.dumps(training, sort_keys=True)
-    save_file(tensors, str(tmp), metadata=meta)
-    os.replace(tmp, path)
+    write_tensor_file(path, tensors, meta)
     return path
+
+
+def write_tensor_file(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, str]
+                      ) -> None:
+    """``path`` holds ``tensors`` and ``meta`` as a safetensors file, written atomically
+    (:func:`probes.store.atomic.atomic_write`: complete or untouched, a killed write's
+    leftover removed by the next write of the same path). An ``OSError`` (a full disk, a
+    read-only folder) propagates; safetensors' own errors of the tensors are ValueError."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save
+
+    from probes.store.atomic import atomic_write
+
+    try:
+        data = save(tensors, metadata=meta)
+    except SafetensorError as exc:
+        raise ValueError(f"cannot write {path}: {(str(exc).splitlines() or [''])[0]}") \
+            from None
+    with atomic_write(path, "wb") as fh:
+        fh.write(data)
 
 
 def read_header(path: str | Path) -> tuple[dict[str, tuple[str, tuple[int, ...]]],
