@@ -39,6 +39,7 @@ from probes.factory import FactoryError, is_factory_spec
 from probes.isolation import DEFAULT_USER_TIME_LIMIT, ChildFailure, call_isolated
 from probes.names import check_name
 from probes.sample_check import check_sample, sample_input
+from probes.store.atomic import expand_user
 from probes.training.job import Job
 from probes.training.measure import PrecisionOutcome, limit_label, run_trained
 from probes.training.train_config import TrainConfig
@@ -82,7 +83,7 @@ def resolve_factory(factory: str | Callable[..., nn.Module], caller: Path | None
     check_name(attr, "factory name")
     bases = [Path.cwd(), *((caller, *caller.parents) if caller else ())]
     if module.endswith(".py"):
-        path = Path(module).expanduser()
+        path = expand_user(module)
         if path.is_absolute():
             return factory
         for base in bases:

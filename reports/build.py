@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from precision.provenance import provenance_line
+from probes.store.atomic import expand_user
 from probes.store.db import Store
 from probes.store.records import result_of
 from reports import plots
@@ -111,10 +112,11 @@ def build_report(store: Store, suites: list[str] | None, out: str | Path) -> Rep
             raise ReportError(f"no runs of suite {', '.join(unknown)} in {store.path} "
                               f"(suites there: {', '.join(known)})")
     chosen = sorted(suites or known)
-    folder = Path(out)
     if str(out).strip() == "":
         raise ReportError("the report folder is empty text; name a folder (--out DIR)")
+    folder = Path(out)
     try:
+        folder = expand_user(out)
         folder.mkdir(parents=True, exist_ok=True)
         owned_subfolders(folder)   # real folders inside it, or nothing is written
         earlier = built_before(folder)

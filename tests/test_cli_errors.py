@@ -455,3 +455,30 @@ def test_every_help(command, capsys):
         main([*command, "--help"])
     assert info.value.code == 0
     assert "usage: precision" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args", [
+    ["results", "--db", "~nosuchuser/x.db"],
+    ["results", "--db", "{db}", "--out", "~nosuchuser/x.csv"],
+    ["report", "--db", "~nosuchuser/x.db", "--out", "{tmp}/r"],
+    ["report", "--db", "{db}", "--out", "~nosuchuser/r"],
+    ["run", "{suite}", "--db", "~nosuchuser/x.db", "--no-progress"],
+    ["run", "{suite}", "--db", "{db}", "--report-dir", "~nosuchuser/r", "--no-progress"],
+    ["run", "{suite}", "--db", "{db}", "--save-weights", "~nosuchuser/w", "--no-progress"],
+    ["run", "{suite}", "--db", "{db}", "--checkpoints", "~nosuchuser/c", "--no-progress"],
+    ["merge", "~nosuchuser/a.db", "--db", "{db}"],
+])
+def test_a_home_folder_of_no_user_is_one_line_before_computing(tiny_store, tmp_path, args,
+                                                                capsys, computed, monkeypatch):
+    """``--db ~nosuchuser/x.db`` or ``--out ~nosuchuser/x.csv`` gave pathlib's
+    ``RuntimeError: Could not determine home directory.`` as a traceback; ``--report-dir``
+    computed every run first and created a folder named ``~nosuchuser`` here."""
+    monkeypatch.chdir(tmp_path)
+    more = write(tmp_path, TINY.replace("float64", "mp30"), "more.toml")
+    before = digest(tiny_store)
+    capsys.readouterr()
+    argv = [a.format(db=tiny_store, tmp=tmp_path, suite=more) for a in args]
+    assert main(argv) == 2
+    assert "no home folder for '~nosuchuser'" in one_line_error(capsys)
+    assert computed == [] and digest(tiny_store) == before
+    assert not (tmp_path / "~nosuchuser").exists()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from precision.text_numbers import MAX_DIGITS, NumberError, is_whole, parse_real, shown
 from probes.names import check_name
+from probes.store.atomic import expand_user
 
 if TYPE_CHECKING:
     from probes.store.db import RunRecord
@@ -104,7 +105,7 @@ def nonempty(option: str, value: str | None) -> str | None:
 def store_exists(db: str) -> bool:
     """Whether the store file exists; UsageError when its folder cannot be searched."""
     try:
-        return Path(db).expanduser().exists()
+        return expand_user(db).exists()
     except OSError as exc:
         raise UsageError(f"cannot read results store {db}: {exc.strerror or exc}") from None
 

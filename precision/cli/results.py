@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import IO, Any
 
 from precision.cli.common import (
@@ -17,6 +16,7 @@ from precision.cli.common import (
     store_exists,
 )
 from precision.precisions import parse_precision
+from probes.store.atomic import expand_user
 from probes.store.db import Store
 from reports.data_version import left_out_note, newest_data_rows
 
@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"no results store at {args.db} (run 'precision run solvers' first)")
     if args.out is not None:
         refuse_output_over_store("--out", args.out, args.db)
-        if Path(args.out).expanduser().is_dir():
+        if expand_user(args.out).is_dir():
             raise UsageError(f"--out {args.out} is a folder (give a file name)")
     with Store(args.db, read_only=True) as store:
         _check_matches(store, filters, args.db)
@@ -108,7 +108,7 @@ def _write_file(store: Store, filters: dict[str, str], args: argparse.Namespace)
     when the write fails)."""
     from probes.store.atomic import atomic_write
 
-    existed = Path(args.out).expanduser().exists()
+    existed = expand_user(args.out).exists()
     try:
         with atomic_write(args.out, "w", encoding="utf-8", newline="") as out:
             _write(store, filters, args.format, out)

@@ -29,6 +29,7 @@ from precision.cli.common import (
 )
 from precision.precisions import ALIASES_TEXT, CAST_POLICIES
 from precision.text_numbers import is_whole, shown
+from probes.store.atomic import expand_user
 from probes.store.db import Store
 
 if TYPE_CHECKING:   # the modules that import torch load with the command, not with --help
@@ -222,11 +223,11 @@ def _report_folder(suite: Suite, args: argparse.Namespace) -> Path | None:
     """REPORT_DIR/SUITE, created now (None with ``--no-report``)."""
     if args.no_report:
         return None
-    folder = Path(args.report_dir) / suite.name
     try:
+        folder = expand_user(args.report_dir) / suite.name
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot write the report to {folder}: "
+        raise UsageError(f"cannot write the report to {Path(args.report_dir) / suite.name}: "
                          f"{exc.strerror or exc} (use --report-dir or --no-report)") from None
     return folder
 

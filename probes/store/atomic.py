@@ -24,12 +24,25 @@ from typing import IO
 from probes.store.owned import remove_stale_temporaries, temporary_name
 
 
+def expand_user(path: str | os.PathLike[str]) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded; a user without a home folder
+    (``~nosuchuser/x.db``) is ``FileNotFoundError`` naming it, not pathlib's bare
+    ``RuntimeError``, so every command reports it in one line like any missing folder."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        user = str(path).split(os.sep, 1)[0]
+        raise FileNotFoundError(errno.ENOENT, f"no home folder for {user!r}",
+                                str(path)) from None
+
+
 def resolved(path: str | os.PathLike[str]) -> Path:
     """``path`` with ``~`` expanded, made absolute and with symlinks resolved (also when
     the file does not exist yet: its existing parent is resolved). A symlink loop is an
     ``OSError`` (ELOOP), as opening the path would be, not pathlib's ``RuntimeError``."""
+    expanded = expand_user(path)
     try:
-        return Path(path).expanduser().resolve()
+        return expanded.resolve()
     except RuntimeError:   # pathlib's "Symlink loop from ..."
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path)) from None
 
@@ -39,7 +52,7 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     existing) the same inode and device, which also catches hard links. ``OSError`` when a
     path cannot be resolved (a symlink loop)."""
     try:
-        if os.path.samefile(Path(a).expanduser(), Path(b).expanduser()):
+        if os.path.samefile(expand_user(a), expand_user(b)):
             return True
     except OSError:
         pass
@@ -99,7 +112,7 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", *, encoding: str
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write mode must be 'w' or 'wb', not {mode!r}")
-    target = Path(path).expanduser()
+    target = expand_user(path)
     existing = _special_file(target)
     if existing is not None:   # a device or a pipe: written in place, never replaced
         with os.fdopen(existing, mode, **({} if mode == "wb" else

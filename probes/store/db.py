@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from precision.text_numbers import is_whole
-from probes.store.atomic import atomic_write
+from probes.store.atomic import atomic_write, expand_user
 from probes.store.canonical import canonical_json, json_safe
 from probes.store.row_checks import (
     INT_COLUMNS,
@@ -195,7 +195,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
                  read_only: bool = False) -> None:
-        self.path = Path(path).expanduser()
+        self.path = expand_user(path)
         self._reported: set[tuple[str, str]] = set()
         create = create and not read_only
         try:

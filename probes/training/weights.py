@@ -32,6 +32,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from probes.store.atomic import expand_user
+
 #: Largest tensor data a weights file may declare (a header asking for more is refused).
 MAX_WEIGHTS_BYTES = 4 * 2**30
 #: Largest JSON header read from a weights file.
@@ -98,7 +100,7 @@ def read_header(path: str | Path) -> tuple[dict[str, tuple[str, tuple[int, ...]]
     metadata, checked without reading any tensor: the header's JSON and every entry's dtype,
     shape and byte range (inside the file, consistent with the shape, in total at most
     :data:`MAX_WEIGHTS_BYTES`). WeightsError (one line) otherwise."""
-    path = Path(path).expanduser()
+    path = expand_user(path)
     if not path.is_file():
         raise WeightsError(f"no weights file at {path}")
     not_safetensors = f"{path} is not a safetensors weights file"
@@ -171,7 +173,7 @@ def load_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, A
     the working directory are accepted); WeightsError (one line) otherwise."""
     from safetensors import SafetensorError, safe_open
 
-    path = Path(path).expanduser()
+    path = expand_user(path)
     _, meta = read_header(path)
     job = _job_config(path, meta)
     try:
@@ -237,7 +239,7 @@ def _job_config(path: Path, meta: dict[str, str]) -> dict[str, Any]:
 def weights_job(path: str | Path) -> dict[str, Any]:
     """The job config a weights file was trained from, checked field by field (only the
     header is read: no tensor, no model, no code); WeightsError (one line) otherwise."""
-    path = Path(path).expanduser()
+    path = expand_user(path)
     _, meta = read_header(path)
     return _job_config(path, meta)
 
@@ -283,7 +285,7 @@ def load_trained_model(path: str | Path, factory: Factory | str | None = None,
     from probes.factory import FactoryError, load_factory
     from probes.training.job import Job
 
-    path = Path(path).expanduser()
+    path = expand_user(path)
     specs, meta = read_header(path)
     job = _job_config(path, meta)
     family = job["family"]
