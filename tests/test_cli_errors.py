@@ -482,3 +482,42 @@ def test_a_home_folder_of_no_user_is_one_line_before_computing(tiny_store, tmp_p
     assert "no home folder for '~nosuchuser'" in one_line_error(capsys)
     assert computed == [] and digest(tiny_store) == before
     assert not (tmp_path / "~nosuchuser").exists()
+
+
+GLOB_SUITE = """
+name = "globs"
+precisions = ["float64"]
+seeds = [0]
+[tasks.mul]
+task = "multiply"
+dim = 4
+n = 6
+[models.a]
+family = "transformer"
+tasks = ["mul"]
+depth = 1
+width = [8, 16]
+train = {{ recipe = "paper", steps = 20, batch_size = 8 }}
+[models.z]
+family = "{family}"
+tasks = ["mul"]
+depth = 1
+width = 8
+{line}
+train = {{ recipe = "paper", steps = 20, batch_size = 8{train} }}
+"""
+
+
+@pytest.mark.parametrize("family,line,train", [
+    ("transformer", 'precisions = ["float64+mod[*.nosuch]=bfloat16"]', ""),
+    ("baseconv", "", ', dtype = "float32+mod[nosuch]=float8_e4m3"'),
+])
+def test_a_module_glob_that_matches_nothing_is_refused_before_the_first_run(
+        tmp_path, capsys, computed, family, line, train):
+    """A ``+mod[...]`` glob matching no module was refused only when its job trained, after
+    the sweep's other runs were computed and stored."""
+    suite = write(tmp_path, GLOB_SUITE.format(family=family, line=line, train=train))
+    db = tmp_path / "g.db"
+    assert main(run_args(suite, db, "--no-report")) == 2
+    assert "matches no module of model" in one_line_error(capsys)
+    assert computed == [] and not db.exists()

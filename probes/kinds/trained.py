@@ -41,9 +41,11 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from precision.formats.module_assignment import AssignmentError, check_globs, module_paths
 from precision.lengths import LengthError, check_lengths
 from precision.metrics import detect_floor
 from precision.models import MODELS
@@ -264,7 +266,7 @@ def expand(suite: SuiteData, entries: tuple[ModelEntry, ...]) -> list[Run]:
         at = f"{suite.where} [models.{entry.label}]"
         for job in entry.jobs(suite):
             if job.seed == (entry.seeds or suite.seeds)[0]:  # a seed changes values only
-                _validate_job(job, at)
+                _validate_job(job, at, entry.precisions)
             config = job_config(job)   # with the data version: the record ids hash it
             runs.append(new_run(
                 "trained", entry.label, job.problem_label, entry.precisions,
@@ -295,19 +297,30 @@ def _check_model_size(depth: Any, width: Any, where: str) -> None:
                          f"{MAX_DEPTH_WIDTH2})")
 
 
-def _validate_job(job: Job, where: str) -> None:
-    """Impossible shapes and bad options fail here, before anything is trained or stored.
+def _validate_job(job: Job, where: str, precisions: Sequence[Precision] = ()) -> None:
+    """Impossible shapes and bad options fail here, before anything is trained or stored;
+    so does a per-module assignment (``+mod[GLOB]=...``, in ``precisions`` or the training
+    dtype) whose glob matches no module of the built model.
     A user factory is not called here, in the driver: its module is built and checked in a
     child process (:func:`probes.factory.check_factories`) and each run builds it in its own
     child (:mod:`probes.isolation`)."""
     try:
-        task = job.build_task() if is_factory_spec(job.family) else job.build()[0]
+        task, model = (job.build_task(), None) if is_factory_spec(job.family) else job.build()
     except (TaskError, FactoryError) as exc:
         raise SuiteError(f"{where}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 -- any option the family rejects is a user error
         message = " ".join(str(exc).split()) or type(exc).__name__
         raise SuiteError(f"{where}: cannot build model '{job.family}' "
                          f"(depth {job.depth}, width {job.width}): {message}") from None
+    if model is not None:
+        assigned = [p for p in precisions if p.modules]
+        if job.train.precision.modules:
+            assigned.append(job.train.precision)
+        for p in assigned:
+            try:
+                check_globs(module_paths(model), p, f"model '{job.family}'")
+            except AssignmentError as exc:
+                raise SuiteError(f"{where}: {p.name}: {exc}") from None
     tokens = task.n_tokens * max(task.d_in, job.width)
     for key, n in (("batch_size", job.train.batch_size), ("test_size", job.test_size)):
         if n * tokens > MAX_BATCH_ELEMENTS:
