@@ -109,15 +109,24 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor | np.ndarray | MPOutput,
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
         snapshot = copy.deepcopy(model)
 
-    def certify() -> float:
-        unchanged = (structure_key(model), values_digest(model)) == computed_from
-        source = model if unchanged else snapshot   # the live model reuses its program
+    def run(source: torch.nn.Module, q: Precision) -> np.ndarray:
         if p.modules:
-            work = work_precision(p)
-            check = evaluate_assigned(source, first, p, device, work=check_precision(work))
-            return certain_digits(out[:CHECK_SUBSET], check, int(work.digits or 0))
-        check = _exact(_forward(source, first, check_precision(p), device, kept_modules))
-        return certain_digits(out[:CHECK_SUBSET], check, int(p.digits or 0))
+            return evaluate_assigned(source, first, p, device, work=q)
+        return _exact(_forward(source, first, q, device, kept_modules))
+
+    def certify() -> float:
+        work = work_precision(p) if p.modules else p
+        source = model   # unchanged since: the live model (it reuses its program)
+        if (structure_key(model), values_digest(model)) != computed_from:
+            source = snapshot
+            # a copy is faithful unless its code reaches the live object (an instance's
+            # forward or a hook closing over it): it must recompute the values it certifies
+            if not _identical(run(snapshot, work), out[:CHECK_SUBSET]):
+                raise ValueError("the model changed after this output was computed, and its "
+                                 "copy does not recompute it (its forward or a hook refers "
+                                 "to the live model): read .digits before changing the model")
+        check = run(source, check_precision(work))
+        return certain_digits(out[:CHECK_SUBSET], check, int(work.digits or 0))
 
     return MPOutput(out, work_precision(p) if p.modules else p, certify)
 
@@ -140,6 +149,17 @@ def evaluate_exact(model: torch.nn.Module, x: torch.Tensor | np.ndarray,
     """
     p = _checked(as_precision(precision), casts, kept_modules, device)  # the API's edge
     return _exact(_forward(model, x, p, device, kept_modules))
+
+
+def _identical(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays of exact arb values hold the same numbers, entry for entry."""
+    def key(v: Any) -> Any:
+        m = v.mid()
+        return m.man_exp() if m.is_finite() else str(m)
+
+    return a.shape == b.shape and all(
+        key(x) == key(y) for x, y in zip(a.reshape(-1).tolist(), b.reshape(-1).tolist(),
+                                         strict=True))
 
 
 def _checked(p: Precision, casts: str | None, kept_modules: Collection[str] | None,
