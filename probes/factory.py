@@ -10,8 +10,10 @@ string is the family name in suites and in the store. ``hf:ClassName`` names a H
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -64,6 +66,31 @@ def build_family(family: str | Callable[..., nn.Module], d_in: int, d_out: int, 
         model = build_model(family, d_in, d_out, depth, width,
                             **model_options(family, opts, n_tokens))
     return model.double()
+
+
+@functools.lru_cache(maxsize=256)
+def _nests(family: str, options_json: str) -> bool:
+    from precision.models.containment import nests_by_depth
+
+    try:
+        with torch.device("meta"):
+            model = build_family(family, 2, 2, 1, 4, 4, json.loads(options_json), check=False)
+    except Exception:  # noqa: BLE001 - options the family cannot build: nothing is nested
+        return False
+    return nests_by_depth(model)
+
+
+def family_nests_by_depth(family: str, options: dict[str, Any] | None) -> bool:
+    """Whether a built-in ``family`` with model ``options`` contains every shallower model
+    of the same width and options (:mod:`precision.models.containment`); False for a user
+    factory (never imported here) or options it cannot build."""
+    if not isinstance(family, str) or is_factory_spec(family):
+        return False
+    try:
+        key = json.dumps(options or {}, sort_keys=True)
+    except (TypeError, ValueError):
+        return False
+    return _nests(family, key)
 
 
 def _parameters(fn: Callable[..., Any]) -> Any:

@@ -26,6 +26,7 @@ precisions, :mod:`precision.reference`).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -90,6 +91,14 @@ def trained_in(cfg: TrainedConfig) -> str:
 #: What a cell adds when its training was stopped by its wall-clock time limit, and the line
 #: that says so under the table: such a number measures the machine's speed and load.
 TIME_MARK = " time"
+#: A cell that floors above a shallower cell it contains (:data:`CONTAINED_LEGEND`).
+CONTAINED_MARK = " <d"
+#: How far above a contained cell's median floor a cell may lie before it is marked.
+CONTAINED_ABOVE_DECADES = 0.3
+CONTAINED_LEGEND = (f"<d = a shallower model this one contains exactly (its extra layers the "
+                    f"identity) floors more than {CONTAINED_ABOVE_DECADES:g} decades lower in "
+                    "this precision: the cell is training-limited whatever its check said "
+                    "(never A), since training could have stayed at that model")
 TIME_LEGEND = ("time = training stopped by its wall-clock time limit before its step budget "
                "(the number depends on the machine's speed and load, not only on the budget)")
 
@@ -99,15 +108,50 @@ def stopped_by_time(row: dict[str, Any]) -> bool:
     return TrainedResult.from_json(row.get("result")).train_stop == "time limit"
 
 
-def _cell(row: dict[str, Any]) -> str:
+def contained_above_runs(rows: list[dict[str, Any]]) -> set[str]:
+    """Run ids of the ok trained ``rows`` whose test MSE lies more than
+    :data:`CONTAINED_ABOVE_DECADES` above that of a shallower run they contain exactly (the
+    same model, width, options, recipe, seed, task and precision; a family whose deeper
+    models contain the shallower ones, :mod:`precision.models.containment`)."""
+    from probes.factory import family_nests_by_depth
+
+    groups: dict[tuple[Any, ...], list[tuple[int, float, str]]] = defaultdict(list)
+    for r in rows:
+        log10 = stored_float(r.get("log10_mse"))
+        if r.get("status") != "ok" or r.get("kind") != "trained" or log10 is None:
+            continue
+        cfg = TrainedConfig.from_json(r.get("config"))
+        if not family_nests_by_depth(cfg.family, cfg.model_options):
+            continue
+        label = _label(r)
+        key = (r.get("task"), r.get("precision"), label[0], *label[2:],
+               json.dumps(cfg.model_options, sort_keys=True, default=str))
+        groups[key].append((cfg.depth, log10, str(r["run_id"])))
+    out: set[str] = set()
+    for runs in groups.values():
+        best: float | None = None
+        for depth in sorted({d for d, _, _ in runs}):
+            at = [(v, rid) for d, v, rid in runs if d == depth]
+            if best is not None:
+                out.update(rid for v, rid in at if v > best + CONTAINED_ABOVE_DECADES)
+            low = min(v for v, _ in at)
+            best = low if best is None else min(best, low)
+    return out
+
+
+def _cell(row: dict[str, Any], contained: bool = False) -> str:
     if row["status"] != "ok":
         return row["status"]
     log10 = stored_float(row.get("log10_mse"))  # an mpN MSE may lie below float64's range
     text = format_log10(log10) if log10 is not None else format_mse(row.get("mse"))
     res = TrainedResult.from_json(row.get("result"))
     if res.approximation is not None and res.rounding is not None:
-        text += " " + limit_label(res.train_converged, res.approximation, res.rounding)
-    return text + (TIME_MARK if res.train_stop == "time limit" else "")
+        label = limit_label(res.train_converged, res.approximation, res.rounding)
+        text += " " + ("T" if contained and label == "A" else label)
+    elif contained:
+        text += " T"
+    return (text + (TIME_MARK if res.train_stop == "time limit" else "")
+            + (CONTAINED_MARK if contained else ""))
 
 
 def _evidence(row: dict[str, Any]) -> tuple[float | None, ...]:
@@ -159,10 +203,11 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
             by_task[r["task"]].append(r)
     blocks = []
     inverted = inverted_runs([r for g in by_task.values() for r in g])
+    above = contained_above_runs([r for g in by_task.values() for r in g])
     for task in sorted(by_task):
         group = by_task[task]
         precs = sorted({r["precision"] for r in group}, key=precision_order)
-        cells = {(_label(r), r["precision"]): _cell(r)
+        cells = {(_label(r), r["precision"]): _cell(r, r["run_id"] in above)
                  + (INVERTED_MARK if r["run_id"] in inverted else "")
                  for r in sorted(group, key=lambda r: (r["created_at"], r["run_id"]))}
         labels = sorted({_label(r) for r in group},
@@ -200,6 +245,8 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
         blocks.append(TIME_LEGEND)
     if inverted:
         blocks.append(INVERTED_LEGEND)
+    if above:
+        blocks.append(CONTAINED_LEGEND)
     invalid = invalid_lines([r for g in by_task.values() for r in g])
     if invalid:
         blocks.append(invalid)

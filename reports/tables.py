@@ -18,10 +18,14 @@ import numpy as np
 import pandas as pd
 
 from precision.invariants import inverted_runs
+from probes.factory import family_nests_by_depth
 from probes.store.frames import runs_frame
 from probes.store.records import SubjectConfig, TrainedConfig, TrainedResult, stored_float
 from reports.floor_cells import INVERTED_MARK, floor_cell, floor_reached, format_log10, format_mse
 from reports.model_table import (
+    CONTAINED_ABOVE_DECADES,
+    CONTAINED_LEGEND,
+    CONTAINED_MARK,
     TIME_LEGEND,
     TIME_MARK,
     format_gain,
@@ -39,7 +43,8 @@ SOLVER_COLUMNS = ["suite", "problem", "solver", "precision", "seed", "status", "
 GRID_COLUMNS = ["task", "subject", "precision", "depth", "width", "seed", "train_steps",
                 "status", "log10_mse", "approximation", "rounding", "converged", "check_gain",
                 "grad_norm", "check_drift", "check_curvature", "check_power", "truth_digits",
-                "train_stop", "run_id", "family", "train_precision", "train_weights"]
+                "train_stop", "run_id", "family", "train_precision", "train_weights",
+                "nested"]
 
 
 def solver_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -135,7 +140,8 @@ def grid_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
         check_curvature=[stored_float(res.check_curvature) for res in outcomes],
         check_power=[stored_float(res.check_power) for res in outcomes],
         truth_digits=[stored_float(res.truth_digits) for res in outcomes],
-        train_stop=[res.train_stop for res in outcomes])[GRID_COLUMNS]
+        train_stop=[res.train_stop for res in outcomes],
+        nested=[family_nests_by_depth(c.family, c.model_options) for c in cfgs])[GRID_COLUMNS]
     if not df.empty:
         df = df.sort_values(["task", "subject", "precision", "depth", "width", "seed",
                              "run_id"]).reset_index(drop=True)
@@ -180,9 +186,37 @@ def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
     return out
 
 
-def _seeds_cell(cell: pd.DataFrame, metric: str) -> str:
+def _median_log10(cell: pd.DataFrame) -> float | None:
+    vals = [float(v) for v in cell["log10_mse"] if _present(v)]
+    return float(np.median(vals)) if vals else None
+
+
+def contained_above(runs: pd.DataFrame) -> set[tuple[str, int, int, str]]:
+    """(model, depth, width, precision) of every cell (ok rows of :func:`grid_runs`) whose
+    median test MSE lies more than :data:`CONTAINED_ABOVE_DECADES` above that of a
+    shallower cell of the same model and width in the same precision, where the deeper model
+    contains the shallower one exactly (:mod:`precision.models.containment`): the
+    containment invariant. Such a cell is training-limited, whatever its check said."""
+    out: set[tuple[str, int, int, str]] = set()
+    nested = runs[runs["nested"].astype(bool)]
+    for (subject, width, precision), group in nested.groupby(["subject", "width",
+                                                              "precision"]):
+        best: float | None = None
+        for depth, cell in sorted(group.groupby("depth"), key=lambda kv: kv[0]):
+            med = _median_log10(cell)
+            if med is None:
+                continue
+            if best is not None and med > best + CONTAINED_ABOVE_DECADES:
+                out.add((str(subject), int(depth), int(width), str(precision)))
+            best = med if best is None else min(best, med)
+    return out
+
+
+def _seeds_cell(cell: pd.DataFrame, metric: str, contained: bool = False) -> str:
     """Median [min, max] over the seeds of ``metric`` (log10) in ``cell`` ('' when none);
-    the total MSE ends in its limit labels (:func:`cell_labels`)."""
+    the total MSE ends in its limit labels (:func:`cell_labels`; ``contained``: the cell
+    floors above a cell it contains, so it is never ``A`` and ends in
+    :data:`~reports.model_table.CONTAINED_MARK`)."""
     vals = sorted(float(v) for v in cell[metric] if _present(v))
     if not vals:
         return ""
@@ -190,7 +224,12 @@ def _seeds_cell(cell: pd.DataFrame, metric: str) -> str:
     if len(vals) > 1:
         text += f" [{format_log10(vals[0])}, {format_log10(vals[-1])}]"
     labels = cell_labels(cell) if metric == "log10_mse" else ""
-    return f"{text} {labels}" if labels else text
+    if contained and metric == "log10_mse":
+        parts = [x for x in labels.split(TIME_MARK)[0].split("/") if x]
+        kept = sorted({"T" if x == "A" else x for x in parts} or {"T"}, key="ATR".index)
+        labels = "/".join(kept) + (TIME_MARK if labels.endswith(TIME_MARK.strip()) else "")
+        labels = labels.strip() + CONTAINED_MARK
+    return f"{text} {labels.strip()}" if labels else text
 
 
 def task_pivot(task: str, runs: pd.DataFrame) -> Pivot:
@@ -202,12 +241,15 @@ def task_pivot(task: str, runs: pd.DataFrame) -> Pivot:
     precs = sorted(runs["precision"].unique(), key=precision_order)
     top = precs[-1]
     digits = runs["truth_digits"].map(_present).any()
+    above = contained_above(runs)
     rows, index = [], []
     for (subject, depth, width), cell in runs.groupby(["subject", "depth", "width"],
                                                       sort=True):
         by_prec = {p: cell[cell["precision"] == p] for p in precs}
         row = {"depth": int(depth), "width": int(width)}
-        row.update({p: _seeds_cell(by_prec[p], "log10_mse") for p in precs})
+        row.update({p: _seeds_cell(by_prec[p], "log10_mse",
+                                   (str(subject), int(depth), int(width), str(p)) in above)
+                    for p in precs})
         row["approximation"] = _seeds_cell(by_prec[top], "approximation")
         row.update({f"rounding {p}": _seeds_cell(by_prec[p], "rounding") for p in precs})
         if digits:
@@ -219,6 +261,8 @@ def task_pivot(task: str, runs: pd.DataFrame) -> Pivot:
     frame = frame.loc[:, [c for c in frame.columns
                           if c in ("depth", "width") or (frame[c] != "").any()]]
     clock = f"; {TIME_LEGEND}" if stopped_by_clock(runs) else ""
+    if above:
+        clock += f"; {CONTAINED_LEGEND}"
     return Pivot(f"grid-{task}",
                  f"{task}: test MSE by model, depth and width in each precision, its "
                  f"approximation part (measured on {top}'s inputs) and rounding part in each "

@@ -107,6 +107,13 @@ class BaseConvLayer(nn.Module):
         y = self.w_out(inner) + self.b_out[:n]
         return h + y if self.residual == "outer" else y
 
+    def identity_parameters(self) -> tuple[str, ...] | None:
+        """With the outer residual, the parameters that write into it (``w_out``,
+        ``b_out``): all zero, the layer is the identity exactly (h + 0 = h), so a deeper model
+        contains this one (:mod:`precision.models.containment`). None otherwise: an inner
+        or no residual has no exact identity."""
+        return ("w_out.weight", "b_out") if self.residual == "outer" else None
+
 
 class BaseConv(nn.Module):
     """(batch, N, d_in) -> (batch, N, d_out): input projection, layers, output projection."""

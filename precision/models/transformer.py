@@ -85,6 +85,13 @@ class Block(nn.Module):
         h = h + self.attn(self.ln1(h))
         return h + self.mlp(self.ln2(h))
 
+    def identity_parameters(self) -> tuple[str, ...]:
+        """The parameters that write into the residual stream: all zero, the block is the
+        identity exactly (h + 0 = h), so a deeper model contains this one
+        (:mod:`precision.models.containment`)."""
+        return tuple(f"{sub}.{name}" for sub in ("attn.proj", "mlp.out")
+                     for name, _ in self.get_submodule(sub).named_parameters())
+
 
 class Transformer(nn.Module):
     """(batch, N, d_in) -> (batch, N, d_out)."""

@@ -1,0 +1,96 @@
+"""A deeper residual model contains a shallower one exactly: embedded with its extra layers'
+residual writes zeroed, it computes the shallower model's float64 outputs bit for bit (and
+mp50's exactly), which is what lets a deeper cell's floor be held against the cells it
+contains (:mod:`precision.models.containment`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from precision.evaluate import evaluate
+from precision.models import build_model
+from precision.models.containment import ContainmentError, embed_shallower
+
+
+@pytest.mark.parametrize("family,options", [
+    ("transformer", {}), ("transformer", {"ln_attn": False, "ln_mlp": False, "ln_final": False}),
+    ("baseconv", {"layernorm": False}), ("baseconv", {"layernorm": True})])
+@pytest.mark.parametrize("depths", [(1, 2), (1, 3), (2, 3)])
+def test_the_embedded_model_computes_the_shallower_ones_outputs(family, options, depths):
+    torch.manual_seed(0)
+    small = build_model(family, 5, 3, depths[0], 16, **options).double()
+    torch.manual_seed(1)
+    big = build_model(family, 5, 3, depths[1], 16, **options).double()
+    x = torch.randn(4, 7, 5, dtype=torch.float64)
+    with torch.no_grad():
+        before = big(x)
+        embed_shallower(small, big)
+        assert torch.equal(big(x), small(x))
+        assert not torch.equal(before, big(x))
+    a, b = evaluate(small, x[:1], "mp50"), evaluate(big, x[:1], "mp50")
+    assert np.array_equal(np.vectorize(str)(np.asarray(a)), np.vectorize(str)(np.asarray(b)))
+
+
+def test_what_is_not_contained_is_one_line():
+    torch.manual_seed(0)
+    with pytest.raises(ContainmentError, match="width or options"):
+        embed_shallower(build_model("transformer", 5, 3, 1, 16), build_model("transformer", 5, 3,
+                                                                             2, 32))
+    with pytest.raises(ContainmentError, match="not contained in depth"):
+        embed_shallower(build_model("baseconv", 5, 3, 2, 8), build_model("baseconv", 5, 3, 1, 8))
+    with pytest.raises(ContainmentError, match="no exact identity"):
+        embed_shallower(build_model("baseconv", 5, 3, 1, 8, residual="inner"),
+                        build_model("baseconv", 5, 3, 2, 8, residual="inner"))
+    with pytest.raises(ContainmentError, match="not contained in a"):
+        embed_shallower(build_model("baseconv", 5, 3, 1, 8), build_model("transformer", 5, 3,
+                                                                         2, 8))
+
+
+def _deeper(row: dict, depth: int, shift: float, **options) -> dict:
+    """A copy of a trained record at another depth, its MSE ``shift`` decades away."""
+    import copy
+
+    r = copy.deepcopy(row)
+    r["run_id"] = f"{row['run_id']}-d{depth}-{shift}"
+    r["config"]["depth"] = depth
+    r["config"]["model_options"].update(options)
+    r["log10_mse"] += shift
+    r["mse"] = 10.0 ** r["log10_mse"]
+    return r
+
+
+def test_a_deeper_cell_above_a_cell_it_contains_is_marked_and_never_a():
+    """The containment invariant in the console and report tables: a depth-2 cell that
+    floors above the depth-1 cell it contains is marked ``<d`` and labelled T (not A); one
+    below, or a family with no exact identity, is not marked."""
+    from pathlib import Path
+
+    from probes.store.db import Store
+    from reports.model_table import CONTAINED_MARK, contained_above_runs, model_tables
+    from reports.tables import grid_runs, task_pivot
+
+    shipped = Path(__file__).resolve().parents[1] / "reports" / "stores" / "primitives_floor.db"
+    with Store(shipped, create=False, read_only=True) as store:
+        rows = [r for r in store.runs() if r["kind"] == "trained" and r["task"] == "read"
+                and r["subject"] == "transformer" and r["config"]["depth"] == 1
+                and r["config"]["width"] == 64]
+    a = [r for r in rows if r["config"]["model_options"].get("layernorm")]
+    assert a and "A" in model_tables(a)   # the shipped depth-1 width-64 LN cell: A
+    above = [_deeper(r, 2, 1.0) for r in a]
+    below = [_deeper(r, 3, -1.0) for r in a]
+    assert contained_above_runs(a + above + below) == {r["run_id"] for r in above}
+    text = model_tables(a + above + below)
+    marked = [line for line in text.splitlines() if CONTAINED_MARK.strip() in line
+              and line.startswith("transformer")]
+    assert len(marked) == 1 and " 2 " in marked[0] and " A" not in marked[0]
+    frame = task_pivot("read", grid_runs(a + above + below)).frame
+    deep = frame[frame["depth"] == 2].iloc[0]
+    assert all(CONTAINED_MARK.strip() in str(deep[p]) and " T" in str(deep[p])
+               for p in ("float32", "float64", "mp50"))
+    assert not any(CONTAINED_MARK.strip() in str(v) for v in frame[frame["depth"] != 2]
+                   .drop(columns=["depth", "width"]).to_numpy().ravel())
+    inner = [_deeper(r, 1, 0.0, residual="inner") for r in a] + \
+        [_deeper(r, 2, 1.0, residual="inner") for r in a]
+    assert contained_above_runs(inner) == set()
