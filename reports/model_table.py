@@ -48,8 +48,11 @@ from reports.text_table import precision_order, text_table
 def _label(row: dict[str, Any]) -> tuple[str, ...]:
     cfg = TrainedConfig.from_json(row.get("config"))
     ln = cfg.layernorm
+    recipe = str(cfg.train.get("recipe", ""))
+    if cfg.train.get("start", "fresh") != "fresh":
+        recipe += f", from {cfg.train['start']}"
     return (row["subject"], str(cfg.depth), str(cfg.width),
-            "" if ln is None else ("yes" if ln else "no"), str(cfg.train.get("recipe", "")),
+            "" if ln is None else ("yes" if ln else "no"), recipe,
             trained_in(cfg), str(cfg.train.get("steps", "")), str(cfg.seed))
 
 

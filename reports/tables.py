@@ -113,6 +113,8 @@ def _model_label(subject: str, cfg: TrainedConfig, trained: bool = True) -> str:
         parts.append("LN" if cfg.layernorm else "no LN")
     if cfg.recipe != "paper":
         parts.append(cfg.recipe)
+    if cfg.train.get("start", "fresh") != "fresh":
+        parts.append(f"from {cfg.train['start']}")
     if trained and (dtype := trained_in(cfg)) != "float32":
         parts.append(f"trained in {dtype}")
     return ", ".join(parts)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from precision.formats.module_assignment import AssignmentError, check_globs, module_paths
@@ -131,6 +131,8 @@ class ModelEntry:
                 opts = dict(zip(keys, combo, strict=True))
                 depth, width = opts.pop("depth"), opts.pop("width")
                 for train in self.train:
+                    if depth <= 1 and train.start != "fresh":   # nothing shallower to contain
+                        train = replace(train, start="fresh")
                     jobs += [Job(family=self.family, task=task.task, depth=depth, width=width,
                                  train=train, seed=seed, task_options=dict(task.options),
                                  model_options=opts, label=self.label,
@@ -397,6 +399,7 @@ def compute(run: Run, options: RunOptions) -> list[RunRecord]:
             refused_floors=tr.refused_floors,
             floor=floor.to_dict() if floor is not None else None,
             weights_error=outcome.weights_error or None, truth_digits=out.truth_digits,
+            start=None if tr.start == "fresh" else tr.start,
             recipe_settings=dict(RECIPE_BOOK[job.train.recipe].settings))
         records.append(make_record(
             run, record_id=record_id(config, p), precision=p, status=out.status,

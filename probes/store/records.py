@@ -268,7 +268,9 @@ class TrainedResult(RecordResult):
     stored before they were recorded); ``engine_flops``: the second-order iterations' work
     (:mod:`probes.training.work`; None: none, or stored before it was counted);
     ``check_flops``: the work of the convergence checks training ran on plateaus
-    (``until = "floor"``), counted alike (None: none, or stored before it was counted)."""
+    (``until = "floor"``), counted alike (None: none, or stored before it was counted);
+    ``start``: where training started when not from the seeded init (``train.start =
+    "contained"``: the kept weights of a shallower cell it was embedded from; None: fresh)."""
 
     METRICS: ClassVar[tuple[str, ...]] = ("approximation", "rounding", "digits", "n_params",
                                           "train_steps_done", "final_train_loss",
@@ -298,6 +300,7 @@ class TrainedResult(RecordResult):
     recipe_settings: dict[str, Any] | None = None
     engine_flops: float | None = None
     check_flops: float | None = None
+    start: str | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> TrainedResult:
@@ -328,6 +331,7 @@ class TrainedResult(RecordResult):
             **({} if self.recipe_settings is None
                else {"recipe_settings": dict(self.recipe_settings)}),
             **({} if not self.engine_flops else {"engine_flops": self.engine_flops}),
+            **({} if self.start in (None, "fresh") else {"start": self.start}),
             **({} if not self.check_flops else {"check_flops": self.check_flops}))
 
 

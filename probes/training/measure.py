@@ -47,6 +47,7 @@ from probes.training.checkpoint import Checkpoint
 from probes.training.convergence_check import Check, convergence_check
 from probes.training.job import Job
 from probes.training.recipes import TrainResult, train
+from probes.training.warm_start import contained_start
 from probes.training.weights import (
     WeightsError,
     check_job,
@@ -247,7 +248,8 @@ def trained_model(job: Job, device: str = "cpu", *, folder: str | Path | None = 
     if loaded is None:
         global TRAININGS
         TRAININGS += 1
-        task, model, raw = train_job(job, device, checkpoint)
+        task, model, raw = train_job(job, device, checkpoint, folder=folder,
+                                     job_config=job_config)
         kept = None
     else:
         task, model, raw, kept = loaded
@@ -329,14 +331,21 @@ def _save(model: nn.Module, path: Path, job_config: dict[str, Any], raw: TrainRe
     return None
 
 
-def train_job(job: Job, device: str = "cpu", checkpoint: Checkpoint | None = None
+def train_job(job: Job, device: str = "cpu", checkpoint: Checkpoint | None = None, *,
+              folder: str | Path | None = None, job_config: dict[str, Any] | None = None
               ) -> tuple[Task, nn.Module, TrainResult]:
     """The task of ``job`` and its model trained on ``device`` (seeded: every call trains the
-    same weights), with the training result; ``checkpoint``: see :func:`train`."""
+    same weights), with the training result; ``checkpoint``: see :func:`train`. With
+    ``train.start = "contained"``, training starts from the best kept weights in ``folder``
+    of a shallower job it contains (:mod:`probes.training.warm_start`; ``job_config``: the
+    job's stored config), and the result says which."""
     task, model = job.build()
+    start = "fresh"
+    if job.train.start == "contained":
+        start = contained_start(job, model, device, folder, job_config)
     result = train(model, task.sample, lambda m, x: task.select(m(x)),
                    replace(job.train, seed=job.seed, device=device), checkpoint)
-    return task, model, result
+    return task, model, replace(result, start=start)
 
 
 def _measure(job: Job, trained: TrainedModel, precisions: list[Precision], t0: float,

@@ -89,6 +89,9 @@ class TrainResult:
     #: the code that trained (:func:`precision.provenance.code_version`): kept weights are
     #: measured by later code, and their records say which code made them
     code: str = ""
+    #: where training started: "fresh" (the seeded init) or "contained <job id> (depth d,
+    #: held-out MSE m)", the kept weights it was embedded from (probes.training.warm_start)
+    start: str = "fresh"
 
 
 class Validation:

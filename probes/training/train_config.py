@@ -163,6 +163,9 @@ class TrainConfig:
     master_dtype: str = _setting("auto", MASTER_DTYPES, hashed_at_default=False)
     # dynamic loss scaling: "auto" where the format's range needs it, "dynamic", "off"
     loss_scaling: str = _setting("auto", LOSS_SCALING, hashed_at_default=False)
+    # where training starts: "fresh" (the seeded init) or "contained": the best kept weights
+    # of a shallower cell this model contains exactly, embedded (probes.training.warm_start)
+    start: str = _setting("fresh", ("fresh", "contained"), hashed_at_default=False)
 
     def __post_init__(self) -> None:
         for f in fields(self):
