@@ -342,7 +342,7 @@ def train_job(job: Job, device: str = "cpu", checkpoint: Checkpoint | None = Non
     task, model = job.build()
     start = "fresh"
     if job.train.start == "contained":
-        start = contained_start(job, model, device, folder, job_config)
+        start = contained_start(job, model, device, folder, job_config, trained_model)
     result = train(model, task.sample, lambda m, x: task.select(m(x)),
                    replace(job.train, seed=job.seed, device=device), checkpoint)
     return task, model, replace(result, start=start)

@@ -14,6 +14,7 @@ runs its cells in. One rule for every family and cell; the record says where tra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,19 +44,19 @@ def contained_job(job: Job, job_config: dict[str, Any] | None
 
 
 def contained_start(job: Job, model: nn.Module, device: str, folder: str | Path | None,
-                    job_config: dict[str, Any] | None) -> str:
+                    job_config: dict[str, Any] | None, train_once: Callable[..., Any]) -> str:
     """Embed into ``model`` (``job``'s freshly built model, in place) the trained weights of
-    :func:`contained_job`, trained once (module docstring); returns the start to record:
-    ``"contained <job id> (depth d, held-out MSE m)"``, or why it starts fresh."""
+    :func:`contained_job`, trained once by ``train_once`` (:func:`probes.training.measure.
+    trained_model`: read when kept, else trained and kept; module docstring); returns the
+    start to record: ``"contained <job id> (depth d, held-out MSE m)"``, or why it starts
+    fresh."""
     if job.depth <= 1:
         return "fresh (depth 1 contains no shallower model)"
     if not nests_by_depth(model):
         return "fresh (this family has no exact identity layer: it contains no shallower model)"
-    from probes.training.measure import trained_model
-
     inner, inner_config = contained_job(job, job_config)
     with torch.random.fork_rng(devices=[]):   # read or trained now: the same global state
-        small = trained_model(inner, device, folder=folder, job_config=inner_config,
+        small = train_once(inner, device, folder=folder, job_config=inner_config,
                               check=False)
     if small.result.status != "ok":
         return f"fresh (the depth-{inner.depth} model it contains {small.result.status})"
