@@ -267,13 +267,13 @@ def test_the_floor_setting_measures_on_a_cadence_its_iteration_cap_does_not_set(
 
 
 def test_a_setting_added_later_keeps_older_records_ids() -> None:
-    """``validation_every``, ``engine_flops``, ``master_dtype`` and ``loss_scaling`` came
-    after stores existed: the stored (hashed) train table holds each only when it is set, so
+    """``validation_every``, ``engine_flops``, ``master_dtype``, ``loss_scaling`` and
+    ``start`` came after stores existed: the stored (hashed) train table holds each only when it is set, so
     a config that leaves them at their defaults has the same table, and so the same record
     ids, as before they existed."""
     from probes.training.train_config import SUITE_KEYS
 
-    later = {"validation_every", "engine_flops", "master_dtype", "loss_scaling"}
+    later = {"validation_every", "engine_flops", "master_dtype", "loss_scaling", "start"}
     table = ENGINE.table()
     assert not later & set(table)
     assert set(table) == set(SUITE_KEYS) - later
@@ -281,6 +281,7 @@ def test_a_setting_added_later_keeps_older_records_ids() -> None:
     assert replace(ENGINE, engine_flops=1e12).table() == {**table, "engine_flops": 1e12}
     assert replace(ENGINE, dtype="bfloat16", master_dtype="float32", recipe="constant"
                    ).table()["master_dtype"] == "float32"
+    assert replace(ENGINE, start="contained").table() == {**table, "start": "contained"}
     assert TrainConfig.from_table(table) == ENGINE
 
 
