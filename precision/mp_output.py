@@ -72,6 +72,11 @@ class MPOutput:
             odd[k] = (np.array([toward_zero]).view(np.int64) | 1).view(np.float64)[0]
         return round_to_dtype(torch.from_numpy(odd).reshape(self.shape), dtype)
 
+    def numpy(self) -> np.ndarray:
+        """The values rounded to nearest into float64 (:meth:`to_float`), as a numpy array:
+        what ``tensor.numpy()`` gives a PyTorch user. ``np.asarray(out)`` stays exact."""
+        return self.to_float(torch.float64).numpy()
+
     def to_mpmath(self) -> np.ndarray:
         """The values as ``mpmath.mpf`` (exact: each is a binary number of at most the
         precision's bits), in an object array of the same shape."""

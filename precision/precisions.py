@@ -513,8 +513,24 @@ def parse_precisions(specs: list[str] | tuple[str, ...] | str) -> list[Precision
     return [parse_precision(s) for s in specs]
 
 
-def as_precision(value: Precision | str) -> Precision:
-    """The Python API's edge: a :class:`Precision` as it is, a spelling parsed. Only the
+#: torch dtypes (by their ``str``: no torch import here) -> the precision each names.
+TORCH_DTYPE_NAMES = {"torch.float64": "float64", "torch.float32": "float32",
+                     "torch.bfloat16": "bfloat16", "torch.float16": "float16",
+                     "torch.float8_e4m3fn": "float8_e4m3", "torch.float8_e5m2": "float8_e5m2"}
+
+
+def as_precision(value: Precision | str | Any) -> Precision:
+    """The Python API's edge: a :class:`Precision` as it is, a spelling parsed, a torch
+    float dtype as the precision it names (``torch.bfloat16``, ``torch.float8_e4m3fn`` ->
+    ``float8_e4m3``: the format whose rounding torch's casts are, bit for bit). Only the
     public entry points (``evaluate``, ``error_decomposition``, ``run_solver``,
     ``run_construction``, ``probes.api``) call it; everything inside takes a Precision."""
-    return value if isinstance(value, Precision) else parse_precision(value)
+    if isinstance(value, Precision):
+        return value
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        name = TORCH_DTYPE_NAMES.get(str(value))
+        if name is None:
+            raise PrecisionError(f"{value} is not a precision (torch dtypes taken: "
+                                 f"{', '.join(TORCH_DTYPE_NAMES)})")
+        return parse_precision(name)
+    return parse_precision(value)

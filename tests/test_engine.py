@@ -268,9 +268,9 @@ def test_the_floor_setting_measures_on_a_cadence_its_iteration_cap_does_not_set(
 
 def test_a_setting_added_later_keeps_older_records_ids() -> None:
     """``validation_every``, ``engine_flops``, ``master_dtype``, ``loss_scaling`` and
-    ``start`` came after stores existed: the stored (hashed) train table holds each only when it is set, so
-    a config that leaves them at their defaults has the same table, and so the same record
-    ids, as before they existed."""
+    ``start`` came after stores existed: the stored (hashed) train table holds each only when
+    it is set, so a config that leaves them at their defaults has the same table, and so the
+    same record ids, as before they existed."""
     from probes.training.train_config import SUITE_KEYS
 
     later = {"validation_every", "engine_flops", "master_dtype", "loss_scaling", "start"}

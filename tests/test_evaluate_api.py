@@ -163,3 +163,25 @@ def test_degenerate_inputs_and_outputs_get_a_result_or_one_line() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(DeviceError, match="not available here"):
             evaluate(model, x.new_zeros(1, 4), "float32", device="cuda")
+
+
+@pytest.mark.parametrize("dtype,name", [(torch.bfloat16, "bfloat16"), (torch.float16, "float16"),
+                                        (torch.float32, "float32"), (torch.float64, "float64"),
+                                        (torch.float8_e4m3fn, "float8_e4m3"),
+                                        (torch.float8_e5m2, "float8_e5m2")])
+def test_a_torch_dtype_names_its_precision(model_and_x, dtype, name) -> None:
+    """``evaluate(model, x, torch.bfloat16)`` was refused (a dtype, not a string); a torch
+    float dtype names the precision whose rounding its casts are."""
+    model, x = model_and_x
+    assert torch.equal(evaluate(model, x, dtype), evaluate(model, x, name))
+
+
+def test_what_is_not_a_precision_is_one_line_and_mp_outputs_give_numpy(model_and_x) -> None:
+    from precision.precisions import PrecisionError
+
+    model, x = model_and_x
+    with pytest.raises(PrecisionError, match="torch.int8 is not a precision"):
+        evaluate(model, x, torch.int8)
+    out = evaluate(model, x, "mp30")
+    assert isinstance(out.numpy(), np.ndarray) and out.numpy().dtype == np.float64
+    assert np.array_equal(out.numpy(), out.to_float().numpy())
