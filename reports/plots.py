@@ -133,7 +133,8 @@ def solver_traces(problem: str, runs: pd.DataFrame, series: dict[str, list[tuple
                    and math.isfinite(v)]
             if pts:   # one line per seed; the figure's legend names the precisions
                 xs, ys = zip(*pts, strict=True)
-                ax.plot(xs, ys, color=colors[r["precision"]], lw=1.0, alpha=0.8)
+                ax.plot(xs, ys, color=colors[r["precision"]], lw=1.0, alpha=0.8,
+                        ls=precision_style.trace_line(r["precision"]))
         ax.set_title(label(solver, 40), fontsize=10)
         ax.set_xlabel("iteration")
         whole_number_ticks(ax.xaxis)
@@ -141,7 +142,8 @@ def solver_traces(problem: str, runs: pd.DataFrame, series: dict[str, list[tuple
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(solvers):]:
         ax.axis("off")
-    handles = [Line2D([], [], color=colors[p], lw=1.5, label=label(p)) for p in precs]
+    handles = [Line2D([], [], color=colors[p], lw=1.5, ls=precision_style.trace_line(p),
+                      label=label(p)) for p in precs]
     fig.suptitle(label(f"{problem}: error per iteration against the certified truth "
                        "(one line per seed)", _title_width(cols)), fontsize=11)
     fig.tight_layout()

@@ -5,8 +5,10 @@ figure's legend reads the next.
 
 The precisions reports show most have fixed places (:data:`FIXED`); any other name takes a
 place from a stable hash of its name (the same in every figure and on every machine).
-Colours and markers cycle with different periods, so two hashed names that share a colour
-still differ in marker and dash.
+Every fixed precision has a colour of its own; colours, markers and dashes cycle with
+different periods, so two hashed names that share a colour still differ in marker and dash,
+and a figure whose lines are all solid (the solver traces) dashes the hashed names' lines
+(:func:`trace_line`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-#: Matplotlib's tab10 colours, in order.
+#: Matplotlib's tab10 colours, in order, then six more: at least one per :data:`FIXED`
+#: precision, so the shipped precisions differ in colour alone (a figure that draws them all
+#: solid, the solver traces, showed float64 and mp50 in one blue).
 COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
-           "tab:pink", "tab:olive", "tab:cyan", "black")
+           "tab:pink", "tab:olive", "tab:cyan", "black", "magenta", "gold", "teal", "navy",
+           "yellowgreen", "slategray")
 MARKERS = ("o", "s", "^", "D", "v", "x", "P", "*", "<", ">", "h")
 #: (no solid line: a figure's main lines are solid, the precisions' drawn beside them are not)
 DASHES: tuple[Any, ...] = ("--", "-.", ":", (0, (5, 1, 1, 1)), (0, (3, 1, 1, 1, 1, 1)),
@@ -46,3 +51,10 @@ def marker(name: str) -> str:
 def dash(name: str) -> Any:
     """The line style of precision ``name`` where a figure varies lines by precision."""
     return DASHES[_place(name) % len(DASHES)]
+
+
+def trace_line(name: str) -> Any:
+    """The line style of precision ``name`` in a figure whose lines are the precisions'
+    (solid for the :data:`FIXED` ones, each its own colour; its dash for any other name, so
+    that a hashed colour shared with another precision still reads apart)."""
+    return "-" if name in FIXED else dash(name)

@@ -690,6 +690,15 @@ def test_every_precision_has_its_own_look_in_every_figure():
     assert len(set(looks.values())) == len(looks)
     assert len({style.marker(n) for n in ("float8_e4m3", "mxfp8_e4m3")}) == 2
     assert style.colour("float8_e4m3:sr+seed=1") == style.colour("float8_e4m3:sr+seed=1")
+    # every shipped precision its own colour (the solver traces draw them all solid: float64
+    # and mp50 shared tab:blue there), and any two names differ in colour or trace line
+    assert len({style.colour(n) for n in style.FIXED}) == len(style.FIXED)
+    names = [*style.FIXED, "e4m3", "float8_e4m3:sr", "bfloat16:sr", "mp200", "e5m10",
+             "mxfp6_e3m2", "float32+mod[*.mlp]=bfloat16", "int4_g128"]
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert (style.colour(a), style.trace_line(a)) != (style.colour(b),
+                                                              style.trace_line(b)), (a, b)
 
 
 def test_table_csvs_hold_numbers_not_printed_strings():
