@@ -49,6 +49,7 @@ from precision.cli.stdout import (
     StdoutError,
     drop_stdout,
     encode_with_replacement,
+    keep_going,
 )
 from precision.cli.stopping import StopSignals, interrupted
 from precision.precisions import PrecisionError
@@ -135,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "to write (a file, a pipe or /dev/null)", file=sys.stderr)
         return EXIT_USAGE
     encode_with_replacement(sys.stdout, sys.stderr)
-    real_stdout = sys.stdout
+    real_stdout, real_stderr = sys.stdout, sys.stderr
     sys.stdout = CheckedStdout(real_stdout)  # type: ignore[assignment]
     try:
         code = _main(argv)
@@ -154,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         drop_stdout()
         return 0
     finally:
-        sys.stdout = real_stdout
+        sys.stdout, sys.stderr = real_stdout, real_stderr
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
@@ -164,6 +165,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command in SWEEPS:
             stops.install()
+            keep_going()   # a reader that leaves early (| head) never ends the work
             import torch
 
             # Small models and solvers: one intra-op thread per process is faster than two

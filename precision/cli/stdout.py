@@ -14,26 +14,76 @@ class StdoutError(Exception):
 
 class CheckedStdout:
     """Standard output whose write and flush errors become :class:`StdoutError` (a broken
-    pipe stays ``BrokenPipeError``: the reader left, which is not an error)."""
+    pipe stays ``BrokenPipeError``: the reader left, which is not an error).
 
-    def __init__(self, stream: IO[str]) -> None:
+    ``keep_going`` (a sweep: :func:`keep_going`): a broken pipe drops this and every later
+    write instead (the stream's descriptor then points at /dev/null), so the work goes on
+    and is stored when the reader left early (``precision run ... | head -2`` stopped a
+    sweep after two runs with exit 0). ``checked``: other write errors become
+    :class:`StdoutError` (False for standard error: its own errors have nowhere to go)."""
+
+    def __init__(self, stream: IO[str], *, checked: bool = True) -> None:
         self._stream = stream
+        self._checked = checked
+        self.keep_going = False
+        self.dropped = False
+
+    def _drop(self) -> None:
+        self.dropped = True
+        _to_devnull(self._stream)
 
     def write(self, text: str) -> int:
+        if self.dropped:
+            return len(text)
         try:
             return self._stream.write(text)
         except BrokenPipeError:
-            raise
+            if not self.keep_going:
+                raise
+            self._drop()
+            return len(text)
         except OSError as exc:
+            if not self._checked:
+                raise
             raise StdoutError(exc.strerror or str(exc)) from None
 
     def flush(self) -> None:
+        if self.dropped:
+            return
         try:
             self._stream.flush()
         except BrokenPipeError:
-            raise
+            if not self.keep_going:
+                raise
+            self._drop()
         except OSError as exc:
+            if not self._checked:
+                raise
             raise StdoutError(exc.strerror or str(exc)) from None
+
+
+def keep_going() -> None:
+    """From now on a closed standard output or error (its reader left) drops what is written
+    to it instead of ending the command: a sweep's work goes on and is stored. Standard error
+    is wrapped here for it (standard output already is, by ``main``)."""
+    if not isinstance(sys.stderr, CheckedStdout):
+        sys.stderr = CheckedStdout(sys.stderr, checked=False)  # type: ignore[assignment]
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, CheckedStdout):
+            stream.keep_going = True
+
+
+def _to_devnull(stream: IO[str]) -> None:
+    """Point ``stream``'s file descriptor at /dev/null (what is buffered is discarded)."""
+    import os
+
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._stream, name)
