@@ -45,6 +45,7 @@ from precision.formats.binary_format import (
     fits_float32,
     mx_element,
 )
+from precision.suggest import did_you_mean
 from precision.text_numbers import NumberError, parse_whole, shown
 
 #: Significand bits (including the implicit bit) of the PyTorch float formats.
@@ -341,7 +342,27 @@ def _format(text: str, spec: str) -> Precision:
             raise PrecisionError(f"unknown precision {shown(spec)}: {exc}; valid forms: "
                                  f"{VALID_FORMS}") from None
         return Precision(f"mp{n}", n)
-    raise PrecisionError(f"unknown precision {shown(spec)}; valid forms: {VALID_FORMS}")
+    near = did_you_mean(text, [*FLOAT_BITS, *MX_FORMATS, *ALIASES, *FORMATS, "mp50",
+                               "int8", "int4_g32"])
+    raise PrecisionError(f"unknown precision {shown(spec)}{near}; valid forms: {VALID_FORMS}")
+
+
+def lookalike_note(p: Precision) -> str | None:
+    """For a custom ``eXmY`` with the field widths of a named format of another range, one
+    line that says which format it is and which it is not (``e4m3`` is IEEE-style:
+    infinities, largest 240; ``float8_e4m3`` is OCP E4M3FN: saturating, largest 448); None
+    otherwise."""
+    fmt = binary_format(p.format) if p.format not in FORMATS else None
+    if fmt is None or p.is_mp:
+        return None
+    twins = [f for f in FORMATS.values() if (f.exponent_bits, f.mantissa_bits) ==
+             (fmt.exponent_bits, fmt.mantissa_bits) and f.max_finite != fmt.max_finite]
+    if not twins:
+        return None
+    named = " or ".join(f"{f.name} (largest {f.max_finite:g}, overflow {f.overflow})"
+                        for f in twins)
+    return (f"{p.format} is the custom IEEE-style format (infinities, largest "
+            f"{fmt.max_finite:g}), not {named}")
 
 
 def _rounded_format(text: str, spec: str) -> Precision:

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from precision.suggest import did_you_mean
 from probes.hf_models import HFModelError, hf_factory, is_hf_spec
 
 
@@ -144,7 +145,8 @@ def load_factory(spec: str) -> Callable[..., nn.Module]:
                            f"{type(exc).__name__}: {exc}") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise FactoryError(f"{mod_name} has no callable '{attr}'")
+        names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
+        raise FactoryError(f"{mod_name} has no callable '{attr}'{did_you_mean(attr, names)}")
     return fn
 
 

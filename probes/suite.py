@@ -47,6 +47,7 @@ from typing import Any
 from precision.devices import DeviceError, resolve_device
 from precision.lengths import LengthError, check_lengths
 from precision.precisions import PrecisionError, parse_precision, with_casts
+from precision.suggest import did_you_mean
 from precision.text_numbers import MAX_DIGITS
 from probes.factory import is_factory_spec
 from probes.kinds import SuiteData, expand_all, grid_size, parse_all, trained
@@ -161,8 +162,9 @@ def load_suite(
         path = Path(name_or_path)
         if not path.suffix == ".toml" or not path.is_file():
             raise SuiteError(
-                f"unknown suite '{name_or_path}'; shipped suites: {', '.join(sorted(shipped))} "
-                "(or give the path of a .toml suite file)"
+                f"unknown suite '{name_or_path}'{did_you_mean(str(name_or_path), shipped)}; "
+                f"shipped suites: {', '.join(sorted(shipped))} (or give the path of a .toml "
+                "suite file)"
             )
     data = _parse(path)
     data = _apply_profile(data, profile, path)
@@ -276,7 +278,8 @@ def _apply_profile(data: dict[str, Any], profile: str | None, path: Path) -> dic
     check_name(profile, "profile name", str(path))
     if profile not in profiles:
         valid = ", ".join(sorted(profiles)) or "none defined"
-        raise SuiteError(f"suite {path.stem} has no profile '{profile}' (profiles: {valid})")
+        raise SuiteError(f"suite {path.stem} has no profile '{profile}'"
+                         f"{did_you_mean(profile, profiles)} (profiles: {valid})")
     override = _table(profiles[profile], f"{path}: profile '{profile}'")
     bad = set(override) - {"precisions", "seeds", "solvers", "models", "studies"}
     if bad:
@@ -331,8 +334,8 @@ def _apply_overrides(data: dict[str, Any], solvers: list[str] | None, path: Path
         unknown = [s for s in solvers if s not in known]
         if unknown:
             raise SuiteError(
-                f"suite {path.stem} has no solver {', '.join(unknown)} "
-                f"(its solvers: {', '.join(known)})"
+                f"suite {path.stem} has no solver {', '.join(unknown)}"
+                f"{did_you_mean(unknown[0], known)} (its solvers: {', '.join(known)})"
             )
         tables = {t: {k: v for k, v in table.items() if k in solvers}
                   for t, table in tables.items()}

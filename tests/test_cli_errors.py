@@ -521,3 +521,37 @@ def test_a_module_glob_that_matches_nothing_is_refused_before_the_first_run(
     assert main(run_args(suite, db, "--no-report")) == 2
     assert "matches no module of model" in one_line_error(capsys)
     assert computed == [] and not db.exists()
+
+
+@pytest.mark.parametrize("args,near", [
+    (["run", "solver"], "(did you mean 'solvers'?)"),
+    (["run", "solvers", "--profile", "quik"], "(did you mean 'quick'?)"),
+    (["run", "solvers", "--solvers", "gdd"], "(did you mean 'gd'"),
+    (["run", "solvers", "--precisions", "fp8"], "(did you mean 'float8_e4m3' or 'float8_e5m2'?)"),
+    (["run", "solvers", "--precisions", "flaot32"], "(did you mean 'float32'"),
+    (["probe", "examples/gated_mixer.py:gated_mixr", "--suite", "primitives", "--profile", "quick"],
+     "has no callable 'gated_mixr' (did you mean 'gated_mixer'"),
+])
+def test_a_near_miss_gets_a_suggestion(tmp_path, args, near, capsys, computed, monkeypatch):
+    """Near-miss suite, profile, solver, precision and factory names: one line with the
+    nearest names (fp8 was refused with a 600-character list and no suggestion)."""
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    db = tmp_path / "x.db"
+    assert main([*args, "--db", str(db), "--no-progress"]) == 2
+    assert near in one_line_error(capsys)
+    assert computed == [] and not db.exists()
+
+
+def test_a_custom_format_spelled_like_a_named_one_is_said_before_computing(tmp_path, capsys):
+    """``--precisions e4m3`` ran (and stored) the IEEE-style custom format under a column of
+    its own where float8_e4m3 was meant: a note says which it is before the first run."""
+    db = tmp_path / "x.db"
+    assert main(run_args(write(tmp_path, TINY.replace('"float64"', '"e4m3"')), db,
+                         "--no-report")) == 0
+    err = capsys.readouterr().err
+    note = [line for line in err.splitlines() if line.startswith("precision: note:")]
+    assert note == ["precision: note: e4m3 is the custom IEEE-style format (infinities, "
+                    "largest 240), not float8_e4m3 (largest 448, overflow saturate) or "
+                    "float8_e4m3_nan (largest 448, overflow nan)"]
+    assert err.index(note[0]) < err.index("runs stored") if "runs stored" in err else True

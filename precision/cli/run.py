@@ -130,7 +130,21 @@ def main(args: argparse.Namespace) -> int:
     )
     suite = suite_with_lengths(suite, lengths)
     check_factories(suite, args, census=False)
+    print_lookalike_notes(suite)
     return run_loaded(suite, args)
+
+
+def print_lookalike_notes(suite: Any) -> None:
+    """One line on stderr, before anything is computed, for each custom ``eXmY`` precision
+    of the suite that has a named format's field widths but another range (``e4m3`` is not
+    ``float8_e4m3``): a typo that would otherwise run (and store) another format."""
+    from precision.precisions import lookalike_note
+
+    names = dict.fromkeys(p for run in suite.runs for p in run.precisions)
+    for p in names:
+        note = lookalike_note(p)
+        if note:
+            print(f"precision: note: {note}", file=sys.stderr)
 
 
 def check_run_args(args: argparse.Namespace) -> None:
