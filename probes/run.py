@@ -99,6 +99,13 @@ def weights_folder(db: str | os.PathLike[str]) -> str:
     return str(Path(db).with_suffix(".weights"))
 
 
+def checkpoints_folder(db: str | os.PathLike[str]) -> str:
+    """The folder of a store's training checkpoints (``results.db`` ->
+    ``results.checkpoints``): where trainings save their state unless told otherwise, so that
+    a killed or interrupted sweep goes on where its trainings were when it runs again."""
+    return str(Path(db).with_suffix(".checkpoints"))
+
+
 def check_time_limit(value: Any, where: str) -> float | None:
     """A suite's ``time_limit`` (seconds, a positive number; None when absent), or a one-line
     :class:`SuiteError`."""

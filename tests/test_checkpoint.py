@@ -209,8 +209,38 @@ def test_slice_needs_checkpoints(tmp_path, capsys):
     suite = tmp_path / "tiny.toml"
     suite.write_text(SUITE)
     code = main(["run", str(suite), "--db", str(tmp_path / "r.db"), "--slice", "10",
-                 "--no-progress", "--no-report"])
-    assert code == 2 and "--slice needs --checkpoints" in capsys.readouterr().err
+                 "--no-checkpoints", "--no-progress", "--no-report"])
+    assert code == 2 and "--slice needs checkpoints" in capsys.readouterr().err
+    code = main(["run", str(suite), "--db", str(tmp_path / "r.db"), "--checkpoints",
+                 str(tmp_path / "ck"), "--no-checkpoints", "--no-progress", "--no-report"])
+    assert code == 2 and "not both" in capsys.readouterr().err
+
+
+def test_trainings_keep_their_state_beside_the_store_by_default(tmp_path):
+    """A sweep stopped mid-training lost it (checkpoints were off unless --checkpoints was
+    given: a cell trained for 16 minutes restarted from zero). The state is now kept beside
+    the store by default: the same command goes on from it, to the numbers of an
+    uninterrupted sweep, and leaves no folder behind once everything is stored."""
+    from precision.cli.main import EXIT_PAUSED, main
+    from probes.store.db import Store
+
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    args = ["run", str(suite), "--no-progress", "--no-report"]
+    assert main([*args, "--db", str(tmp_path / "plain.db"), "--no-checkpoints"]) == 0
+    assert not (tmp_path / "plain.checkpoints").exists()
+    stopped = [*args, "--db", str(tmp_path / "r.db")]
+    assert main([*stopped, "--slice", "0"]) == EXIT_PAUSED   # stopped after the first step
+    assert len(list((tmp_path / "r.checkpoints").glob("*.ckpt.safetensors"))) == 2
+    assert main(stopped) == 0
+    assert not (tmp_path / "r.checkpoints").exists()
+
+    def numbers(db):
+        with Store(db) as store:
+            return sorted((r["run_id"], r["log10_mse"], r["result"]["train_steps_done"])
+                          for r in store.runs())
+
+    assert numbers(tmp_path / "r.db") == numbers(tmp_path / "plain.db")
 
 
 def _paused_checkpoint(tmp_path, cfg):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,11 +90,14 @@ def _add_training_options(run: argparse.ArgumentParser) -> None:
                      "beside the store (STORE.weights/): a job whose weights are there is "
                      "measured from them, not trained again")
     run.add_argument("--checkpoints", default=None, metavar="DIR",
-                     help="keep each trained job's training state in DIR (every minute, at "
-                     "the end of its Adam phase and when done): a killed, interrupted or "
-                     "paused run goes on from it when the same command runs again")
+                     help="keep each trained job's training state in DIR instead of beside "
+                     "the store (STORE.checkpoints/; every minute, at the end of its Adam "
+                     "phase and when done): a killed, interrupted or paused run goes on from "
+                     "it when the same command runs again")
+    run.add_argument("--no-checkpoints", action="store_true",
+                     help="keep no training state (a killed training starts again)")
     run.add_argument("--slice", type=real, default=None, metavar="SECONDS",
-                     help="with --checkpoints: pause every training still going SECONDS after "
+                     help="pause every training still going SECONDS after "
                      "the command started (nothing is stored for it; exit code 75: run the "
                      "same command again to go on)")
     run.add_argument("--device", default=None,
@@ -228,9 +232,21 @@ def run_loaded(suite: Suite, args: argparse.Namespace) -> int:
         if older:
             print(f"precision: note: {left_out_note(older)}", file=sys.stderr)
         report = _build_report(store, suite, report_folder, args.db)
+    _remove_if_empty(options.checkpoint_dir if args.checkpoints is None else None)
     print(floor_tables(rows))
     _print_summary(summary, report, progress.weights_errors, args)
     return _exit_code(summary)
+
+
+def _remove_if_empty(folder: str | None) -> None:
+    """The default checkpoint folder, removed when the sweep left nothing in it (each job's
+    checkpoint is deleted once its records are stored)."""
+    if folder is None:
+        return
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass   # absent, or it holds a paused or killed training's state
 
 
 def _report_folder(suite: Suite, args: argparse.Namespace) -> Path | None:
@@ -250,17 +266,23 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
     """How the runs compute: the executor, the time limit, the weights and checkpoint folders
     (created and checked writable now) and the wall-clock time at which trainings pause
     (``--slice``)."""
-    from probes.run import RunOptions, weights_folder
+    from probes.run import RunOptions, checkpoints_folder, weights_folder
 
     check_time_limit(args)
     weights_dir = writable_folder("--save-weights", args.save_weights)
+    if args.no_checkpoints and args.checkpoints is not None:
+        raise UsageError("give --checkpoints DIR or --no-checkpoints, not both")
     checkpoint_dir = writable_folder("--checkpoints", args.checkpoints)
+    if checkpoint_dir is None and not args.no_checkpoints:   # beside the store, made on use
+        checkpoint_dir = checkpoints_folder(args.db)
+    args.checkpoint_dir = checkpoint_dir
     pause_at = None
     if args.slice is not None:
         import time
 
         if checkpoint_dir is None:
-            raise UsageError("--slice needs --checkpoints DIR (where paused trainings wait)")
+            raise UsageError("--slice needs checkpoints (where paused trainings wait); drop "
+                             "--no-checkpoints")
         if not (math.isfinite(args.slice) and args.slice >= 0):
             raise UsageError(f"--slice must be a number of seconds >= 0, not {args.slice:g}")
         pause_at = time.time() + args.slice
@@ -307,7 +329,7 @@ def _print_summary(summary: SweepSummary, report: Report | None, weights_errors:
     print(f"\n{summary.computed} computed ({statuses}), {summary.skipped} reused; store: {args.db}")
     if summary.paused:
         print(f"{summary.paused} paused at the end of the slice (their training state is in "
-              f"{args.checkpoints}); run the same command again to go on")
+              f"{args.checkpoint_dir}); run the same command again to go on")
     if report is not None:
         print(f"report: {report.markdown} (also {report.html.name}, {report.latex.name}, "
               "figures/, tables/, data/)")
