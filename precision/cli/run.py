@@ -274,7 +274,7 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         raise UsageError("give --checkpoints DIR or --no-checkpoints, not both")
     checkpoint_dir = writable_folder("--checkpoints", args.checkpoints)
     if checkpoint_dir is None and not args.no_checkpoints:   # beside the store, made on use
-        checkpoint_dir = checkpoints_folder(args.db)
+        checkpoint_dir = os.path.abspath(expand_user(checkpoints_folder(args.db)))
     args.checkpoint_dir = checkpoint_dir
     pause_at = None
     if args.slice is not None:
