@@ -385,7 +385,8 @@ def _typed(name: str, description: str, where: str, data: dict[str, Any]) -> Sui
 
 
 def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None,
-                      label: str | None = None) -> Suite:
+                      label: str | None = None, depths: list[int] | None = None,
+                      widths: list[int] | None = None) -> Suite:
     """The suite ``base`` with its entries replaced by one model entry for the user's
     ``factory``.
 
@@ -395,7 +396,8 @@ def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None,
     name of its rows) is ``label``, by default the factory's name (``FACTORY`` of
     ``MODULE:FACTORY``), so its rows sit beside the built-in families in the store and
     report. A label that is already an entry of ``base`` (a model, solver, construction or
-    study) is refused: the rows of both would read as one model.
+    study) is refused: the rows of both would read as one model. ``depths`` / ``widths``
+    replace the grid's depths / widths (``probe --depths 1,2 --widths 32``).
     """
     if not base.models:
         raise SuiteError(f"suite {base.name} has no [models.*] to probe a factory with")
@@ -421,8 +423,15 @@ def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None,
         raise SuiteError(f"factory '{factory}' would be stored as model '{name}', which is "
                          f"already the entry [{entries[0]}.{name}] of suite {base.name}: "
                          "their rows would read as one model; name the probe with --label")
-    entry = replace(first, label=name, family=factory, tasks=tuple(chosen),
-                    options=tuple(o for o in first.options if o[0] in ("depth", "width")))
+    grid = {"depth": depths, "width": widths}
+    for key, values in grid.items():
+        if values is not None and not (values and all(
+                isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= trained.MAX_WIDTH
+                for v in values)):
+            raise SuiteError(f"--{key}s must be positive whole numbers, not {values!r:.60}")
+    options = tuple((k, tuple(grid[k]) if grid[k] is not None else v)
+                    for k, v in first.options if k in ("depth", "width"))
+    entry = replace(first, label=name, family=factory, tasks=tuple(chosen), options=options)
     return replace(base, entries=(entry,))
 
 

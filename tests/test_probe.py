@@ -178,3 +178,24 @@ def test_a_module_no_precision_can_evaluate_is_refused_before_training():
                 precisions=("mp30",), time_limit=60)   # training would run past the limit
     assert out["mp30"].status == "failed"
     assert "before training" in out["mp30"].error and "aten.native_dropout" in out["mp30"].error
+
+
+def test_probe_takes_the_grid_it_is_given(tmp_path, capsys):
+    """``probe`` had no --depths / --widths: a quick probe of a user's model ran every cell
+    of the suite's grid (width 64 included: 27 minutes for one cell). The grid given replaces
+    the suite's; bad values are one line before anything is computed."""
+    from probes.suite import load_suite, suite_for_factory
+
+    base = load_suite("primitives", profile="quick", expand=False)
+    suite = suite_for_factory(base, f"{HERE}:gated_mixer", tasks=["multiply"],
+                              depths=[1, 2], widths=[32])
+    assert sorted({(r.spec.depth, r.spec.width) for r in suite.runs}) == [(1, 32), (2, 32)]
+    full = suite_for_factory(base, f"{HERE}:gated_mixer", tasks=["multiply"])
+    assert {r.spec.width for r in full.runs} == {32, 64}
+    for flag, value, message in (("--depths", "0", "in [1, 1000000]"),
+                                 ("--widths", "3x", "--widths"), ("--depths", "", "empty")):
+        rc = main(["probe", f"{HERE}:gated_mixer", "--suite", "primitives", "--profile",
+                   "quick", flag, value, "--db", str(tmp_path / "x.db"), "--no-progress"])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and message in err and "\n" not in err, err
+        assert not (tmp_path / "x.db").exists()

@@ -38,8 +38,25 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     prb.add_argument("--label", default=None,
                      help="the model name its rows are stored under (default: FACTORY's name; "
                      "it may not be an entry of the suite or a stored model of another factory)")
+    prb.add_argument("--depths", default=None, metavar="D1,D2,...",
+                     help="the depths of the grid instead of the suite's (e.g. 1,2)")
+    prb.add_argument("--widths", default=None, metavar="W1,W2,...",
+                     help="the widths of the grid instead of the suite's (e.g. 32)")
     add_run_options(prb, solvers=False)
     return prb
+
+
+def _whole_list(value: str | None, flag: str) -> list[int] | None:
+    """``1,2,3`` as whole numbers (None when not given); a one-line UsageError otherwise."""
+    from precision.text_numbers import NumberError, parse_whole
+
+    names = csv_names(value, flag)
+    if names is None:
+        return None
+    try:
+        return [parse_whole(n, flag, lo=1, hi=1_000_000) for n in names]
+    except NumberError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -52,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
                       precisions=csv_names(args.precisions, "--precisions"),
                       casts=args.casts, device=args.device)
     suite = suite_for_factory(base, args.factory, tasks=csv_names(args.tasks, "--tasks"),
-                              label=args.label)
+                              label=args.label, depths=_whole_list(args.depths, "--depths"),
+                              widths=_whole_list(args.widths, "--widths"))
     suite = suite_with_lengths(suite, lengths)
     _check_label(suite, args)
     # the factory's import, build, op census (an op mpN cannot run) and one sample evaluated
