@@ -423,9 +423,10 @@ def grid_heatmap(task: str, subject: str, precision: str, runs: pd.DataFrame, pa
                  ) -> Path | None:
     """Median log10 MSE over depth x width; each cell prints its value and its limit label
     (A approximation-, T training-, R rounding-limited); the colour scale is
-    :func:`heatmap_range`, the same for every heatmap of the task, with a colourbar."""
+    :func:`heatmap_range`, the same for every heatmap of the task, with a colourbar. None
+    when there is no cell, or one only (a 1x1 heatmap says less than the table's cell)."""
     cells = heatmap_cells(task, subject, precision, runs)
-    if not cells:
+    if len(cells) < 2:
         return None
     depths = sorted({d for d, _ in cells})
     widths = sorted({w for _, w in cells})

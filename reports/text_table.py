@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,10 +17,17 @@ def precision_order(name: str) -> tuple[int, int, str]:
     return (1 if p.is_mp else 0, p.bits, p.name)
 
 
+#: The width a table's title (its legend) is wrapped at.
+TITLE_WIDTH = 100
+
+
 def text_table(title: str, head: Sequence[Any], body: Sequence[Sequence[Any]]) -> str:
-    """``title``, the header, a rule of dashes, then the rows: every cell (the last too) is
-    left-aligned and padded to its column's widest cell, columns two spaces apart."""
+    """``title`` (wrapped at :data:`TITLE_WIDTH` characters: a legend of several sentences
+    was one line of ~700), the header, a rule of dashes, then the rows: every cell (the last
+    too) is left-aligned and padded to its column's widest cell, columns two spaces apart."""
     rows = [[str(x) for x in row] for row in (head, *body)]
     widths = [max(len(x) for x in col) for col in zip(*rows, strict=True)]
     lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)) for row in rows]
-    return "\n".join([title, lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+    wrapped = [part for line in title.splitlines() or [""]
+               for part in textwrap.wrap(line, TITLE_WIDTH, break_on_hyphens=False) or [""]]
+    return "\n".join([*wrapped, lines[0], "  ".join("-" * w for w in widths), *lines[1:]])

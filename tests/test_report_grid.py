@@ -3,6 +3,7 @@ as labelled reference lines, heatmaps that print each cell's value and label on 
 scale per task."""
 
 import math
+from pathlib import Path
 
 import matplotlib
 import pandas as pd
@@ -182,3 +183,22 @@ def test_training_length_draws_only_subjects_trained_at_several_lengths(drawn, t
     assert all("engine" not in t.get_text() for t in ax.get_legend().get_texts())
     only_engine = runs[runs["subject"].str.contains("engine")]
     assert plots.training_length("multiply", only_engine, tmp_path / "e.png") is None
+
+
+def test_a_one_cell_grid_draws_no_heatmap_and_legends_wrap(grid, tmp_path):
+    """train_precision quick wrote sixteen 1x1 heatmaps (a cell the table already shows);
+    the console table's legend was one line of ~700 characters."""
+    from reports.model_table import model_tables
+    from reports.text_table import TITLE_WIDTH
+
+    one = grid[(grid["depth"] == grid["depth"].min()) & (grid["width"] == grid["width"].min())]
+    assert one.groupby(["task", "subject", "precision"]).size().max() >= 1
+    task, subject, prec = one.iloc[0][["task", "subject", "precision"]]
+    assert plots.grid_heatmap(task, subject, prec, one, tmp_path / "one.png") is None
+    assert not (tmp_path / "one.png").exists()
+    shipped = Path(__file__).resolve().parents[1] / "reports" / "stores" / "primitives_floor.db"
+    with Store(shipped, create=False, read_only=True) as store:
+        text = model_tables(store.runs())
+    title_lines = [line for line in text.splitlines() if not line.startswith(
+        ("model", "-", "transformer", "baseconv"))]
+    assert title_lines and max(map(len, title_lines)) <= TITLE_WIDTH

@@ -1056,7 +1056,7 @@ def side_by_side_section(rows: list[dict[str, Any]], series: SeriesSource, folde
         return None
     published = load_published()
     names = names or FileNames()
-    figures, notes = [], []
+    figures, notes, missing = [], [], []
     for spec in SPECS:
         path = folder / f"{names.stem('001', 'fig', spec.number)}.png"
         drawn = spec.draw(runs, series, published[spec.number], path)
@@ -1067,12 +1067,17 @@ def side_by_side_section(rows: list[dict[str, Any]], series: SeriesSource, folde
                             drawn))
         elif note is None:
             note = f"Fig. {spec.number}: the store's runs give it no finite point"
+        elif note.startswith(f"Fig. {spec.number}: needs runs of "):   # one line for all
+            missing.append(note.replace(": needs runs of ", ": "))
+            continue
         if note:
             notes.append(note)
         if drawn is not None and published[spec.number].note:
             notes.append(f"Fig. {spec.number}: {published[spec.number].note}")
     if not figures:
         return None
+    if missing:
+        notes.append("Not drawn, for want of runs in this store: " + "; ".join(missing) + ".")
     intro = ("001's Figures 1-4 and 6-10 redrawn from this store in the paper's layout (its "
              "x axis and lines): our measured values in colour, the values 001's text and "
              "captions state in black ('001 (published)'; a relative statement such as '2 "
