@@ -45,6 +45,9 @@ _PROMOTED = "+casts=promote"
 
 #: The status of a run that violates rule 1 or 2.
 INVALID = "invalid"
+#: The status of a trained model's evaluation whose output is not finite in its precision (an
+#: overflow or a NaN of the evaluation; the model trained fine: "diverged" is training's).
+NONFINITE = "nonfinite"
 
 #: Rule 1: decades a trace may stand above its own lowest value once it has reached it. A
 #: rounding floor jitters within about one decade (float32 GD's period-2 wobble, a float8

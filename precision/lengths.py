@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from precision.evaluate import evaluate_exact, reference_digits
+from precision.invariants import NONFINITE
 from precision.metrics import error_summary
 from precision.precisions import Precision, as_precision
 from precision.reference import check_precision
@@ -135,7 +136,7 @@ def measure_length(model: nn.Module, x: torch.Tensor, precisions: Sequence[Preci
     for p in precisions:
         s = error_summary(evaluate_exact(model, x, p, device), ref)
         if not math.isfinite(s.relative):
-            points.append(LengthPoint(x.shape[1], p, "diverged"))
+            points.append(LengthPoint(x.shape[1], p, NONFINITE))
             continue
         points.append(LengthPoint(x.shape[1], p, "ok", relative=s.relative, digits=s.digits,
                                   max_abs=s.max_abs, mse=s.mse))

@@ -30,7 +30,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from precision.invariants import inverted_runs
+from precision.invariants import NONFINITE, inverted_runs
 from precision.text_numbers import is_whole
 from probes.store.records import TrainedConfig, TrainedResult, stored_float
 from probes.training.measure import limit_label
@@ -98,6 +98,9 @@ TIME_MARK = " time"
 CONTAINED_MARK = " <d"
 #: How far above a contained cell's median floor a cell may lie before it is marked.
 CONTAINED_ABOVE_DECADES = 0.3
+NONFINITE_LEGEND = ("nonfinite = the trained model's output in this precision overflowed or "
+                    "became NaN (its evaluation, not its training: the weights are finite); "
+                    "the record's error names the precision")
 CONTAINED_LEGEND = (f"<d = a shallower model this one contains exactly (its extra layers the "
                     f"identity) floors more than {CONTAINED_ABOVE_DECADES:g} decades lower in "
                     "this precision: the cell is training-limited whatever its check said "
@@ -250,6 +253,8 @@ def model_tables(rows: list[dict[str, Any]]) -> str:
         blocks.append(INVERTED_LEGEND)
     if above:
         blocks.append(CONTAINED_LEGEND)
+    if any(r.get("status") == NONFINITE for g in by_task.values() for r in g):
+        blocks.append(NONFINITE_LEGEND)
     invalid = invalid_lines([r for g in by_task.values() for r in g])
     if invalid:
         blocks.append(invalid)

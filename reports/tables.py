@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from precision.invariants import inverted_runs
+from precision.invariants import NONFINITE, inverted_runs
 from probes.factory import family_nests_by_depth
 from probes.store.frames import runs_frame
 from probes.store.records import SubjectConfig, TrainedConfig, TrainedResult, stored_float
@@ -26,6 +26,7 @@ from reports.model_table import (
     CONTAINED_ABOVE_DECADES,
     CONTAINED_LEGEND,
     CONTAINED_MARK,
+    NONFINITE_LEGEND,
     TIME_LEGEND,
     TIME_MARK,
     format_gain,
@@ -180,9 +181,10 @@ def grid_pivots(runs: pd.DataFrame) -> list[Pivot]:
     if runs.empty:
         return out
     ok = runs[runs["status"] == "ok"]
-    for task, runs_of in ok.groupby("task", sort=True):
+    shown = runs[runs["status"].isin(["ok", NONFINITE])]   # an overflow is a result, shown
+    for task, runs_of in shown.groupby("task", sort=True):
         out.append(task_pivot(str(task), runs_of))
-        evidence = evidence_pivot(str(task), runs_of)
+        evidence = evidence_pivot(str(task), ok[ok["task"] == task])
         if evidence is not None:
             out.append(evidence)
     return out
@@ -221,7 +223,8 @@ def _seeds_cell(cell: pd.DataFrame, metric: str, contained: bool = False) -> str
     :data:`~reports.model_table.CONTAINED_MARK`)."""
     vals = sorted(float(v) for v in cell[metric] if _present(v))
     if not vals:
-        return ""
+        return NONFINITE if metric == "log10_mse" and (cell["status"] == NONFINITE).any() \
+            else ""
     text = format_log10(float(np.median(vals)))
     if len(vals) > 1:
         text += f" [{format_log10(vals[0])}, {format_log10(vals[-1])}]"
@@ -265,6 +268,8 @@ def task_pivot(task: str, runs: pd.DataFrame) -> Pivot:
     clock = f"; {TIME_LEGEND}" if stopped_by_clock(runs) else ""
     if above:
         clock += f"; {CONTAINED_LEGEND}"
+    if (runs["status"] == NONFINITE).any():
+        clock += f"; {NONFINITE_LEGEND}"
     return Pivot(f"grid-{task}",
                  f"{task}: test MSE by model, depth and width in each precision, its "
                  f"approximation part (measured on {top}'s inputs) and rounding part in each "

@@ -94,3 +94,41 @@ def test_a_deeper_cell_above_a_cell_it_contains_is_marked_and_never_a():
     inner = [_deeper(r, 1, 0.0, residual="inner") for r in a] + \
         [_deeper(r, 2, 1.0, residual="inner") for r in a]
     assert contained_above_runs(inner) == set()
+
+
+def test_an_output_that_overflows_in_a_precision_is_named_not_diverged():
+    """A trained model whose float16 output overflows was stored ``diverged`` (training's
+    word) and shown as an empty cell in the report. It is ``nonfinite``: named in the
+    record, shown with a legend in the console and report tables, and it refutes a claim about
+    that precision as a divergence does."""
+    import copy
+    from pathlib import Path
+
+    from precision.invariants import NONFINITE
+    from precision.precisions import parse_precision
+    from precision.tasks import make_task
+    from probes.store.db import Store
+    from probes.training.measure import measure_precision
+    from reports.model_table import NONFINITE_LEGEND, model_tables
+    from reports.tables import grid_pivots, grid_runs
+
+    task = make_task("multiply", seed=0, dim=4, n=6)
+    model = build_model("baseconv", task.d_in, task.d_out, 1, 8).double()
+    with torch.no_grad():
+        model.out.weight.mul_(1e8)   # finite in float64, past float16's 65504
+    x, _ = task.sample(2, torch.Generator().manual_seed(0))
+    out = measure_precision(model, task, x, parse_precision("float16"), {})
+    assert out.status == NONFINITE and "not finite in float16" in out.error
+    assert measure_precision(model, task, x, parse_precision("float64"), {}).status == "ok"
+
+    shipped = Path(__file__).resolve().parents[1] / "reports" / "stores" / "primitives_floor.db"
+    with Store(shipped, create=False, read_only=True) as store:
+        rows = [r for r in store.runs() if r["task"] == "read" and r["subject"] == "baseconv"
+                and r["config"]["width"] == 32]
+    bad = copy.deepcopy([r for r in rows if r["precision"] == "float32"][0])
+    bad.update(status=NONFINITE, mse=None, log10_mse=None, error=out.error)
+    rows = [r for r in rows if r["precision"] != "float32"] + [bad]
+    text = model_tables(rows)
+    assert NONFINITE in text and NONFINITE_LEGEND in text
+    (pivot,) = [p for p in grid_pivots(grid_runs(rows)) if p.key == "grid-read"]
+    assert pivot.frame["float32"].tolist() == [NONFINITE] and "nonfinite = " in pivot.title

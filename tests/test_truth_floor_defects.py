@@ -177,6 +177,8 @@ def test_claim_with_only_a_failed_run_says_it_failed():
 def test_claim_with_a_diverged_run_does_not_hold():
     c = _claim([_row(0, -14), _row(1, -14, status="diverged")], "001-gd-floor")
     assert c.verdict == "does not hold" and "1 run diverged" in c.measured
+    c = _claim([_row(0, -14), _row(1, -14, status="nonfinite")], "001-gd-floor")
+    assert c.verdict == "does not hold" and "1 run not finite in its precision" in c.measured
 
 
 def test_claim_on_an_unreached_floor_is_not_measured():

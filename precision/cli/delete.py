@@ -21,8 +21,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_db_option(dele)
     dele.add_argument("--suite", default=None, help="only runs of this suite")
     dele.add_argument("--subject", default=None, help="only runs of this solver / model / entry")
-    dele.add_argument("--status", choices=["ok", "failed", "diverged", "timeout", "invalid"],
-                      default=None, help="only runs with this status")
+    dele.add_argument("--status", default=None,
+                      choices=["ok", "failed", "diverged", "nonfinite", "timeout", "invalid"],
+                      help="only runs with this status")
     dele.add_argument("--precision", default=None,
                       help=f"only runs in this precision ({ALIASES_TEXT})")
     dele.add_argument("--run-id", default=None, help="only the run with this id")

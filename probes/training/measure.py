@@ -36,6 +36,7 @@ from precision.backends.mp_backend import exact_array
 from precision.backends.torch_backend import round_to_dtype
 from precision.evaluate import evaluate_exact, reference_digits
 from precision.formats.simulate import round_tensor
+from precision.invariants import NONFINITE
 from precision.metrics import Floor, decompose, detect_floor, error_summary
 from precision.precisions import Precision, seeded_by
 from precision.reference import MODEL_REFERENCE
@@ -164,7 +165,8 @@ def measure_precision(model: nn.Module, task: Task, x: torch.Tensor,
         total = parts["total"]
         approx, rounding = parts["approximation"].log10_mse, parts["rounding"].log10_mse
     if not math.isfinite(total.mse):
-        return PrecisionOutcome(p.name, "diverged", f"model output not finite in {p.name}")
+        return PrecisionOutcome(p.name, NONFINITE, f"model output not finite in {p.name} (an "
+                                "overflow or NaN of the evaluation; training was fine)")
     return PrecisionOutcome(
         p.name, "ok", None, total=total.mse, log10_total=total.log10_mse,
         log10_approximation=log10_or_none(approx), log10_rounding=log10_or_none(rounding),

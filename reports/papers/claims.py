@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from precision.invariants import INVALID, inverted_runs
+from precision.invariants import INVALID, NONFINITE, inverted_runs
 from probes.store.records import (
     SCHEMA,
     TrainedConfig,
@@ -292,10 +292,13 @@ def _verdict(check: dict[str, Any], selected: list[dict[str, Any]], rows: list[d
              and (steps := TrainedConfig.from_json(r.get("config")).train_steps) is not None
              and steps < min_train_steps}
     selected = [r for r in selected if id(r) not in short]
-    diverged = [r for r in selected if r.get("status") == "diverged"]
+    # a training that diverged, or a trained model whose output overflows in the claim's
+    # precision: the claimed accuracy is not reached there
+    diverged = [r for r in selected if r.get("status") in ("diverged", NONFINITE)]
     broken = [r for r in selected if r.get("status") == INVALID
               or (r.get("status") == "ok" and r.get("run_id") in inverted)]
-    failed = [r for r in selected if r.get("status") not in ("ok", "diverged", INVALID)]
+    failed = [r for r in selected if r.get("status") not in ("ok", "diverged", NONFINITE,
+                                                              INVALID)]
     skip = {id(r) for r in broken}
     ok_runs = [r for r in selected if r.get("status") == "ok" and id(r) not in skip
                and metric_value(r, metric) is not None]
@@ -307,7 +310,9 @@ def _verdict(check: dict[str, Any], selected: list[dict[str, Any]], rows: list[d
     chosen = [r for r in ok_runs if r not in unreached and r not in budget_cut]
     notes = []
     if diverged:
-        notes.append(_count(diverged, "diverged"))
+        kinds = sorted({str(r.get("status")) for r in diverged})
+        notes.append(_count(diverged, " or ".join(
+            "not finite in its precision" if k == NONFINITE else k for k in kinds)))
     if failed:
         reason = str(failed[0].get("error") or "").splitlines()[0:1]
         notes.append(_count(failed, "failed") + (f" ({reason[0]})" if reason else ""))
