@@ -445,7 +445,8 @@ def test_aliases_in_help_list_and_errors(tmp_path, base_store, capsys):
     assert ALIASES_TEXT in capsys.readouterr().out
     suite = write(tmp_path, tiny())
     err = refused(["run", str(suite), "--precisions", "fp31"], tmp_path, base_store, capsys)
-    assert err.startswith("precision: error: unknown precision 'fp31'; valid forms: ")
+    assert err.startswith("precision: error: unknown precision 'fp31' (did you mean 'fp32'")
+    assert "; valid forms: " in err
     assert err.endswith(ALIASES_TEXT)
     kept = tmp_path / "kept.db"
     assert main(["delete", "--db", str(kept), "--precision", "FP32", "--dry-run"]) == 0
