@@ -49,16 +49,9 @@ def fuzz(n: int) -> settings:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
-    from test_fuzz_entry_points import TINY
+    from conftest import solver_store
 
-    from precision.cli.main import main
-
-    folder = tmp_path_factory.mktemp("own")
-    (folder / "tiny.toml").write_text(TINY)
-    db = folder / "results.db"
-    assert main(["run", str(folder / "tiny.toml"), "--db", str(db), "--no-progress",
-                 "--no-report"]) == 0
-    return db
+    return solver_store(tmp_path_factory.mktemp("own"), "gd")
 
 
 USER_FILES = ["precious.csv", "holiday.png", "solver-runs.csv", "paper-fig1.svg"]
