@@ -25,7 +25,7 @@ import contextlib
 import copy
 import warnings
 import weakref
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import flint
@@ -185,11 +185,32 @@ def _exact(out: torch.Tensor | np.ndarray) -> np.ndarray:
     return exact_array(out.to(torch.float64).numpy())
 
 
+@contextlib.contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """``model`` in eval mode inside the block (dropout off, batch statistics fixed), and
+    every module's training flag as the caller left it afterwards: evaluating a model never
+    changes it."""
+    flags = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for m, training in flags:
+            m.training = training
+
+
 def _forward(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision, device: str,
              kept_modules: Collection[str] | None) -> torch.Tensor | np.ndarray:
     """The forward of :func:`evaluate_exact`: a float precision's output tensor (on the CPU,
-    in its dtype), or an mpN's exact arb values."""
-    model.eval()
+    in its dtype), or an mpN's exact arb values; the model in eval mode (:func:`evaluating`)."""
+    with evaluating(model):
+        return _forward_eval(model, x, p, device, kept_modules)
+
+
+def _forward_eval(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,
+                  device: str, kept_modules: Collection[str] | None
+                  ) -> torch.Tensor | np.ndarray:
+    """:func:`_forward` of a model in eval mode."""
     if (p.is_mp or p.modules) and (x.numel() if isinstance(x, torch.Tensor) else x.size) == 0:
         return _empty_exact(model, x)
     if p.modules:

@@ -24,7 +24,9 @@ the model does not accept is one line in :attr:`LengthSweep.skipped`, not an err
 
 from __future__ import annotations
 
+import copy
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -151,7 +153,9 @@ def sweep(model: nn.Module, lengths: Sequence[int], precisions: Sequence[Precisi
     check_precision(reference)  # an mpN, or ValueError now
     if d_in < 1 or batch < 1:
         raise LengthError(f"d_in and batch must be positive, got d_in {d_in}, batch {batch}")
-    model = model.double().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)   # torch's pytree note on copy
+        model = copy.deepcopy(model).double().eval()   # the caller's model is left as it is
     x = sweep_inputs(batch, max(lengths), d_in, seed)
     out = LengthSweep(reference)
     for n in lengths:

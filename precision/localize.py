@@ -222,7 +222,9 @@ def localize(model: torch.nn.Module, x: torch.Tensor, low: Precision, reference:
                             "assignment")
     if target is not None and not (math.isfinite(target) and target > 0):
         raise LocalizeError(f"target must be a positive relative error, not {target:g}")
-    model.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)   # torch's pytree note on copy
+        model = copy.deepcopy(model).eval()   # in eval mode; the caller's model as it was
     everyone = units_of(model, x, depth)
     units = everyone
     if modules:

@@ -185,3 +185,30 @@ def test_what_is_not_a_precision_is_one_line_and_mp_outputs_give_numpy(model_and
     out = evaluate(model, x, "mp30")
     assert isinstance(out.numpy(), np.ndarray) and out.numpy().dtype == np.float64
     assert np.array_equal(out.numpy(), out.to_float().numpy())
+
+
+def test_evaluating_a_model_never_changes_it() -> None:
+    """``evaluate`` switched the caller's model to eval mode for good, ``localize`` too, and
+    ``evaluate_lengths`` converted the caller's float32 model to float64 in place. Each now
+    computes in eval mode (dropout off) and leaves the model as it was."""
+    from precision.lengths import evaluate_lengths
+    from precision.localize import localize
+    from precision.precisions import parse_precision
+
+    torch.manual_seed(7)
+    model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5), nn.Tanh(), nn.Linear(3, 3))
+    model.train()
+    x = torch.randn(2, 4, 3, dtype=torch.float64)
+    with torch.no_grad():
+        want = model.eval()(x.float()).double()
+    model.train()
+    for spelling in ("float32", "float64", "mp30", "bfloat16"):
+        out = evaluate(model, x, spelling)
+        got = out.to_float() if isinstance(out, MPOutput) else out.double()
+        assert (got - want).abs().max() < 1e-2   # dropout off: the eval-mode output
+        assert all(m.training for m in model.modules())
+    localize(model, x, parse_precision("bfloat16"), parse_precision("float64"))
+    assert all(m.training for m in model.modules())
+    evaluate_lengths(model, [2, 4], ["float32"], d_in=3, reference="mp30")
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert all(m.training for m in model.modules())
