@@ -226,3 +226,26 @@ def test_a_weights_file_of_nans_is_damage_not_a_divergence(stores, tmp_path):
                                     check=False)
     assert measure.TRAININGS == before + 1 and not trained.loaded
     assert trained.result.status == "ok"
+
+
+def _train_in_child(args):
+    job, folder, config = args
+    trained = measure.trained_model(job, folder=folder, job_config=config, check=False)
+    return trained.loaded, measure.TRAININGS
+
+
+def test_two_workers_that_want_one_job_train_it_once(tmp_path):
+    """A job's trained run and its length run (or two Dask workers) could both train the same
+    job at once, nothing locking its weights file. Now the first trains, the second waits
+    and reads what it kept."""
+    import multiprocessing
+
+    path = tmp_path / "once.toml"
+    path.write_text(SUITE)
+    job = load_suite(str(path), precisions=["float32"]).runs[0].spec
+    config = job_config(job)
+    folder = tmp_path / "w"
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        got = pool.map(_train_in_child, [(job, folder, config)] * 2)
+    assert sorted(loaded for loaded, _ in got) == [False, True]   # one trained, one read
+    assert len(list(folder.glob("*.safetensors"))) == 1

@@ -55,6 +55,7 @@ from probes.training.weights import (
     load_trained_model,
     read_header,
     save_weights,
+    training_lock,
 )
 
 #: The high precision the decomposition's f_mp is computed in.
@@ -246,6 +247,16 @@ def trained_model(job: Job, device: str = "cpu", *, folder: str | Path | None = 
     on. ``checkpoint``: the training's state (:func:`~probes.training.recipes.train`;
     raises :class:`~probes.training.checkpoint.Paused` at the end of its slice)."""
     path = weights_path(folder, job_config) if folder is not None and job_config else None
+    if path is None:
+        return _trained_model(job, device, None, folder, job_config, checkpoint, check)
+    with training_lock(path):   # one worker trains a job; another reads what it kept
+        return _trained_model(job, device, path, folder, job_config, checkpoint, check)
+
+
+def _trained_model(job: Job, device: str, path: Path | None, folder: str | Path | None,
+                   job_config: dict[str, Any] | None, checkpoint: Checkpoint | None,
+                   check: bool) -> TrainedModel:
+    """:func:`trained_model` with its weights file ``path`` (None: none) locked."""
     loaded = _load(job, path, job_config) if path is not None and path.is_file() else None
     if loaded is None:
         global TRAININGS

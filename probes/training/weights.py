@@ -22,9 +22,12 @@ never holds weights.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -242,6 +245,27 @@ def weights_job(path: str | Path) -> dict[str, Any]:
     path = expand_user(path)
     _, meta = read_header(path)
     return _job_config(path, meta)
+
+
+@contextlib.contextmanager
+def training_lock(path: Path) -> Iterator[None]:
+    """Held while a job's weights file ``path`` is read, trained or written: two workers (a
+    job's trained run and its length run, two Dask workers, two sweeps on one store) that
+    want the same job train it once, the second reading what the first kept. An exclusive
+    ``flock`` on ``.<file name>.lock`` beside it (left there: removing it would race); a
+    folder where no lock file can be made (read-only) goes on unlocked."""
+    lock = path.with_name(f".{path.name}.lock")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # releases the lock
 
 
 def check_job(path: str | Path, job_config: dict[str, Any]) -> None:
