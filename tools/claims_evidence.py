@@ -1,16 +1,15 @@
 """Judge 001's claims from what ships: one command.
 
     python tools/claims_evidence.py [--db evidence.db] [--out report/evidence]
-                                     [--suites solvers,constructions,square]
+                                     [--suites solvers:quick,constructions,square:quick]
 
-It runs the quick profile of the reference suites (solvers, constructions, square: minutes
-on two cores) into ``--db`` (a run already there is reused), merges every shipped store of
-measured cells (``reports/stores/*.db``, only read), writes the report of the whole store
-into ``--out`` and prints, for each of paper 001's claims, its verdicts (paper recipe, engine)
-or why there is none (the command that measures it), and how many are judged. A verdict
-drawn from cells smaller or shallower than the paper's says so in its measured text (the
-claims check names the runs it used). ``--suites ''`` runs no suite (the shipped stores
-alone).
+It runs the reference suites (solvers and square in their quick profiles, constructions as
+it is: minutes on two cores; each ``SUITE:PROFILE`` or ``SUITE``) into ``--db`` (a run
+already there is reused), merges every shipped store of measured cells
+(``reports/stores/*.db``, only read), writes the report of the whole store into ``--out`` and
+prints, for each of paper 001's claims, its verdicts (paper recipe, engine) or why there is
+none (the command that measures it), and how many are judged. ``--suites ''`` runs no suite
+(the shipped stores alone).
 """
 
 from __future__ import annotations
@@ -27,8 +26,8 @@ from precision.cli.main import main as precision  # noqa: E402
 from probes.store.db import Store  # noqa: E402
 from reports.papers.claims import check_claims  # noqa: E402
 
-#: The quick reference suites whose runs several of 001's claims are judged on.
-SUITES = ("solvers", "constructions", "square")
+#: The reference suites (``SUITE:PROFILE``) whose runs several of 001's claims are judged on.
+SUITES = ("solvers:quick", "constructions", "square:quick")
 SHIPPED = ROOT / "reports" / "stores"
 
 
@@ -38,9 +37,10 @@ def judged(verdict: str) -> bool:
 
 def evidence(db: Path, out: Path, suites: list[str]) -> int:
     """Compute, merge, report and print (module docstring); the exit code."""
-    for suite in suites:
-        rc = precision(["run", suite, "--profile", "quick", "--db", str(db), "--no-progress",
-                        "--no-report"])
+    for spec in suites:
+        suite, _, profile = spec.partition(":")
+        rc = precision(["run", suite, *(["--profile", profile] if profile else []), "--db",
+                        str(db), "--no-progress", "--no-report"])
         if rc not in (0, 1):   # 1: some runs failed, which the report shows
             return rc
     shipped = sorted(str(p) for p in SHIPPED.glob("*.db"))
@@ -72,7 +72,7 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, default=Path("evidence.db"))
     parser.add_argument("--out", type=Path, default=Path("report") / "evidence")
     parser.add_argument("--suites", default=",".join(SUITES),
-                        help="comma-separated quick suites to run first ('' for none)")
+                        help="comma-separated SUITE[:PROFILE] to run first ('' for none)")
     args = parser.parse_args(argv)
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     return evidence(args.db, args.out, suites)
