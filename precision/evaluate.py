@@ -69,13 +69,14 @@ def mp_program(model: torch.nn.Module, x: torch.Tensor) -> MPProgram:
     """The exported program of ``model`` for inputs shaped like ``x``: cached per shape and
     dtype while the module's structure is unchanged (:func:`structure_key`: a module replaced
     inside it, a new forward or hook, a changed attribute exports again; the parameters'
-    values are read at each call)."""
+    values are read at each call). The program is the model's in eval mode."""
     key = (tuple(x.shape), x.dtype)
-    structure = structure_key(model)
-    per_model = _PROGRAMS.setdefault(model, {})
-    cached = per_model.get(key)
-    if cached is None or cached[0] != structure:
-        per_model[key] = (structure, MPProgram(model, (x,)))
+    with evaluating(model):   # exported in eval mode, whatever mode the caller left it in
+        structure = structure_key(model)
+        per_model = _PROGRAMS.setdefault(model, {})
+        cached = per_model.get(key)
+        if cached is None or cached[0] != structure:
+            per_model[key] = (structure, MPProgram(model, (x,)))
     return per_model[key][1]
 
 
@@ -307,7 +308,8 @@ def evaluate_assigned(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: P
     rounds its result (on ``device``). ``x`` may be an object array of exact values, as for
     :func:`evaluate_exact`.
     """
-    return _exact(_assigned(model, x, p, device, work=work, carrier=carrier))
+    with evaluating(model):
+        return _exact(_assigned(model, x, p, device, work=work, carrier=carrier))
 
 
 def _assigned(model: torch.nn.Module, x: torch.Tensor | np.ndarray, p: Precision,

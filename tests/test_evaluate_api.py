@@ -212,3 +212,18 @@ def test_evaluating_a_model_never_changes_it() -> None:
     evaluate_lengths(model, [2, 4], ["float32"], d_in=3, reference="mp30")
     assert all(p.dtype == torch.float32 for p in model.parameters())
     assert all(m.training for m in model.modules())
+
+
+def test_an_assignment_and_its_digits_are_of_the_eval_mode_model() -> None:
+    """A model left in training mode with dropout: the per-module assignment's mpN output and
+    its ``.digits`` are computed in eval mode too (the certification ran it in training mode
+    once evaluate left the caller's mode as it was)."""
+    torch.manual_seed(8)
+    model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5), nn.Tanh(), nn.Linear(3, 3)).double()
+    x = torch.randn(2, 4, 3, dtype=torch.float64)
+    with torch.no_grad():
+        want = model.eval()(x)
+    model.train()
+    out = evaluate(model, x, "mp30+mod[0]=bfloat16")
+    assert (out.to_float() - want).abs().max() < 0.1 and out.digits >= 25
+    assert all(m.training for m in model.modules())
