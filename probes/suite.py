@@ -424,11 +424,13 @@ def suite_for_factory(base: Suite, factory: str, tasks: list[str] | None = None,
                          f"already the entry [{entries[0]}.{name}] of suite {base.name}: "
                          "their rows would read as one model; name the probe with --label")
     grid = {"depth": depths, "width": widths}
+    tops = {"depth": trained.MAX_DEPTH, "width": trained.MAX_WIDTH}
     for key, values in grid.items():
         if values is not None and not (values and all(
-                isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= trained.MAX_WIDTH
+                isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= tops[key]
                 for v in values)):
-            raise SuiteError(f"--{key}s must be positive whole numbers, not {values!r:.60}")
+            raise SuiteError(f"--{key}s must be whole numbers in [1, {tops[key]}], not "
+                             f"{values!r:.60}")
     options = tuple((k, tuple(grid[k]) if grid[k] is not None else v)
                     for k, v in first.options if k in ("depth", "width"))
     entry = replace(first, label=name, family=factory, tasks=tuple(chosen), options=options)

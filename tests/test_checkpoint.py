@@ -336,3 +336,17 @@ def test_a_damaged_checkpoint_is_a_failed_record_naming_it(tmp_path):
     assert failed and all(str(first) in r["result"].get("message", r.get("message", ""))
                           or str(first) in json.dumps(r) for r in failed)
     assert any(r["status"] == "ok" for r in rows)
+
+
+def test_a_file_where_the_default_checkpoint_folder_goes_is_one_line(tmp_path, capsys):
+    from precision.cli.main import main
+
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(SUITE)
+    (tmp_path / "r.checkpoints").write_text("the user's")
+    code = main(["run", str(suite), "--db", str(tmp_path / "r.db"), "--no-progress",
+                 "--no-report"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "is not a folder" in err and "\n" not in err
+    assert (tmp_path / "r.checkpoints").read_text() == "the user's"
+    assert not (tmp_path / "r.db").exists()

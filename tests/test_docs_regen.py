@@ -214,3 +214,13 @@ def test_the_claims_evidence_command_judges_from_the_shipped_stores(tmp_path, ca
     assert "001-bc-multiply: paper recipe not measured; engine does not hold" in text
     assert text.rstrip().splitlines()[-1].startswith(
         f"{sum('not judged' not in line for line in lines)} of 14 judged")
+
+
+def test_a_pending_suite_or_profile_that_is_not_there_is_one_line(tmp_path, capsys):
+    store = ROOT / "reports" / "stores" / "primitives_floor.db"
+    for spec, message in (("bogus:quick", "no store given holds suite bogus"),
+                          ("primitives:zzz", "has no profile 'zzz'"), ("primitives", "SUITE:")):
+        assert regen.main(["results", str(store), "--out", str(tmp_path / "r.md"),
+                           "--pending", spec]) == 1
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "r.md").exists()

@@ -120,6 +120,10 @@ def results_markdown(store: Store | list[tuple[Store, str]], store_label: str = 
     lists the ones it lacks and the command that computes them (:func:`pending_lines`)."""
     stores = store if isinstance(store, list) else [(store, store_label)]
     pending = pending or {}
+    held = {suite for st, _ in stores for suite in st.suites()}
+    for suite in sorted(set(pending) - held):
+        raise ValueError(f"--pending {suite}: no store given holds suite {suite} (its cells "
+                         "are listed under the suite's section)")
     labels = " ".join(label for _, label in stores) + "".join(
         f" --pending {s}:{p}" for s, p in sorted(pending.items()))
     names = ", ".join(f"`{Path(label).name}`" for _, label in stores)

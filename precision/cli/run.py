@@ -275,6 +275,9 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
     checkpoint_dir = writable_folder("--checkpoints", args.checkpoints)
     if checkpoint_dir is None and not args.no_checkpoints:   # beside the store, made on use
         checkpoint_dir = os.path.abspath(expand_user(checkpoints_folder(args.db)))
+        if os.path.lexists(checkpoint_dir) and not os.path.isdir(checkpoint_dir):
+            raise UsageError(f"{checkpoint_dir} (where trainings keep their state) is not a "
+                             "folder: move it, or give --checkpoints DIR or --no-checkpoints")
     args.checkpoint_dir = checkpoint_dir
     pause_at = None
     if args.slice is not None:
