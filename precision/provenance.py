@@ -33,11 +33,26 @@ def _blas(config: str) -> str:
     return "unknown"
 
 
-@functools.cache
+#: The code a sweep's driver started with, given to its workers (:func:`pin_code_version`).
+_PINNED: list[str] = []
+
+
+def pin_code_version(code: str) -> None:
+    """Record ``code`` as this process's :func:`code_version`: a sweep's worker says the code
+    its driver started with, not the checkout's state when the worker first asks (a commit
+    made during a long sweep was named by the records computed after it)."""
+    _PINNED[:] = [code]
+
+
 def code_version() -> str:
     """The toolkit's code: ``git <commit>`` (``+changes`` when tracked files differ from it)
     when it runs from a git checkout, else ``precision <version>`` of the installed
-    package."""
+    package; read once per process (a sweep reads it when it starts), or as pinned."""
+    return _PINNED[0] if _PINNED else _code_version()
+
+
+@functools.cache
+def _code_version() -> str:
     root = Path(__file__).resolve().parents[1]
     if (root / ".git").exists():
         try:
@@ -68,7 +83,6 @@ def _static() -> dict[str, Any]:
         "python_flint": getattr(flint, "__version__", "unknown"),
         "machine": platform.machine(),
         "python": platform.python_version(),
-        "code": code_version(),
     }
 
 
@@ -81,7 +95,8 @@ def provenance(device: str = "cpu") -> dict[str, Any]:
     from precision.devices import describe_device
 
     env = {k: os.environ[k] for k in KERNEL_ENV if k in os.environ}
-    return {**_static(), "threads": torch.get_num_threads(), **({"env": env} if env else {}),
+    return {**_static(), "code": code_version(), "threads": torch.get_num_threads(),
+            **({"env": env} if env else {}),
             **({"device": describe_device(device)} if device != "cpu" else {})}
 
 

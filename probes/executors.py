@@ -36,6 +36,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from precision.provenance import code_version
 from probes.executor_error import ExecutorError
 from probes.isolation import die_with_parent, process_context
 from probes.kinds import kind_of
@@ -85,12 +86,17 @@ def compute_in_worker(compute: Compute, run: Run) -> list[RunRecord]:
     return compute(run)
 
 
-def worker_init(driver_pid: int) -> None:
+def worker_init(driver_pid: int, code: str | None = None) -> None:
     """Initializer of a local pool worker: Ctrl-C is the driver's to handle (it kills the
-    workers), SIGTERM kills, and the worker dies with its driver."""
+    workers), SIGTERM kills, and the worker dies with its driver; its records name the code
+    the driver started with (``code``: :func:`precision.provenance.pin_code_version`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     die_with_parent(driver_pid)
+    if code is not None:
+        from precision.provenance import pin_code_version
+
+        pin_code_version(code)
 
 
 def dask_setup(worker: Any) -> None:
@@ -142,7 +148,8 @@ def run_local_pool(todo: list[Run], compute: Compute, jobs: int
     while pending:
         broken = False
         pool = ProcessPoolExecutor(max_workers=jobs, initializer=worker_init,
-                                   initargs=(os.getpid(),), mp_context=process_context())
+                                   initargs=(os.getpid(), code_version()),
+                                   mp_context=process_context())
         try:
             futures = {pool.submit(compute_in_worker, compute, run): run for run in pending}
             while futures:

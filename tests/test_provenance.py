@@ -58,3 +58,17 @@ def test_provenance_names_the_code_that_computed() -> None:
     assert re.fullmatch(r"git [0-9a-f]{12}(\+changes)?|precision \S+|unknown", code), code
     assert provenance_line({"torch": "2", "threads": 1, "code": "git abc"}).endswith(
         "code git abc")
+
+
+def test_a_sweeps_workers_name_the_code_their_driver_started_with(monkeypatch) -> None:
+    """A commit made during a long sweep was named by the records its workers wrote after it
+    (each read the checkout when it first asked): the driver's code is pinned in each worker."""
+    import precision.provenance as prov
+    from probes.executors import worker_init
+
+    monkeypatch.setattr(prov, "_PINNED", [])
+    monkeypatch.setattr("probes.executors.die_with_parent", lambda pid: None)
+    monkeypatch.setattr("signal.signal", lambda *a: None)
+    worker_init(1, "git 0123456789ab")
+    assert prov.code_version() == "git 0123456789ab"
+    assert prov.provenance()["code"] == "git 0123456789ab"

@@ -166,6 +166,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if args.command in SWEEPS:
             stops.install()
             keep_going()   # a reader that leaves early (| head) never ends the work
+            from precision.provenance import code_version
+
+            code_version()   # read now: the records name the code the sweep started with
             import torch
 
             # Small models and solvers: one intra-op thread per process is faster than two
