@@ -734,3 +734,25 @@ def test_text_columns_wrap_left_aligned_numbers_stay_right():
     page = html_table(Pivot(frame=frame, title="t", key="claims-not-measured"))
     assert '<td class="t">2-layer Transformer' in page and '<th class="t">what</th>' in page
     assert "<td>2.1e-02 ±0.3 @3</td>" in page
+
+
+def test_a_verdict_from_cells_smaller_than_the_papers_says_so():
+    """001 trained at width 64 (App. D: n_embd 64): a verdict whose runs include width-32
+    cells says so in its row; a claim file with a malformed paper_size is refused."""
+    from pathlib import Path
+
+    from reports.papers.claims import check_problem
+
+    shipped = Path(__file__).resolve().parents[1] / "reports" / "stores" / "primitives_floor.db"
+    with Store(shipped, create=False, read_only=True) as store:
+        rows = store.runs()
+    (bc,) = [c for c in check_claims(rows) if c.id == "001-bc-multiply"]
+    assert bc.engine_verdict == "does not hold"
+    assert bc.engine_measured.endswith("its runs include width 32, below the paper's 64")
+    wide = [r for r in rows if r["config"]["width"] == 64]
+    (bc64,) = [c for c in check_claims(wide) if c.id == "001-bc-multiply"]
+    assert bc64.engine_verdict == "does not hold" and "below the paper" not in bc64.engine_measured
+    check = dict(next(c for c in load_claims() if c["id"] == "001-bc-multiply")["check"])
+    assert check_problem({**check, "paper_size": {"heads": 2}}) is not None
+    assert check_problem({**check, "paper_size": {"width": 0}}) is not None
+    assert check_problem(check) is None

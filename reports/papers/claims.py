@@ -46,7 +46,9 @@ from reports.floor_cells import floor_reached, format_log10, median
 
 SELECT_KEYS = ("kind", "suite", "subject", "task", "precision")
 CHECK_KEYS = {*SELECT_KEYS, "metric", "min", "max", "aggregate", "min_train_steps", "command",
-              "config", "relative_to"}
+              "config", "relative_to", "paper_size"}
+#: The model sizes a trained claim's ``paper_size`` may name (the paper's depth and width).
+SIZE_KEYS = ("depth", "width")
 RELATIVE_KEYS = {"subject", "task", "config", "pair_on", "compare"}
 #: How a ``relative_to`` check compares a run with its partner: the ratio of the metrics, or
 #: their difference (for log10 metrics: orders of magnitude).
@@ -105,6 +107,10 @@ def check_problem(check: dict[str, Any]) -> str | None:
         return f"the check needs '{missing[0]}'"
     if "min_train_steps" in check and kind != "trained":
         return "min_train_steps applies to trained runs only"
+    size = check.get("paper_size", {})
+    if size and (kind != "trained" or not isinstance(size, dict) or set(size) - set(SIZE_KEYS)
+                 or not all(isinstance(v, int) and v > 0 for v in size.values())):
+        return "paper_size is a table of depth / width (positive integers) of trained claims"
     rel = check.get("relative_to", {})
     if rel.get("compare", "ratio") not in COMPARES:
         return f"relative_to compare must be one of {', '.join(COMPARES)}"
@@ -260,12 +266,36 @@ def check_claims(rows: list[dict[str, Any]], suites: list[str] | None = None) ->
                          inverted)
         if paper["verdict"] == "not measured" and paper["measured"] == "-" and steps:
             paper["measured"] = f"needs the paper budget (>= {steps} Adam steps)"
-        engine = _verdict(check, [r for r in selected if _second_order(r)], rows, 0, inverted)
+        engine_runs = [r for r in selected if _second_order(r)]
+        engine = _verdict(check, engine_runs, rows, 0, inverted)
         if engine["verdict"] == "not measured" and engine["measured"] == "-":
             engine["measured"] = f"no engine run of {_selection_text(check)}"
+        for verdict, runs in ((paper, [r for r in selected if not _second_order(r)]),
+                              (engine, engine_runs)):
+            smaller = _smaller_than_paper(check, runs)
+            if smaller and verdict["verdict"] in ("holds", "does not hold"):
+                verdict["measured"] += f"; {smaller}"
         out.append(ClaimRow(**base, **paper, engine_measured=engine["measured"],
                             engine_verdict=engine["verdict"]))
     return out
+
+
+def _smaller_than_paper(check: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    """``"its runs include width 32, below the paper's 64"`` when ok ``runs`` of a trained
+    claim include models shallower or narrower than the paper's (``paper_size``), else
+    ``""``: a verdict drawn from smaller cells says so in its row."""
+    size = check.get("paper_size") or {}
+    parts = []
+    for key in SIZE_KEYS:
+        if key not in size:
+            continue
+        values = sorted({int(v) for r in runs if r.get("status") == "ok"
+                         and (v := getattr(TrainedConfig.from_json(r.get("config")), key))})
+        below = [v for v in values if v < size[key]]
+        if below:
+            shown = ", ".join(map(str, below))
+            parts.append(f"{key} {shown}, below the paper's {size[key]}")
+    return "its runs include " + "; ".join(parts) if parts else ""
 
 
 def _selection_text(check: dict[str, Any]) -> str:
