@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_faults_stop import ENTRY, GRID
 
 import probes.runner
 import probes.store.db
@@ -484,20 +485,9 @@ def test_a_home_folder_of_no_user_is_one_line_before_computing(tiny_store, tmp_p
     assert not (tmp_path / "~nosuchuser").exists()
 
 
-GLOB_SUITE = """
-name = "globs"
-precisions = ["float64"]
-seeds = [0]
-[tasks.mul]
-task = "multiply"
-dim = 4
-n = 6
-[models.a]
-family = "transformer"
-tasks = ["mul"]
-depth = 1
-width = [8, 16]
-train = {{ recipe = "paper", steps = 20, batch_size = 8 }}
+#: A valid entry (test_faults_stop's grid) and an entry ``z`` whose assignment globs are wrong.
+GLOB_SUITE = GRID.replace("{", "{{").replace("}", "}}") + \
+    ENTRY.format(name="a", family="transformer").replace("{", "{{").replace("}", "}}") + """
 [models.z]
 family = "{family}"
 tasks = ["mul"]
