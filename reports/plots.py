@@ -33,6 +33,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from precision.invariants import NONFINITE  # noqa: E402
 from precision.precisions import parse_precision  # noqa: E402
 from precision.text_numbers import is_whole
 from reports import precision_style  # noqa: E402
@@ -279,8 +280,11 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
     precision), so the panels compare across families. The float32 / float64 rounding levels
     (:func:`rounding_level`) are labelled reference lines when they lie within
     :data:`_REFERENCE_SPAN` decades below the data (the legend names those further down).
-    Hollow markers are training-limited runs (the convergence check failed: ``T``)."""
+    Hollow markers are training-limited runs (the convergence check failed: ``T``). A model
+    whose output is not finite in a precision (``nonfinite``: an overflow or NaN of that
+    evaluation) is an ``x`` in that precision's colour at the top of its panel."""
     sub = _longest_training(runs[(runs["task"] == task) & (runs["status"] == "ok")])
+    broken = runs[(runs["task"] == task) & (runs["status"] == NONFINITE)]
     if sub.empty:
         return None
     subjects = sorted(sub["subject"].unique())
@@ -328,6 +332,13 @@ def grid_lines(task: str, runs: pd.DataFrame, path: Path) -> Path | None:
                     "color": colors[w], "lw": 1.0, "mfc": "none"}
             ax.plot([x + dodge[w] for x in xs], ys, **look)
             seen[f"width {w}, {p}"] = Line2D([], [], **look, label=f"width {w}, {label(p)}")
+        for (d, w, p), _ in broken[broken["subject"] == subject].groupby(
+                ["depth", "width", "precision"]):
+            look = {"ls": "", "marker": "x", "color": precision_style.colour(p), "ms": 8,
+                    "mew": 2}
+            ax.plot([d + dodge.get(w, 0.0)], [high], clip_on=False, zorder=4, **look)
+            seen[f"~~nonfinite {p}"] = Line2D([], [], **look,
+                                              label=f"not finite in {label(p)} (at the top)")
         for name, level in drawn.items():
             ax.axhline(level, ls=styles[name], color="dimgrey", lw=1.0, zorder=1)
             ax.annotate(f"{name} rounding", (0.98, level), xycoords=("axes fraction", "data"),

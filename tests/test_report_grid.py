@@ -202,3 +202,20 @@ def test_a_one_cell_grid_draws_no_heatmap_and_legends_wrap(grid, tmp_path):
     title_lines = [line for line in text.splitlines() if not line.startswith(
         ("model", "-", "transformer", "baseconv"))]
     assert title_lines and max(map(len, title_lines)) <= TITLE_WIDTH
+
+
+def test_a_precision_whose_output_is_not_finite_is_marked_in_the_depth_figure(grid, drawn,
+                                                                               tmp_path):
+    """No figure showed a float32 overflow of a trained model (the depth figure plots the
+    highest precision): it is an 'x' in that precision's colour, with its legend entry."""
+    from reports import precision_style
+
+    row = grid[(grid["task"] == "affine") & (grid["precision"] == "float32")].index[0]
+    broken = grid.copy()
+    broken.loc[row, ["status", "log10_mse"]] = ["nonfinite", None]
+    assert plots.grid_lines("affine", broken, tmp_path / "d.png") is not None
+    fig = drawn[-1]
+    assert "not finite in float32 (at the top)" in _legend_texts(fig)
+    crosses = [line for ax in _panels(fig) for line in ax.get_lines()
+               if line.get_marker() == "x"]
+    assert len(crosses) == 1 and crosses[0].get_color() == precision_style.colour("float32")
