@@ -270,8 +270,8 @@ def exact_output(p: Precision, out: Any) -> np.ndarray:
         if out.dtype.kind not in "biu":
             raise TypeError(f"the model's output has dtype {out.dtype}, which an mpN "
                             "evaluation cannot return")
-        flat = [flint.arb(int(v)) for v in out.reshape(-1).tolist()]
-        return np.array(flat + [None], dtype=object)[:-1].reshape(out.shape)
+        return np.fromiter((flint.arb(int(v)) for v in out.reshape(-1).tolist()),
+                           dtype=object, count=out.size).reshape(out.shape)
     if not hasattr(out, "to_exact_numpy"):
         raise TypeError(f"the model's forward returned {type(out).__name__}, not a tensor: "
                         "evaluate takes a module whose forward returns one tensor")

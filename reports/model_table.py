@@ -121,7 +121,7 @@ def contained_above_runs(rows: list[dict[str, Any]]) -> set[str]:
     models contain the shallower ones, :mod:`precision.models.containment`)."""
     from probes.factory import family_nests_by_depth
 
-    groups: dict[tuple[Any, ...], list[tuple[int, float, str]]] = defaultdict(list)
+    entries = []
     for r in rows:
         log10 = stored_float(r.get("log10_mse"))
         if r.get("status") != "ok" or r.get("kind") != "trained" or log10 is None:
@@ -132,14 +132,25 @@ def contained_above_runs(rows: list[dict[str, Any]]) -> set[str]:
         label = _label(r)
         key = (r.get("task"), r.get("precision"), label[0], *label[2:],
                json.dumps(cfg.model_options, sort_keys=True, default=str))
-        groups[key].append((cfg.depth, log10, str(r["run_id"])))
-    out: set[str] = set()
-    for runs in groups.values():
+        entries.append((key, cfg.depth, log10, str(r["run_id"])))
+    return above_contained(entries)
+
+
+def above_contained(entries: list[tuple[Any, int, float, Any]]) -> set[Any]:
+    """The containment invariant on ``entries`` (group, depth, log10 MSE, id): the ids whose
+    MSE lies more than :data:`CONTAINED_ABOVE_DECADES` above the lowest of a shallower depth
+    of the same group (a group: one model, width and options, whose deeper members contain
+    the shallower ones exactly)."""
+    groups: dict[Any, list[tuple[int, float, Any]]] = defaultdict(list)
+    for group, depth, value, ident in entries:
+        groups[group].append((depth, value, ident))
+    out: set[Any] = set()
+    for members in groups.values():
         best: float | None = None
-        for depth in sorted({d for d, _, _ in runs}):
-            at = [(v, rid) for d, v, rid in runs if d == depth]
+        for depth in sorted({d for d, _, _ in members}):
+            at = [(v, ident) for d, v, ident in members if d == depth]
             if best is not None:
-                out.update(rid for v, rid in at if v > best + CONTAINED_ABOVE_DECADES)
+                out.update(ident for v, ident in at if v > best + CONTAINED_ABOVE_DECADES)
             low = min(v for v, _ in at)
             best = low if best is None else min(best, low)
     return out

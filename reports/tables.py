@@ -23,12 +23,12 @@ from probes.store.frames import runs_frame
 from probes.store.records import SubjectConfig, TrainedConfig, TrainedResult, stored_float
 from reports.floor_cells import INVERTED_MARK, floor_cell, floor_reached, format_log10, format_mse
 from reports.model_table import (
-    CONTAINED_ABOVE_DECADES,
     CONTAINED_LEGEND,
     CONTAINED_MARK,
     NONFINITE_LEGEND,
     TIME_LEGEND,
     TIME_MARK,
+    above_contained,
     format_gain,
     format_power,
     limit_label,
@@ -155,18 +155,23 @@ def _present(value: Any) -> bool:
     return value is not None and not pd.isna(value)
 
 
-def cell_labels(runs: pd.DataFrame) -> str:
+def cell_labels(runs: pd.DataFrame, contained: bool = False) -> str:
     """The limit labels (:func:`~reports.model_table.limit_label`: A / T / R) of the seeds of
     one grid cell, rows of :func:`grid_runs`: the distinct ones in the order A, T, R, joined by
     ``/`` (``A/T``: the seeds disagree); '' when no run stored its decomposition. A cell
     one of whose trainings was stopped by its wall-clock limit ends in ``time``
-    (:data:`~reports.model_table.TIME_MARK`): its number depends on the machine's load."""
+    (:data:`~reports.model_table.TIME_MARK`): its number depends on the machine's load.
+    ``contained``: a shallower cell it contains floors lower (:func:`contained_above`), so it
+    is never ``A`` and ends in :data:`~reports.model_table.CONTAINED_MARK`."""
     labels = {limit_label(bool(r["converged"]) if _present(r["converged"]) else None,
                           float(r["approximation"]), float(r["rounding"]))
               for _, r in runs.iterrows()
               if _present(r["approximation"]) and _present(r["rounding"])}
+    if contained:   # a model it contains does better: training, not approximation, limits it
+        labels = {"T" if x == "A" else x for x in labels} or {"T"}
     text = "/".join(sorted(labels, key="ATR".index))
-    return (text + TIME_MARK).strip() if stopped_by_clock(runs) else text
+    text = (text + TIME_MARK).strip() if stopped_by_clock(runs) else text
+    return text + CONTAINED_MARK if contained else text
 
 
 def stopped_by_clock(runs: pd.DataFrame) -> bool:
@@ -201,19 +206,11 @@ def contained_above(runs: pd.DataFrame) -> set[tuple[str, int, int, str]]:
     shallower cell of the same model and width in the same precision, where the deeper model
     contains the shallower one exactly (:mod:`precision.models.containment`): the
     containment invariant. Such a cell is training-limited, whatever its check said."""
-    out: set[tuple[str, int, int, str]] = set()
     nested = runs[runs["nested"].astype(bool)]
-    for (subject, width, precision), group in nested.groupby(["subject", "width",
-                                                              "precision"]):
-        best: float | None = None
-        for depth, cell in sorted(group.groupby("depth"), key=lambda kv: kv[0]):
-            med = _median_log10(cell)
-            if med is None:
-                continue
-            if best is not None and med > best + CONTAINED_ABOVE_DECADES:
-                out.add((str(subject), int(depth), int(width), str(precision)))
-            best = med if best is None else min(best, med)
-    return out
+    return above_contained([
+        ((str(s), int(w), str(p)), int(d), med, (str(s), int(d), int(w), str(p)))
+        for (s, d, w, p), cell in nested.groupby(["subject", "depth", "width", "precision"])
+        if (med := _median_log10(cell)) is not None])
 
 
 def _seeds_cell(cell: pd.DataFrame, metric: str, contained: bool = False) -> str:
@@ -228,13 +225,8 @@ def _seeds_cell(cell: pd.DataFrame, metric: str, contained: bool = False) -> str
     text = format_log10(float(np.median(vals)))
     if len(vals) > 1:
         text += f" [{format_log10(vals[0])}, {format_log10(vals[-1])}]"
-    labels = cell_labels(cell) if metric == "log10_mse" else ""
-    if contained and metric == "log10_mse":
-        parts = [x for x in labels.split(TIME_MARK)[0].split("/") if x]
-        kept = sorted({"T" if x == "A" else x for x in parts} or {"T"}, key="ATR".index)
-        labels = "/".join(kept) + (TIME_MARK if labels.endswith(TIME_MARK.strip()) else "")
-        labels = labels.strip() + CONTAINED_MARK
-    return f"{text} {labels.strip()}" if labels else text
+    labels = cell_labels(cell, contained) if metric == "log10_mse" else ""
+    return f"{text} {labels}" if labels else text
 
 
 def task_pivot(task: str, runs: pd.DataFrame) -> Pivot:

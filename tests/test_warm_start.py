@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import torch
+from conftest import tiny_affine_suite
 
 import probes.training.measure as measure
 from probes.kinds.trained import job_config
@@ -18,32 +19,18 @@ from probes.runner import run_suite
 from probes.store.db import Store
 from probes.suite import load_suite
 
-SUITE = """
-name = "warm"
-precisions = ["float64"]
-seeds = [0]
-[tasks.mul]
-task = "multiply"
-dim = 4
-n = 5
-[models.tf]
-family = "transformer"
-tasks = ["mul"]
-depth = {depth}
-width = 8
-test_size = 4
-train.recipe = "engine"
-train.steps = {steps}
-train.batch_size = 8
-train.second_order_steps = {lm}
-train.second_order_batch = 4
-train.start = "contained"
-"""
+
+def _suite(depth: str, steps: int, lm: int) -> str:
+    """conftest's tiny BaseConv on AFFINE (outer residual: deeper models contain shallower
+    ones), trained by the engine from the contained start."""
+    return tiny_affine_suite("warm", f'recipe = "engine", steps = {steps}, batch_size = 8, '
+                             f'second_order_steps = {lm}, second_order_batch = 4, '
+                             'start = "contained"', depth=depth, test_size=4)
 
 
 def _sweep(folder: Path, name: str, depth: str, steps: int = 30, lm: int = 2) -> dict:
     path = folder / f"{name}.toml"
-    path.write_text(SUITE.format(depth=depth, steps=steps, lm=lm))
+    path.write_text(_suite(depth, steps, lm))
     db = folder / f"{name}.db"
     with Store(db) as store:
         run_suite(load_suite(str(path)), store,
@@ -74,7 +61,7 @@ def test_without_training_the_deeper_model_computes_the_contained_one(tmp_path):
     """With no step at all, the depth-2 model that started from the depth-1 one computes its
     outputs exactly: the start is the embedding, nothing else."""
     suite = tmp_path / "s.toml"
-    suite.write_text(SUITE.format(depth="[1, 2]", steps=0, lm=0))
+    suite.write_text(_suite("[1, 2]", 0, 0))
     jobs = {run.spec.depth: run.spec for run in load_suite(str(suite)).runs}
     one = measure.trained_model(jobs[1], check=False)
     two = measure.trained_model(jobs[2], folder=tmp_path / "w", job_config=job_config(jobs[2]),

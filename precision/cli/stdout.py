@@ -92,15 +92,7 @@ def _to_devnull(stream: IO[str]) -> None:
 def drop_stdout() -> None:
     """Point file descriptor 1 at /dev/null, so that the interpreter's final flush of what
     could not be written does not fail again (and print a traceback) at exit."""
-    import os
-
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):
-        return  # not a real file (captured by a test): nothing is flushed at exit
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
+    _to_devnull(sys.stdout)
 
 
 def encode_with_replacement(*streams: object) -> None:

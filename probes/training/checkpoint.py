@@ -104,8 +104,8 @@ class Checkpoint:
                                           for k, v in tensors.items()}, meta)
         except OSError as exc:   # a full disk: the previous checkpoint stays whole
             raise CheckpointError(f"checkpoint {self.path} not saved: "
-                                  f"{exc.strerror or exc}; free space (or run without "
-                                  "--checkpoints) and run the command again") from None
+                                  f"{exc.strerror or exc}; free space (or give --no-checkpoints) "
+                                  "and run the command again") from None
         self._last = time.perf_counter()
 
     def load(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:

@@ -349,9 +349,9 @@ def train_job(job: Job, device: str = "cpu", checkpoint: Checkpoint | None = Non
               ) -> tuple[Task, nn.Module, TrainResult]:
     """The task of ``job`` and its model trained on ``device`` (seeded: every call trains the
     same weights), with the training result; ``checkpoint``: see :func:`train`. With
-    ``train.start = "contained"``, training starts from the best kept weights in ``folder``
-    of a shallower job it contains (:mod:`probes.training.warm_start`; ``job_config``: the
-    job's stored config), and the result says which."""
+    ``train.start = "contained"``, training starts from the trained job one layer shallower
+    (:mod:`probes.training.warm_start`: read from ``folder`` when kept there, else trained
+    and kept; ``job_config``: the job's stored config), and the result says which."""
     task, model = job.build()
     start = "fresh"
     if job.train.start == "contained":
