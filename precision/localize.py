@@ -7,7 +7,13 @@ its own ops (those run by its ``forward`` and by no submodule's) and its own par
 buffers. The default units are the modules that own something: every module holding
 parameters directly, every leaf that computes (a ``ReLU``), and every container whose
 ``forward`` computes itself (a block's residual additions, under the block's path); the model
-itself is the unit ``(root)``, which also owns the rounding of the input. With ``depth=D``
+itself is the unit ``(root)``, which also owns the rounding of the input. With ``ops=True``
+the ops a unit that contains other units runs itself (its ``(own ops)``: a block's residual
+additions, the decay, mask and ``exp`` of a custom ``forward``) become one unit per ATen op,
+``PATH::OP`` (:mod:`~precision.formats.module_assignment`'s op glob), and the module's unit
+keeps its own weights; the ops are named as the path that evaluates the configurations meets
+them (torch's dispatch on the float path, the exported graph's core ATen ops for mpN, where
+``softplus`` is its decomposition). With ``depth=D``
 every module deeper than D is merged into its ancestor at depth D (``blocks.0`` owns all of
 block 0 at depth 2). The units partition every op and every weight, so "all units in p" is the
 whole model in p. Each unit's ``block`` is its path up to its first numeric component
@@ -36,6 +42,7 @@ import copy
 import math
 import re
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
@@ -45,10 +52,13 @@ import torch
 
 from precision.evaluate import evaluate_assigned, evaluate_exact
 from precision.formats.module_assignment import (
+    OP_SEP,
     AssignmentError,
     ModuleStack,
     carrier_for,
     check_globs,
+    op_name,
+    returns_view,
 )
 from precision.formats.op_rounding import RoundResults
 from precision.metrics import error_summary
@@ -77,8 +87,9 @@ class Unit:
 
     @property
     def name(self) -> str:
-        """The path as tables show it (``(root)`` for the model)."""
-        return self.path or ROOT
+        """The path as tables show it (``(root)`` for the model, ``(root)::OP`` for one of
+        its own ops)."""
+        return (self.path or ROOT) if not self.path.startswith(OP_SEP) else ROOT + self.path
 
 
 @dataclass
@@ -130,18 +141,25 @@ class Localization:
 def unit_labels(paths: Sequence[str]) -> dict[str, str]:
     """Path -> how tables show the unit: ``(root)`` for the model, ``PATH (own ops)`` for a
     unit that contains other units (its label then says it owns only what its children do
-    not), else the path."""
+    not), ``PATH (own weights)`` for one whose own ops are units ``PATH::OP`` of their own,
+    ``(root)::OP`` for an op of the model's own, else the path."""
     out = {}
     for path in paths:
+        if path.startswith(OP_SEP):
+            out[path] = ROOT + path
+            continue
+        split = path and any(other.startswith(path + OP_SEP) for other in paths)
         inner = any(other != path and (not path or other.startswith(path + "."))
                     for other in paths)
-        out[path] = ROOT if not path else f"{path} (own ops)" if inner else path
+        out[path] = ROOT if not path else f"{path} (own weights)" if split else \
+            f"{path} (own ops)" if inner else path
     return out
 
 
 def block_of(path: str) -> str:
     """The path up to its first numeric component (``blocks.0.mlp`` -> ``blocks.0``), or
     ``""`` when it has none."""
+    path = path.partition(OP_SEP)[0]
     parts = path.split(".") if path else []
     for i, part in enumerate(parts):
         if is_whole(part):
@@ -149,42 +167,77 @@ def block_of(path: str) -> str:
     return ""
 
 
-def _owned_ops(model: torch.nn.Module, x: torch.Tensor) -> dict[str, int]:
-    """Module path -> the ops it runs itself, from one float64 forward of a copy."""
+def _owned_ops(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Counter[str]]:
+    """Module path -> the ops it runs itself, by ATen op name (views under ``None``), from
+    one float64 forward of a copy (torch's dispatch: the float path's ops)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation on copy
         clone = copy.deepcopy(model).double().eval()
-    counts: dict[str, int] = {}
+    counts: dict[str, Counter[str]] = {}
     with ModuleStack(clone) as stack:
         def count() -> None:
             path = stack.paths[-1] if stack.paths else ""
-            counts[path] = counts.get(path, 0) + 1
+            op = None if returns_view(mode.current) else op_name(mode.current)
+            counts.setdefault(path, Counter())[op] += 1
 
-        with torch.no_grad(), RoundResults(lambda: count()):
-            clone(x.to(torch.float64) if x.is_floating_point() else x)
+        mode = RoundResults(lambda: count())
+        x = x.to(torch.float64) if x.is_floating_point() else x
+        with torch.no_grad(), mode:
+            clone(x)
     return counts
 
 
-def units_of(model: torch.nn.Module, x: torch.Tensor, depth: int | None = None) -> list[Unit]:
+def _graph_ops(model: torch.nn.Module, x: torch.Tensor) -> dict[str, Counter[str]]:
+    """:func:`_owned_ops` as the exported graph computes them (the mpN path's ops: core ATen,
+    a composite op such as ``softplus`` as its decomposition)."""
+    from precision.backends.interpreter.assigned import node_stack
+    from precision.evaluate import mp_program
+
+    example = x.to(torch.float64) if x.is_floating_point() else x
+    counts: dict[str, Counter[str]] = {}
+    for node in mp_program(model, example).graph.nodes:
+        if node.op == "call_function":
+            op = None if returns_view(node.target) else op_name(node.target)
+            counts.setdefault(node_stack(node)[-1], Counter())[op] += 1
+    return counts
+
+
+def units_of(model: torch.nn.Module, x: torch.Tensor, depth: int | None = None, *,
+             ops: bool = False, graph: bool = False) -> list[Unit]:
     """The units of ``model`` run on ``x`` (module docstring), the model's own first, then
-    in ``named_modules()`` order."""
+    in ``named_modules()`` order; with ``ops``, a containing unit's own ops as units
+    ``PATH::OP`` after it (counted in the exported graph with ``graph``: the mpN path)."""
     if depth is not None and depth < 1:
         raise LocalizeError(f"depth must be at least 1, not {depth}")
-    ops = _owned_ops(model, x)
+    if ops and depth is not None:
+        raise LocalizeError("units by op (--ops) split the modules' own ops; --unit-depth "
+                            "merges modules: give one of them")
+    by_op = _graph_ops(model, x) if ops and graph else _owned_ops(model, x)
+    owned = {path: sum(c.values()) for path, c in by_op.items()}
     weights = {path: sum(t.numel() for t in [*m.parameters(recurse=False),
                                              *m.buffers(recurse=False)] if t.is_floating_point())
                for path, m in model.named_modules()}
     ops_of: dict[str, int] = {"": 0}
     weights_of: dict[str, int] = {"": 0}
     for path, _ in model.named_modules():
-        if not (ops.get(path) or weights.get(path)):
+        if not (owned.get(path) or weights.get(path)):
             continue
         unit = path
         if depth is not None and path and path.count(".") + 1 > depth:
             unit = ".".join(path.split(".")[:depth])
-        ops_of[unit] = ops_of.get(unit, 0) + ops.get(path, 0)
+        ops_of[unit] = ops_of.get(unit, 0) + owned.get(path, 0)
         weights_of[unit] = weights_of.get(unit, 0) + weights.get(path, 0)
-    return [Unit(path, block_of(path), ops_of[path], weights_of[path]) for path in ops_of]
+    units = []
+    for path in ops_of:
+        inner = any(o != path and (not path or o.startswith(path + ".")) for o in ops_of)
+        split = {op: n for op, n in by_op.get(path, Counter()).items() if op} \
+            if ops and inner else {}
+        left = ops_of[path] - sum(split.values())
+        if not split or path == "" or weights_of[path] or left:
+            units.append(Unit(path, block_of(path), left, weights_of[path]))
+        units += [Unit(f"{path}{OP_SEP}{op}", block_of(path), n, 0)
+                  for op, n in sorted(split.items())]
+    return units
 
 
 def _exact_glob(path: str) -> str:
@@ -204,12 +257,13 @@ def assignment(units: Sequence[Unit], in_low: set[str], low: Precision,
 
 
 def localize(model: torch.nn.Module, x: torch.Tensor, low: Precision, reference: Precision, *,
-             target: float | None = None, depth: int | None = None,
+             target: float | None = None, depth: int | None = None, ops: bool = False,
              modules: Sequence[str] | None = None, truth: Precision = TRUTH,
              progress: Callable[[str], None] | None = None) -> Localization:
     """Attribute ``model``'s rounding error on ``x`` in ``low`` to its units (module
     docstring), ``reference`` (float64 or an mpN) being the precision kept units compute in.
 
+    ``depth``, ``ops``: the units' granularity (:func:`units_of`).
     ``modules``: globs over module paths; only the units they match are attributed and
     searched, the others stay in ``low`` throughout. ``target``: the relative error the
     search must reach. Raises :class:`LocalizeError` (one line) for a glob that matches no
@@ -225,7 +279,8 @@ def localize(model: torch.nn.Module, x: torch.Tensor, low: Precision, reference:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)   # torch's pytree note on copy
         model = copy.deepcopy(model).eval()   # in eval mode; the caller's model as it was
-    everyone = units_of(model, x, depth)
+    work = reference if reference.is_mp else (low if low.is_mp else None)
+    everyone = units_of(model, x, depth, ops=ops, graph=work is not None)
     units = everyone
     if modules:
         for glob in modules:
@@ -237,7 +292,6 @@ def localize(model: torch.nn.Module, x: torch.Tensor, low: Precision, reference:
         units = [u for u in everyone if any(fnmatchcase(u.path, g) for g in modules)]
     chosen = {u.path for u in units}
     rest = {u.path for u in everyone} - chosen
-    work = reference if reference.is_mp else (low if low.is_mp else None)
     carrier = None if work is not None else carrier_for([low, reference])
     truth_out = evaluate_exact(model, x, truth)
     cache: dict[frozenset[str], float] = {}

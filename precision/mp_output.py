@@ -26,7 +26,8 @@ class MPOutput:
     model's output), ``precision`` (the mpN it was computed in).
 
     ``np.asarray(out)`` gives the exact values, so every metric of :mod:`precision.metrics`
-    takes it as it is; indexing gives an :class:`MPOutput` of the selected entries.
+    takes it as it is; ``out.numpy()`` and ``torch.as_tensor(out)`` give them rounded to
+    float64; indexing gives an :class:`MPOutput` of the selected entries.
     """
 
     def __init__(self, values: np.ndarray, precision: Precision,
@@ -76,6 +77,15 @@ class MPOutput:
         """The values rounded to nearest into float64 (:meth:`to_float`), as a numpy array:
         what ``tensor.numpy()`` gives a PyTorch user. ``np.asarray(out)`` stays exact."""
         return self.to_float(torch.float64).numpy()
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        """The float64 values of :meth:`numpy` through DLPack: what ``torch.as_tensor(out)``,
+        ``torch.tensor(out)`` and ``torch.asarray(out)`` read (torch takes no other
+        protocol from a non-tensor), so they give a float64 CPU tensor rounded to nearest."""
+        return self.to_float(torch.float64).__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return torch.empty(0, dtype=torch.float64).__dlpack_device__()
 
     def to_mpmath(self) -> np.ndarray:
         """The values as ``mpmath.mpf`` (exact: each is a binary number of at most the

@@ -63,6 +63,7 @@ class LocalizeSpec:
     weights: str | None = None
     weights_job: str | None = None
     weights_task: str | None = None   # the task it was trained on (the records' task)
+    ops: bool = False   # a containing module's own ops as units PATH::OP
 
     def config(self, unit: str) -> dict[str, Any]:
         """The config of the record of ``unit`` (its id is the hash)."""
@@ -73,7 +74,8 @@ class LocalizeSpec:
                 "precision": self.low.name, "reference": self.reference.name,
                 "truth": "", "target": self.target, "unit_depth": self.unit_depth,
                 "modules": list(self.modules) if self.modules else None, "unit": unit,
-                **({"weights": self.weights_job} if self.weights_job else {})}
+                **({"weights": self.weights_job} if self.weights_job else {}),
+                **({"ops": True} if self.ops else {})}   # absent: the ids of before
 
 
 def build(spec: LocalizeSpec) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -116,7 +118,7 @@ def compute(spec: LocalizeSpec, verbose: bool = True) -> Localization | str:
         model, x = build(spec)
         return localize(model, x, seeded_by(spec.low, spec.seed), spec.reference,
                         target=spec.target,
-                        depth=spec.unit_depth, modules=spec.modules,
+                        depth=spec.unit_depth, ops=spec.ops, modules=spec.modules,
                         progress=(lambda text: print(text, flush=True)) if verbose else None)
     except (FactoryError, LocalizeError, ValueError) as exc:
         return (str(exc).splitlines() or [type(exc).__name__])[0]

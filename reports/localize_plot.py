@@ -25,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from precision.localize import unit_labels  # noqa: E402
 from probes.store.records import LocalizeConfig, LocalizeResult, stored_float  # noqa: E402
@@ -45,6 +46,8 @@ def _setting(subject: str, cfg: LocalizeConfig) -> str:
         text += f", target {cfg.target:.0e}"
     if cfg.unit_depth is not None:
         text += f", units at depth {cfg.unit_depth}"
+    if cfg.ops:
+        text += ", own ops by op"
     if cfg.modules:
         text += f", modules {','.join(cfg.modules)}"
     return text
@@ -133,9 +136,11 @@ def localize_figure(runs: pd.DataFrame, path: Path) -> Path | None:
             if value is not None and not pd.isna(value) and value > 0:
                 ax.axvline(float(value), color="black", ls=style, lw=1, label=text)
                 shown.append(float(value))
-        if shown:
-            ax.set_xlim(min(shown) / 2, max(shown) * 2)
+        if shown:   # at least two powers of ten in view: labelled major ticks, no minor labels
+            hi = max(shown) * 2
+            ax.set_xlim(min(min(shown) / 2, 10.0 ** (math.floor(math.log10(hi)) - 1)), hi)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_yticks(pos, [_label(u) for u in group["unit"]], fontsize=7)
         ax.set_ylim(-0.7, len(group) - 0.3)
         for tick, kept in zip(ax.get_yticklabels(), group["kept"], strict=True):

@@ -19,7 +19,7 @@ concrete, not run: what it computes is tested by the suites' own tests.
 from __future__ import annotations
 
 import ast
-import re
+import importlib.util
 import shlex
 from pathlib import Path
 
@@ -29,11 +29,11 @@ from precision.cli.common import csv_names
 from precision.cli.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-#: Words that stand for what the reader supplies (a synopsis, not a command).
-PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_]{1,}\b|\.\.\.|\[|\||<")
-#: Files a doc's example invents for the reader (``my_suite.toml``, another store).
-INVENTED = re.compile(r"my_suite\.toml|gpu\.db|path/to/")
+_spec = importlib.util.spec_from_file_location("documented_commands",
+                                               ROOT / "tools/documented_commands.py")
+docs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(docs)
+PLACEHOLDER, INVENTED = docs.PLACEHOLDER, docs.INVENTED
 
 #: Concrete commands run in full (seconds each), with a fragment their output must hold.
 EXECUTED = {
@@ -47,29 +47,7 @@ EXECUTED = {
 }
 
 
-def documented() -> list[tuple[str, str]]:
-    """(file name, command) for every `precision ...` command in the docs, once each: code
-    block lines (a trailing ``\\`` joins the next, ``#`` comments and ``$`` prompts removed)
-    and inline code spans."""
-    found: dict[str, str] = {}
-    for path in DOCS:
-        text = path.read_text(encoding="utf-8")
-        blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
-        for block in blocks:
-            for line in block.replace("\\\n", " ").splitlines():
-                line = line.strip().removeprefix("$ ")
-                line = re.split(r"\s{2,}#|\s#\s", line)[0].strip()
-                if re.match(r"(python -m )?precision( |$)", line):
-                    found.setdefault(" ".join(line.split()), path.name)
-        prose = re.sub(r"```.*?```", "", text, flags=re.S)
-        for span in re.findall(r"`([^`]+)`", prose):
-            span = " ".join(span.split()).replace("\\|", "|")
-            if re.match(r"(python -m )?precision( |$)", span):
-                found.setdefault(span, path.name)
-    return sorted((where, command) for command, where in found.items())
-
-
-COMMANDS = documented()
+COMMANDS = sorted(docs.documented())
 
 
 def _argv(command: str) -> list[str]:
@@ -221,3 +199,39 @@ def test_documented_store_commands_run_on_a_store(tmp_path, monkeypatch, capsys)
         assert main(_argv(command)) == 0, command
         out = capsys.readouterr().out
         assert fragment in out, (command, out[-400:])
+
+
+def _tier():
+    spec = importlib.util.spec_from_file_location("run_documented",
+                                                  ROOT / "tools/run_documented.py")
+    tier = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tier)
+    return tier
+
+
+def test_ci_runs_every_concrete_documented_command_or_says_why_not():
+    """CI's second tier (tools/run_documented.py) knows every concrete command of the docs:
+    each is run (with the fragment its output must hold) or listed as not run with the reason;
+    no entry names a command the docs no longer show."""
+    tier = _tier()
+    rows = tier.plan()
+    assert not [c for _, c, what, _ in rows if what == "unknown"]
+    shown = {c for _, c, _, _ in rows}
+    assert set(tier.EXPECT) <= shown, set(tier.EXPECT) - shown
+    assert set(tier.NOT_RUN) <= shown, set(tier.NOT_RUN) - shown
+    assert set(EXECUTED) <= set(tier.EXPECT)
+    assert all(EXECUTED[c] == tier.EXPECT[c] for c in EXECUTED)
+    run = [c for _, c, what, _ in rows if what == "run"]
+    assert len(run) >= 35 and "precision run solvers --jobs 2" in run   # the README's main job
+    assert "tools/run_documented.py" in (ROOT / ".ci/run").read_text()
+
+
+def test_a_documented_command_missing_from_the_tier_fails_it(monkeypatch, capsys):
+    tier = _tier()
+    shown = tier.documented
+
+    monkeypatch.setattr(tier, "documented",
+                        lambda pattern: [*shown(pattern), ("x.md", "precision list solvers")])
+    assert tier.main(["--list"]) == 1
+    out = capsys.readouterr().out
+    assert "x.md: 'precision list solvers' is in neither EXPECT nor NOT_RUN" in out

@@ -185,6 +185,11 @@ def test_what_is_not_a_precision_is_one_line_and_mp_outputs_give_numpy(model_and
     out = evaluate(model, x, "mp30")
     assert isinstance(out.numpy(), np.ndarray) and out.numpy().dtype == np.float64
     assert np.array_equal(out.numpy(), out.to_float().numpy())
+    for convert in (torch.as_tensor, torch.tensor, torch.asarray):   # raised before
+        t = convert(out)
+        assert t.dtype == torch.float64 and t.shape == out.shape
+        assert torch.equal(t, out.to_float())
+    assert torch.equal(torch.as_tensor(out[0]), out.to_float()[0])
 
 
 def test_evaluating_a_model_never_changes_it() -> None:

@@ -19,6 +19,7 @@ from precision.localize import (
     assignment,
     block_of,
     localize,
+    unit_labels,
     units_of,
 )
 from precision.metrics import error_summary
@@ -62,7 +63,7 @@ def _setup() -> tuple[nn.Module, torch.Tensor]:
 
 def test_units_partition_the_ops_and_weights_and_merge_by_depth():
     model, x = _setup()
-    total_ops = sum(_owned_ops(model, x).values())
+    total_ops = sum(sum(ops.values()) for ops in _owned_ops(model, x).values())
     total_weights = sum(p.numel() for p in model.parameters())
     for depth in (None, 1, 2, 3):
         units = units_of(model, x, depth)
@@ -74,6 +75,30 @@ def test_units_partition_the_ops_and_weights_and_merge_by_depth():
     assert "blocks.0.mlp.3" not in paths and "blocks" not in paths  # Identity, ModuleList
     assert {u.path for u in units_of(model, x, 2)} == {"", "blocks.0", "blocks.1"}
     assert block_of("model.layers.3.mlp") == "model.layers.3" and block_of("out") == ""
+    assert block_of("blocks.1::add") == "blocks.1"
+
+
+def test_units_by_op_split_a_blocks_own_ops_and_still_partition_the_model():
+    """``localize`` could not look inside a module's own forward: a block's residual additions
+    (or a custom forward's exp and mask) were one unit, ``blocks.0 (own ops)``. With
+    ``ops=True`` each op is a unit ``PATH::OP``, in both paths, and the units still
+    partition the model: all of them in bfloat16 is the model in bfloat16."""
+    model, x = _setup()
+    units = units_of(model, x, ops=True)
+    paths = [u.path for u in units]
+    assert {"blocks.0::add", "blocks.1::add", "::mul"} <= set(paths)
+    assert "blocks.0" not in paths                      # no weights of its own, no ops left
+    assert "blocks.0.mix" in paths and "blocks.0.mix::addmm" not in paths   # leaves stay whole
+    assert sum(u.ops for u in units) == sum(u.ops for u in units_of(model, x))
+    labels = unit_labels(paths)
+    assert labels["::mul"] == "(root)::mul" and labels["blocks.0::add"] == "blocks.0::add"
+    for reference in (F64, Precision("mp30", 30)):
+        loc = localize(model, x, BF16, reference, ops=True)
+        whole = localize(model, x, BF16, reference)
+        assert loc.all_low == whole.all_low and loc.all_reference == whole.all_reference
+        assert loc.alone_low["blocks.0::add"] > 0.0
+    with pytest.raises(LocalizeError, match="give one of them"):
+        units_of(model, x, 2, ops=True)
 
 
 def test_attribution_and_search_meet_the_target_with_no_unit_to_spare():

@@ -178,3 +178,41 @@ def test_the_top_seed_seeds_the_modules_stochastic_rounding():
     for bad in ("float32+seed=3+mod[*.mlp]=bfloat16", "float32+seed=3"):
         with pytest.raises(PrecisionError, match="only for stochastic rounding"):
             parse_precision(bad)
+
+
+def test_an_op_glob_rounds_that_op_of_that_module_only_in_both_paths():
+    """``+mod[MODULE::OP]`` claims the ops OP that MODULE runs itself: on the float path and
+    in the interpreter the same, bit for bit equal to rounding that op by hand (the tanh of
+    each layer's own forward), winning over a module glob, placing no parameter; a glob whose
+    op the module never runs is one line naming the ops it does run."""
+    torch.manual_seed(0)
+    model = TwoLayers().double().eval()
+    x = _x()
+
+    class Hand(TwoLayers):   # the same model, each layer's tanh rounded to bfloat16 by hand
+        def __init__(self) -> None:
+            super().__init__()
+            for layer in self.layers:
+                layer.forward = (lambda lay: lambda h: (lambda h2: h2 + lay.mlp(h2))(
+                    h + round_to_dtype(torch.tanh(lay.mix(lay.norm(h))), torch.bfloat16)))(layer)
+
+    hand = Hand().double().eval()
+    hand.load_state_dict(model.state_dict())
+    want = evaluate_exact(hand, x, "float64").astype(float)
+    for spec in ("float64+mod[layers.*::tanh]=bfloat16",
+                 "float64+mod[layers.*::tanh]=bfloat16+mod[layers.*]=float64"):
+        got = evaluate_exact(model, x, spec).astype(float)
+        assert np.array_equal(got, want), spec          # bit for bit, the op glob wins
+    exact = evaluate_exact(model, x, "mp30+mod[layers.*::tanh]=bfloat16")
+    assert error_summary(exact, want).relative < 1e-13   # the interpreter: float64's rounding
+    assert error_summary(want, evaluate_exact(model, x, "float64")).relative > 1e-6
+    # an op glob places no parameter: only the ops of the layers' own forwards changed
+    assert assigned_precision(parents("layers.0.mix"), parse_precision(
+        "float64+mod[layers.0::tanh]=bfloat16")) is None
+    for spec in ("float64+mod[layers.0::exp]=bfloat16", "mp30+mod[layers.0::exp]=bfloat16"):
+        with pytest.raises(AssignmentError, match=r"layers.0::exp\] matches no op .* tanh"):
+            evaluate_exact(model, x, spec)
+    from probes.training.format_training import FormatTraining
+
+    with pytest.raises(AssignmentError, match="a training precision assigns modules, not one op"):
+        FormatTraining(TwoLayers(), parse_precision("float32+mod[layers.0::tanh]=bfloat16"), "off")

@@ -53,6 +53,10 @@ def add_parser(sub: Any, default_db: str) -> argparse.ArgumentParser:
     loc.add_argument("--unit-depth", type=whole, default=None, metavar="D",
                      help="merge every module deeper than D into its ancestor at depth D "
                      "(blocks.0 = depth 2; default: every module that owns ops or weights)")
+    loc.add_argument("--ops", action="store_true",
+                     help="split the ops a module runs itself (its '(own ops)': a block's "
+                     "residual additions, a custom forward's exp or mask) into one unit per "
+                     "ATen op, PATH::OP (the glob +mod[PATH::OP]=FORMAT assigns it)")
     loc.add_argument("--modules", default=None, metavar="GLOB,...",
                      help="only the units these globs match (over module paths) are "
                      "attributed and searched; the others stay in --precision")
@@ -100,6 +104,9 @@ def spec_of(args: argparse.Namespace) -> LocalizeSpec:
                                  f"{args.target:g}")
     if args.unit_depth is not None and args.unit_depth < 1:
         raise LocalizeUsageError(f"--unit-depth must be at least 1, not {args.unit_depth}")
+    if args.unit_depth is not None and args.ops:
+        raise LocalizeUsageError("--ops splits the modules' own ops, --unit-depth merges "
+                                 "modules: give one of them")
     check_shape_options(args, ("d_in", "d_out", "depth", "width", "tokens", "batch"),
                         LocalizeUsageError)
     if not (math.isfinite(args.time_limit) and args.time_limit > 0):
@@ -125,7 +132,7 @@ def spec_of(args: argparse.Namespace) -> LocalizeSpec:
         raise LocalizeUsageError(str(exc)) from None
     return LocalizeSpec(args.factory, label, low, reference, args.target, args.unit_depth,
                         modules, *shapes, args.batch, args.seed,
-                        weights=args.weights, weights_job=weights_job,
+                        weights=args.weights, weights_job=weights_job, ops=args.ops,
                         weights_task=weights_task)
 
 

@@ -17,6 +17,14 @@ module's own floating parameters and buffers: each is rounded once, before the r
 precision of the innermost matched module among its module and that module's parents (on a
 copy; the model is not changed). The input is rounded into ``BASE``.
 
+One op of a module. A glob ``MODULE::OP`` (``+mod[blocks.0::exp]=float64``) claims the ops named
+OP (an ATen op's name without overload, ``exp``, ``mul``, ``addmm``; a glob too) that a
+module matching MODULE runs *itself* (it is the innermost module of the stack): the decay, mask
+and ``exp`` of a block's own ``forward``, apart from the rest of it. Such a glob is more
+specific than any module glob and wins over them; it never places a parameter. A ``::`` glob
+whose op the run never meets is an error, as for a module glob. Ops that return views are
+never rounded, so they are not an op a glob can name.
+
 Float path (no mpN named): the model runs in a *carrier* dtype (float64 when any format named
 has more than 24 significand bits, else float32) under
 :class:`~precision.formats.op_rounding.RoundResults`, whose ``choose()`` is the rule above over
@@ -56,6 +64,27 @@ from precision.precisions import Precision, PrecisionError
 SHOWN_PATHS = 8
 #: Significand bits a float32 carrier holds; a format with more needs float64.
 FLOAT32_BITS = 24
+#: Separates a glob's module part from its op part: ``blocks.0::exp``.
+OP_SEP = "::"
+
+
+def op_name(target: Any) -> str:
+    """The name an op glob matches: an ATen op's name without its overload (``exp`` for
+    ``aten.exp.default``)."""
+    packet = getattr(target, "overloadpacket", None)
+    return getattr(packet, "__name__", None) or str(target).split(".")[-1]
+
+
+def returns_view(target: Any) -> bool:
+    """True for an op whose result aliases an input (a view: never rounded)."""
+    schema = getattr(target, "_schema", None)
+    return schema is not None and any(
+        r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+def has_op_globs(p: Precision) -> bool:
+    """True when ``p`` names an op of a module (``+mod[MODULE::OP]``)."""
+    return any(OP_SEP in glob for glob, _ in p.modules)
 
 
 class AssignmentError(PrecisionError):
@@ -103,20 +132,42 @@ def parents(path: str) -> list[str]:
     return ["", *(".".join(parts[:i]) for i in range(1, len(parts) + 1))]
 
 
-def assigned_precision(stack: Sequence[str], p: Precision) -> Precision | None:
-    """The precision an op runs in while the modules ``stack`` (outermost first) run: the
-    first glob of ``p.modules`` that matches the innermost matched module; None when no
-    glob matches any (the op runs in the base)."""
+def assigned_precision(stack: Sequence[str], p: Precision,
+                       op: str | None = None) -> Precision | None:
+    """The precision an op (named ``op``; None: a parameter, or a caller that does not
+    name ops) runs in while the modules ``stack`` (outermost first) run: the first op glob
+    of ``p.modules`` that matches the innermost module and the op, else the first module
+    glob that matches the innermost matched module; None when no glob matches (the op runs
+    in the base)."""
+    if op is not None and stack:
+        for glob, q in p.modules:
+            module, sep, ops = glob.partition(OP_SEP)
+            if sep and fnmatchcase(stack[-1], module) and fnmatchcase(op, ops):
+                return q
     for path in reversed(stack):
         for glob, q in p.modules:
-            if fnmatchcase(path, glob):
+            if OP_SEP not in glob and fnmatchcase(path, glob):
                 return q
     return None
 
 
-def precision_at(stack: Sequence[str], p: Precision) -> Precision:
+def precision_at(stack: Sequence[str], p: Precision, op: str | None = None) -> Precision:
     """:func:`assigned_precision`, or the base of ``p`` where no glob matches."""
-    return assigned_precision(stack, p) or base_of(p)
+    return assigned_precision(stack, p, op) or base_of(p)
+
+
+def check_op_globs(met: set[tuple[str, str]], p: Precision, what: str = "the model") -> None:
+    """AssignmentError naming the first op glob of ``p`` that matches none of the (module
+    path, op) pairs ``met`` in a run (the ops each module runs itself), with a few of them."""
+    for glob, _ in p.modules:
+        module, sep, ops = glob.partition(OP_SEP)
+        if sep and not any(fnmatchcase(path, module) and fnmatchcase(op, ops)
+                           for path, op in met):
+            mine = sorted({op for path, op in met if fnmatchcase(path, module)})
+            shown = ", ".join(mine[:SHOWN_PATHS]) + (
+                f", ... ({len(mine)} in all)" if len(mine) > SHOWN_PATHS else "")
+            raise AssignmentError(f"+mod[{glob}] matches no op that a module {module!r} of "
+                                  f"{what} runs itself; its ops: {shown or 'none'}")
 
 
 def check_globs(paths: Iterable[str], p: Precision, what: str = "the model") -> None:
@@ -124,7 +175,8 @@ def check_globs(paths: Iterable[str], p: Precision, what: str = "the model") -> 
     module paths of ``what``) and a few of those paths."""
     paths = list(paths)
     for glob, _ in p.modules:
-        if not any(fnmatchcase(path, glob) for path in paths):
+        module = glob.partition(OP_SEP)[0]
+        if not any(fnmatchcase(path, module) for path in paths):
             named = [path for path in paths if path]
             shown = ", ".join(named[:SHOWN_PATHS]) + (
                 f", ... ({len(named)} in all)" if len(named) > SHOWN_PATHS else "")
@@ -202,17 +254,26 @@ def run_float(model: torch.nn.Module, x: torch.Tensor, p: Precision, device: str
     # contiguous, in torch's aligned memory: a kernel's result can depend on strides and address
     x = x.clone(memory_format=torch.contiguous_format)
 
+    by_op = has_op_globs(p)
+    met: set[tuple[str, str]] = set()
     with ModuleStack(clone) as stack:
         def choose() -> Precision | None:
-            q = precision_at(stack.paths, p)
+            op = None
+            if by_op and not returns_view(mode.current):
+                op = op_name(mode.current)
+                met.add((stack.paths[-1] if stack.paths else "", op))
+            q = precision_at(stack.paths, p, op)
             return None if q == carried else q
 
+        mode = RoundResults(choose)
         promote = PromoteCasts(carrier) if p.casts == "promote" else None
         with torch.no_grad():
             if promote is not None:
-                with promote, RoundResults(choose):
+                with promote, mode:
                     out = clone(x.to(device))
             else:
-                with RoundResults(choose):
+                with mode:
                     out = clone(x.to(device))
+    if by_op:
+        check_op_globs(met, p)
     return out.cpu()

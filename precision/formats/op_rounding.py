@@ -295,6 +295,9 @@ class RoundResults(TorchDispatchMode):
         self.streams: dict[int, RandomStream] = {}
         self.mx_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
         self.marks = GridMarks()
+        #: the ATen op being dispatched when ``choose()`` is called (a ``choose`` that
+        #: depends on the op reads it: per-op assignment, ``+mod[PATH::OP]``)
+        self.current: Any = None
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -314,6 +317,7 @@ class RoundResults(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = dict(kwargs or {})
+        self.current = func
         p = self.choose()
         if p is None:
             return func(*args, **kwargs)

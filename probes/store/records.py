@@ -188,8 +188,9 @@ class LocalizeConfig(RecordConfig):
     model (``family``: the factory spec, its sizes and ``seed``), the input (``batch`` x
     ``tokens``), the ``precision`` whose error is attributed, the ``reference`` kept units
     compute in, the ``truth``, the ``target`` of the search (None: no search), the units'
-    ``unit_depth`` (None: every owning module) and ``modules`` globs, and the ``unit`` (a
-    module path, ``""`` for the model itself) the record is about."""
+    ``unit_depth`` (None: every owning module), ``ops`` (a containing module's own ops as
+    units ``PATH::OP``; absent: not) and ``modules`` globs, and the ``unit`` (a module path,
+    ``""`` for the model itself, or ``PATH::OP``) the record is about."""
 
     family: str = ""
     d_in: int | None = None
@@ -203,6 +204,7 @@ class LocalizeConfig(RecordConfig):
     truth: str = ""
     target: float | None = None
     unit_depth: int | None = None
+    ops: bool = False
     modules: list[str] | None = None
     unit: str = ""
 

@@ -66,11 +66,13 @@ from torch import nn
 from precision.backends.promote_casts import PromoteCasts
 from precision.formats.integer_weights import quantize_weight
 from precision.formats.module_assignment import (
+    AssignmentError,
     ModuleStack,
     base_of,
     carrier_dtype,
     check_globs,
     formats_of,
+    has_op_globs,
     module_paths,
     parents,
     precision_at,
@@ -179,6 +181,10 @@ class FormatTraining:
         self.assigned = bool(precision.modules)
         if self.assigned:
             check_globs(module_paths(model), precision)
+            if has_op_globs(precision):   # the backward's ops run outside every module
+                raise AssignmentError(f"{precision.name}: a training precision assigns "
+                                      "modules, not one op of a module (+mod[MODULE::OP] "
+                                      "is for evaluate and localize)")
             self.carrier = carrier_dtype(precision)
         else:
             self.carrier = precision.carrier_dtype

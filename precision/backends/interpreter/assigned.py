@@ -26,18 +26,20 @@ import torch
 
 from precision.backends.interpreter import casts
 from precision.backends.mp_backend import MPArray, exact_array
-from precision.formats.module_assignment import base_of, parents, precision_at
+from precision.formats.module_assignment import (
+    base_of,
+    check_op_globs,
+    has_op_globs,
+    op_name,
+    parents,
+    precision_at,
+    returns_view,
+)
 from precision.formats.op_rounding import round_values
 from precision.precisions import Precision
 
 #: The plain formats :func:`casts.round_into` rounds into exactly (its narrow dtypes).
 _EXACT_FORMATS = frozenset(casts.NARROW_DTYPES.values())
-
-
-def _returns_view(target: Any) -> bool:
-    schema = getattr(target, "_schema", None)
-    return schema is not None and any(
-        r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 
 def node_stack(node: torch.fx.Node) -> list[str]:
@@ -53,6 +55,7 @@ def node_formats(graph: torch.fx.Graph, input_specs: dict[str, Any],
     (module docstring); nodes that compute in the working mpN, and views, are left out.
     ``input_specs``: the exported program's input specs by placeholder name."""
     out: dict[str, Precision] = {}
+    met: set[tuple[str, str]] = set()
     for node in graph.nodes:
         if node.op == "placeholder":
             spec = input_specs[node.name]
@@ -62,12 +65,16 @@ def node_formats(graph: torch.fx.Graph, input_specs: dict[str, Any],
                 q = precision_at(parents(spec.target.rpartition(".")[0]), p)
             else:
                 continue
-        elif node.op == "call_function" and not _returns_view(node.target):
-            q = precision_at(node_stack(node), p)
+        elif node.op == "call_function" and not returns_view(node.target):
+            stack = node_stack(node)
+            met.add((stack[-1], op_name(node.target)))
+            q = precision_at(stack, p, op_name(node.target))
         else:
             continue
         if not q.is_mp:
             out[node.name] = q
+    if has_op_globs(p):
+        check_op_globs(met, p)
     return out
 
 
