@@ -1,4 +1,4 @@
-"""The ``precision`` command: ``run``, ``probe``, ``ops``, ``evaluate``, ``localize``,
+"""The ``precision`` command: ``run``, ``probe``, ``ops``, ``evaluate``, ``gradient``, ``localize``,
 ``results``, ``report``, ``delete``, ``merge``, ``list``, one module each in
 :mod:`precision.cli` (its ``add_parser`` and ``main``); this module assembles the parser,
 dispatches, and turns every error into its one line and exit code.
@@ -25,6 +25,7 @@ from typing import Any
 from precision.cli import (
     delete,
     evaluate,
+    gradient,
     listing,
     localize,
     merge,
@@ -70,6 +71,7 @@ COMMANDS: tuple[tuple[Callable[[Any], argparse.ArgumentParser],
     (probe.add_parser, probe.main),
     (ops.add_parser, ops.main),
     (evaluate.add_parser, evaluate.main),
+    (gradient.add_parser, gradient.main),
     (lambda sub: localize.add_parser(sub, DEFAULT_DB), localize.run),
     (results.add_parser, results.main),
     (report.add_parser, report.main),

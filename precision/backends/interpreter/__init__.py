@@ -2,7 +2,8 @@
 runs in every precision).
 
 :class:`MPProgram` (module ``program``) exports a module with ``torch.export``, decomposes it
-to core ATen ops and walks the graph with
+to core ATen ops and walks the graph (:class:`GraphProgram`: the same walk over a traced
+function's graph, e.g. a loss and its gradient) with
 :class:`~precision.backends.mp_backend.MPArray` values, freeing each value after its last
 use. :data:`OPS` maps each supported ATen overload (and ``operator.getitem``) to a function
 ``op(ctx, *args, **kwargs)``, one module per kind of op: elementwise, comparisons,
@@ -19,6 +20,7 @@ from __future__ import annotations
 from precision.backends.interpreter.core import Ctx, UnsupportedOpError
 from precision.backends.interpreter.program import (
     OPS,
+    GraphProgram,
     MPProgram,
     missing_message,
     module_path,
@@ -26,5 +28,5 @@ from precision.backends.interpreter.program import (
     supports,
 )
 
-__all__ = ["OPS", "Ctx", "MPProgram", "UnsupportedOpError", "missing_message", "module_path",
-           "op_name", "supports"]
+__all__ = ["OPS", "Ctx", "GraphProgram", "MPProgram", "UnsupportedOpError", "missing_message",
+           "module_path", "op_name", "supports"]

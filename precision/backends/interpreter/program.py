@@ -342,6 +342,8 @@ class MPProgram:
                         ctx.xp.asarray(v) if isinstance(v, np.ndarray) else v)
                 else:
                     values[node.name] = to_exact(weights[spec.target], ctx)
+            elif node.op == "get_attr":   # a traced function's constant (GraphProgram)
+                values[node.name] = to_exact(getattr(self.module, node.target), ctx)
             elif node.op == "call_function":
                 values[node.name] = call_op(node, values, ctx,
                                             exact_constants=self.exact_constants)
@@ -362,3 +364,47 @@ class MPProgram:
                 for name in self.last_uses[node.name]:
                     del values[name]
         raise RuntimeError("graph without output")
+
+
+class _Input:
+    """The input spec of a :class:`GraphProgram` placeholder: a user input."""
+
+    class kind:   # noqa: N801 (read as spec.kind.name, as torch.export's specs are)
+        name = "USER_INPUT"
+
+
+class GraphProgram(MPProgram):
+    """A traced function's ATen graph (``make_fx``), evaluated like an exported module: every
+    placeholder is an input (no weights are read from a module: a function of parameters
+    takes them as inputs), every output is returned, constants are the graph module's
+    attributes. What :mod:`precision.gradient` runs: a loss and its gradient, traced once.
+
+    ``graph_module``: a ``torch.fx.GraphModule`` in core ATen ops whose output is a tuple.
+    """
+
+    def __init__(self, graph_module: torch.fx.GraphModule, *,
+                 exact_constants: bool = True) -> None:
+        self.module = graph_module
+        self.keep_intermediates = False
+        self.exact_constants = exact_constants
+        self.graph = graph_module.graph
+        self.islands = {
+            node.name: (dtype, module_path(node)) for node in self.graph.nodes
+            if node.op == "call_function" and (dtype := casts.narrow_dtype(node)) is not None}
+        placeholders = [n.name for n in self.graph.nodes if n.op == "placeholder"]
+        self.input_specs = dict.fromkeys(placeholders, _Input)
+        self.n_user_inputs = len(placeholders)
+        output = next(n for n in self.graph.nodes if n.op == "output")
+        if not isinstance(output.args[0], list | tuple):
+            raise TypeError("GraphProgram: the traced function must return a tuple")
+        self.user_outputs = [True] * len(output.args[0])
+        self.last_uses = last_uses(self.graph)
+        self._literals = [
+            lit for node in self.graph.nodes if node.op == "call_function"
+            for lit in constants.node_literals(node, op_name(node.target), module_path(node))]
+        self.values = {}
+        self.peak_live = 0
+        self._unsupported = self.unsupported_ops()
+
+    def _weights(self) -> dict[str, torch.Tensor]:
+        return {}
