@@ -177,9 +177,21 @@ def test_the_floor_page_is_its_shipped_store():
     store_path = ROOT / "reports" / "stores" / "primitives_floor.db"
     with Store(store_path, create=False) as store:
         text = regen.results_markdown(store, "reports/stores/primitives_floor.db",
-                                      pending={"primitives": "floor"})
+                                      pending={"primitives": "floor"},
+                                      out_label="docs/floor_results.md")
         rows = store.runs()
     assert (ROOT / "docs" / "floor_results.md").read_text() == text
+    assert "--pending primitives:floor --out docs/floor_results.md`" in text   # its command
+    # never a table of two versions of a task's targets: the stale rows are left out, said
+    from reports.data_version import left_out_note, newest_data_rows
+
+    kept, older = newest_data_rows(rows)
+    affine = {(r["config"]["depth"], r["config"]["width"], r["subject"],
+               str(r["config"]["model_options"])) for r in kept if r["task"] == "affine"}
+    table = text.split("task affine:")[1].split("```")[0].split("\ntask ")[0]
+    assert sum(line.split()[:1] in (["transformer"], ["baseconv"])
+               for line in table.splitlines()) == len(affine)
+    assert not older or left_out_note(older)[1:] in text
     from probes.kinds.trained import job_config, record_id
 
     runs = load_suite("primitives", profile="floor").runs

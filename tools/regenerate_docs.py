@@ -51,6 +51,7 @@ if str(ROOT) not in sys.path:   # run as a script from anywhere: this checkout's
 
 from precision.provenance import provenance_line  # noqa: E402
 from probes.store.db import Store  # noqa: E402
+from reports.data_version import left_out_note, newest_data_rows  # noqa: E402
 from reports.files import write_text  # noqa: E402
 from reports.model_table import model_tables  # noqa: E402
 from reports.solver_table import solver_tables  # noqa: E402
@@ -153,7 +154,10 @@ def results_markdown(store: Store | list[tuple[Store, str]], store_label: str = 
                 + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
                 + f"){source}, computed {_dates(rows)} with:", ""]
         out += [f"- {line}" for line in _where(rows)] + [""]
-        for block in (solver_tables(rows), model_tables(rows), study_tables(rows)):
+        shown, older = newest_data_rows(rows)   # never a table of two problem versions
+        if older:
+            out += [left_out_note(older)[0].upper() + left_out_note(older)[1:] + ".", ""]
+        for block in (solver_tables(shown), model_tables(shown), study_tables(shown)):
             if block:
                 out += ["```text", *(line.rstrip() for line in block.splitlines()), "```", ""]
         if suite in pending:
@@ -177,11 +181,10 @@ def write_results(store_paths: Path | list[Path], out: Path,
             rel = os.path.relpath(path)
             label = rel if not rel.startswith("..") else Path(path).name   # no /tmp/... paths
             stores.append((opened.enter_context(Store(path, create=False)), label))
-        rel = os.path.relpath(out, ROOT)
+        rel = os.path.relpath(out, ROOT)   # a page of the repository names its --out
         default = Path(out).resolve() == (ROOT / "docs" / "results.md").resolve()
         text = results_markdown(stores, pending=pending,
-                                out_label="" if default else (rel if not rel.startswith("..")
-                                                              else str(out)))
+                                out_label="" if default or rel.startswith("..") else rel)
     write_text(out, text)
     return out
 
