@@ -65,6 +65,8 @@ EXPECT: dict[str, str] = {
     "precision evaluate examples/gated_mixer.py:gated_mixer --precisions float8_e4m3,"
     "mxfp4_e2m1,int4_g32,tf32": "mxfp4_e2m1",
     "precision list precisions": "float8_e4m3",
+    "precision gradient examples/gated_mixer.py:gated_mixer --precisions float32,bfloat16,"
+    "float8_e4m3": "(all)",
     "precision run solvers --profile quick --precisions float32,float8_e4m3:sr+seed=1":
         "float8_e4m3:sr+seed=1",
     # precision_assignment.md
