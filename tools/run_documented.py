@@ -54,7 +54,7 @@ EXPECT: dict[str, str] = {
     "precision run solvers": "store: results.db",
     "precision run solvers --profile quick": "store: results.db",
     "precision run solvers --precisions float32,mp100 --solvers gd,cg": "mp100",
-    "precision run primitives --profile quick --lengths 16,64,256": "length",
+    "precision run primitives --profile quick --lengths 16,64,256 --jobs 2": "length",
     "precision delete --suite solvers --status failed --dry-run": "nothing deleted (--dry-run)",
     "precision delete --suite solvers --status failed": "deleted 0 runs",
     "precision delete --status failed": "deleted 0 runs",
