@@ -12,8 +12,9 @@ the gradient most. Runs the user's code: call it in a child process.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,6 +23,10 @@ from precision.precisions import Precision, seeded_by, with_casts
 from probes.factory import FactoryError, build_family
 from probes.isolation import one_line
 from probes.sample_check import sample_input
+
+if TYPE_CHECKING:
+    from precision.tasks.base import Task
+    from probes.training.job import Job
 
 #: The row of the whole gradient.
 ALL = "(all)"
@@ -109,3 +114,50 @@ def gradient_errors(spec: str, precisions: Sequence[Precision], reference: Preci
             return result
         result.errors[p.name] = relative_by_module(grads, truth)
     return result
+
+
+#: Seed offset of the batch a trained job's gradient error is measured on (apart from the
+#: test set's and the training batches').
+GRADIENT_SEED_OFFSET = 7_777
+#: Sequences of that batch (at most the job's test size).
+GRADIENT_BATCH = 8
+
+
+class _Predicted(torch.nn.Module):
+    """A task's prediction from a model's output, as training computes its loss on it."""
+
+    def __init__(self, model: torch.nn.Module,
+                 select: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.model = model
+        self._select = select
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._select(self.model(x))
+
+
+def training_gradient_error(job: Job, task: Task, trained: torch.nn.Module
+                            ) -> dict[str, object]:
+    """The gradient of a trained job's training loss (MSE of the task's prediction against its
+    target, on a seeded batch) computed in the job's training precision, against mp50 (casts
+    promoted), module by module, at the job's seeded initial weights and at its trained
+    weights: ``{"precision": name, "initial": {module: error}, "final": {module: error}}``
+    (module paths of the model; ``(all)``: every parameter)."""
+    from precision.gradient import gradient
+    from precision.precisions import parse_precision
+    from probes.training.recipe_book import RECIPES
+
+    # the second-order recipes train in float64 whatever dtype says (train_config.py)
+    trained_in = "float64" if RECIPES[job.train.recipe].second_order else job.train.dtype
+    p = seeded_by(parse_precision(trained_in), job.seed)
+    gen = torch.Generator().manual_seed(job.seed + GRADIENT_SEED_OFFSET)
+    x, y = task.sample(min(job.test_size, GRADIENT_BATCH), gen)
+    _, initial = job.build()
+    out: dict[str, object] = {"precision": p.name}
+    for when, model in (("initial", initial), ("final", trained)):
+        wrapped = _Predicted(model, task.select)
+        truth = gradient(wrapped, x, y, parse_precision("mp50+casts=promote"))
+        errors = relative_by_module(gradient(wrapped, x, y, p), truth)
+        out[when] = {m.removeprefix("model.").removeprefix("model") or "(root)": e
+                     for m, e in errors.items()}
+    return out

@@ -43,6 +43,7 @@ from reports.files import (
     remove_unwritten,
     write_text,
 )
+from reports.gradient_table import gradient_pivots
 from reports.length_plot import length_figure, length_pivots, length_runs
 from reports.localize_plot import localize_figure, localize_pivots, localize_runs
 from reports.papers.claims import check_claims
@@ -271,6 +272,18 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
                                 "(b) only this unit in the reference; lines: all low, all in "
                                 "the reference, the target; bold: kept by the search", fig))
         sections.append(sec)
+
+    gradient_tables = gradient_pivots(rows)
+    if gradient_tables:
+        sections.append(Section(
+            "How far each training precision bends each module's gradient",
+            tables=gradient_tables,
+            paragraphs=["For runs whose model entry sets `gradient_error = true`: the gradient "
+                        "of the training loss (MSE of the prediction on a seeded batch) "
+                        "computed in the training precision, every op of the forward and the "
+                        "backward in it, against the same gradient in mp50, each module's "
+                        "relative error (its own parameters' entries), at the seeded initial "
+                        "weights and at the trained weights."]))
 
     study_rows = [r for r in rows if r.get("kind") == "study"]
     for pivot in study_pivots(study_rows):

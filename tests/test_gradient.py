@@ -145,3 +145,54 @@ def test_the_command_prints_each_modules_gradient_error(capsys):
     assert main([*argv, "--reference", "float64"]) == 2
     assert main([*argv, "--precisions", "fp8"]) == 2
     assert "did you mean" in capsys.readouterr().err
+
+
+SUITE = """name = "tp"
+precisions = ["float64"]
+seeds = [0]
+[tasks.read]
+task = "read"
+dim = 4
+n = 8
+[models.transformer]
+family = "transformer"
+tasks = ["read"]
+depth = 1
+width = 8
+layernorm = true
+gradient_error = {flag}
+test_size = 8
+""" + ('train = {{ recipe = "cosine", lr = 3e-3, steps = 20, batch_size = 8, '
+       'master_dtype = "none", dtype = ["float32", "bfloat16"] }}\n')
+
+
+def test_a_suite_entry_measures_each_training_precisions_gradient_error_by_module(tmp_path):
+    """``gradient_error = true`` (the train_precision suite): each job's records carry its
+    training precision's gradient error by module at the initial and final weights, and the
+    report shows the tables; unset, a job's id is what it was; a non-boolean is one line."""
+    from probes.kinds.trained import job_config
+    from probes.store.db import Store
+    from probes.suite import SuiteError, load_suite
+    from reports.build import build_report
+
+    path = tmp_path / "tp.toml"
+    path.write_text(SUITE.format(flag="true"))
+    assert all(job_config(r.spec)["gradient_error"] for r in load_suite(str(path)).runs)
+    db = tmp_path / "tp.db"
+    assert main(["run", str(path), "--db", str(db), "--no-progress", "--no-report"]) == 0
+    with Store(db, create=False) as store:
+        rows = store.runs()
+        measured = {r["config"]["train"]["dtype"]: r["result"]["gradient_error"] for r in rows}
+        assert set(measured) == {"float32", "bfloat16"}
+        for when in ("initial", "final"):
+            f32, bf16 = measured["float32"][when], measured["bfloat16"][when]
+            assert {"inp", "blocks.0.mlp.fc", "out", "(all)"} <= set(f32)
+            assert 1e-9 < f32["(all)"] < 1e-5 < 1e-3 < bf16["(all)"] < 1.0
+        report = build_report(store, ["tp"], tmp_path / "rep")
+    text = report.markdown.read_text()
+    assert "bends each module's gradient" in text and "at the final weights" in text
+    path.write_text(SUITE.format(flag="false"))
+    assert not any("gradient_error" in job_config(r.spec) for r in load_suite(str(path)).runs)
+    path.write_text(SUITE.format(flag='"yes"'))
+    with pytest.raises(SuiteError, match="'gradient_error' must be true or false"):
+        load_suite(str(path))

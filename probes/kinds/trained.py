@@ -20,6 +20,7 @@
     train = { recipe = "paper", steps = 2000, batch_size = 64, dtype = ["float32", "float64"] }
     test_size = 32               # sequences in the fixed seeded test set
     iterate = 0                  # explicit_gradient: iterations of w <- w - eta model(...)
+    gradient_error = false       # the training precision's gradient error by module
     time_limit = 600             # optional: seconds one job may take (else "timeout")
 
 Every combination of grid values (model options and ``train`` values alike) x task x seed is
@@ -77,7 +78,8 @@ from probes.training.train_config import SECOND_ORDER, TrainConfig, TrainConfigE
 #: label under ``entry`` (3: the suite name is part of every job's config).
 VERSION = 4
 
-_RESERVED = {"family", "tasks", "train", "test_size", "iterate", "precisions", "time_limit",
+_RESERVED = {"family", "tasks", "train", "test_size", "iterate", "gradient_error",
+             "precisions", "time_limit",
              "seeds",
              "lengths"}
 #: The keys of a model entry that are not family-specific (what a user factory is given).
@@ -116,6 +118,7 @@ class ModelEntry:
     precisions: tuple[Precision, ...]
     test_size: int = 32
     iterate: int = 0
+    gradient_error: bool = False
     time_limit: float | None = None
     #: Sequence lengths its trained weights are evaluated at (:mod:`probes.kinds.length`).
     lengths: tuple[int, ...] = ()
@@ -137,7 +140,8 @@ class ModelEntry:
                                  train=train, seed=seed, task_options=dict(task.options),
                                  model_options=opts, label=self.label,
                                  problem_label=task.label, suite=suite.name,
-                                 test_size=self.test_size, iterate=self.iterate)
+                                 test_size=self.test_size, iterate=self.iterate,
+                                 gradient_error=self.gradient_error)
                              for seed in self.seeds or suite.seeds]
         return jobs
 
@@ -217,6 +221,9 @@ def parse_entry(suite: SuiteData, label: str, entry: Any) -> ModelEntry:
         except ParamError as exc:
             raise SuiteError(f"{at}: {exc}") from None
         measured[key] = entry.get(key, param.default)
+    if not isinstance(entry.get("gradient_error", False), bool):
+        raise SuiteError(f"{at}: 'gradient_error' must be true or false")
+    measured["gradient_error"] = entry.get("gradient_error", False)
     options = _axes({k: v for k, v in entry.items() if k not in _RESERVED}, at)
     for key in ("depth", "width"):
         if key not in dict(options):
@@ -400,6 +407,7 @@ def compute(run: Run, options: RunOptions) -> list[RunRecord]:
             floor=floor.to_dict() if floor is not None else None,
             weights_error=outcome.weights_error or None, truth_digits=out.truth_digits,
             start=None if tr.start == "fresh" else tr.start,
+            gradient_error=outcome.gradient_error,
             recipe_settings=dict(RECIPE_BOOK[job.train.recipe].settings))
         records.append(make_record(
             run, record_id=record_id(config, p), precision=p, status=out.status,

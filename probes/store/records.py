@@ -102,7 +102,8 @@ class TrainedConfig(RecordConfig):
     model entry, ``solver`` in configs before version 4), the recipe (``train``: recipe,
     steps, batch_size, dtype, ...), ``seed``, ``test_size`` and ``iterate``;
     ``target_version``: how the task's training targets were computed
-    (:attr:`precision.tasks.base.Task.target_version`; 1 when absent)."""
+    (:attr:`precision.tasks.base.Task.target_version`; 1 when absent); ``gradient_error``: the
+    training precision's gradient error by module is measured (absent: not)."""
 
     entry: str = ""
     family: str = ""
@@ -117,6 +118,7 @@ class TrainedConfig(RecordConfig):
     test_size: int = 32
     iterate: int = 0
     target_version: int = 1
+    gradient_error: bool = False
 
     @property
     def layernorm(self) -> bool | None:
@@ -272,7 +274,11 @@ class TrainedResult(RecordResult):
     ``check_flops``: the work of the convergence checks training ran on plateaus
     (``until = "floor"``), counted alike (None: none, or stored before it was counted);
     ``start``: where training started when not from the seeded init (``train.start =
-    "contained"``: the kept weights of a shallower cell it was embedded from; None: fresh)."""
+    "contained"``: the kept weights of a shallower cell it was embedded from; None: fresh);
+    ``gradient_error``: with the config's ``gradient_error``, the relative error of the
+    gradient computed in the training precision against mp50, by module, at the initial and
+    the final weights (``{"precision": ..., "initial": {module: error}, "final": {...}}``,
+    :func:`probes.gradient_check.training_gradient_error`; None: not measured)."""
 
     METRICS: ClassVar[tuple[str, ...]] = ("approximation", "rounding", "digits", "n_params",
                                           "train_steps_done", "final_train_loss",
@@ -303,6 +309,7 @@ class TrainedResult(RecordResult):
     engine_flops: float | None = None
     check_flops: float | None = None
     start: str | None = None
+    gradient_error: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> TrainedResult:
@@ -334,7 +341,9 @@ class TrainedResult(RecordResult):
                else {"recipe_settings": dict(self.recipe_settings)}),
             **({} if not self.engine_flops else {"engine_flops": self.engine_flops}),
             **({} if self.start in (None, "fresh") else {"start": self.start}),
-            **({} if not self.check_flops else {"check_flops": self.check_flops}))
+            **({} if not self.check_flops else {"check_flops": self.check_flops}),
+            **({} if self.gradient_error is None
+               else {"gradient_error": dict(self.gradient_error)}))
 
 
 @dataclass(frozen=True, kw_only=True)

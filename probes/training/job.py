@@ -20,7 +20,9 @@ class Job:
     factory callable; its ``model_options``; ``depth`` x ``width``) trained on a task
     (``task`` with ``task_options``) by ``train`` (its seed and device are the job's and the
     run's, not ``train``'s) from ``seed``, then measured on ``test_size``
-    seeded test sequences (``iterate``: iterations of the explicit-gradient model, 0 = none).
+    seeded test sequences (``iterate``: iterations of the explicit-gradient model, 0 = none;
+    ``gradient_error``: the training precision's gradient error by module, at the initial and
+    the final weights, :func:`probes.gradient_check.training_gradient_error`).
     ``label`` and ``problem_label`` are the suite's model entry and task labels, ``suite`` its
     name (they name the job's records; a job outside a suite leaves them empty)."""
 
@@ -34,6 +36,7 @@ class Job:
     model_options: dict[str, Any] = field(default_factory=dict)
     test_size: int = 32
     iterate: int = 0
+    gradient_error: bool = False
     label: str = ""
     problem_label: str = ""
     suite: str = ""
@@ -48,6 +51,7 @@ class Job:
                    task_options=dict(config.get("task_options", {})),
                    model_options=dict(config.get("model_options", {})),
                    test_size=config.get("test_size", 32), iterate=config.get("iterate", 0),
+                   gradient_error=bool(config.get("gradient_error", False)),
                    label=config.get("entry", config.get("solver", "")),
                    problem_label=config.get("problem_label", ""),
                    suite=config.get("suite", ""))
@@ -64,7 +68,8 @@ class Job:
                 "depth": self.depth, "width": self.width,
                 "train": self.train.table(), "seed": self.seed,
                 "suite": self.suite, "test_size": self.test_size, "iterate": self.iterate,
-                **({"target_version": targets} if targets > 1 else {})}
+                **({"target_version": targets} if targets > 1 else {}),
+                **({"gradient_error": True} if self.gradient_error else {})}   # ids of before
 
     def build_task(self) -> Task:
         """The task instance alone (no model is built: no user code runs)."""

@@ -112,6 +112,9 @@ class TrainedOutcome:
     weights_error: str | None = None
     #: The convergence check of the trained weights (None: training failed).
     check: Check | None = None
+    #: The training precision's gradient error by module (``Job.gradient_error``; None: not
+    #: asked for, or training failed).
+    gradient_error: dict[str, Any] | None = None
 
 
 def _rounded_inputs(x: torch.Tensor, p: Precision) -> torch.Tensor:
@@ -395,5 +398,11 @@ def _measure(job: Job, trained: TrainedModel, precisions: list[Precision], t0: f
                         f"{len(out.iterate_trace)} iterations)")
             outcomes.append(out)
     n_params = sum(t.numel() for t in model.parameters())
+    gradient_error = None
+    if job.gradient_error and result.status == "ok":
+        from probes.gradient_check import training_gradient_error
+
+        gradient_error = training_gradient_error(job, task, model)
     return TrainedOutcome(result, outcomes, n_params, task.describe(),
-                          time.perf_counter() - t0, trained.weights_error, check)
+                          time.perf_counter() - t0, trained.weights_error, check,
+                          gradient_error)
