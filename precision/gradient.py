@@ -91,6 +91,12 @@ def gradient(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor,
     if not names:
         raise ValueError("the model has no trainable parameter to differentiate")
     with evaluating(model):
+        with torch.no_grad():   # the loss is over matching entries, never a broadcast
+            out = as_float64(model)(as_float64(x))
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        if got != tuple(target.shape):
+            raise ValueError(f"target has shape {tuple(target.shape)}, the model's output "
+                             f"{got}: the loss is the MSE over matching entries")
         if p.is_mp:
             values = _mp_gradient(model, x, target, p)
 

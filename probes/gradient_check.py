@@ -141,8 +141,9 @@ def training_gradient_error(job: Job, task: Task, trained: torch.nn.Module
     """The gradient of a trained job's training loss (MSE of the task's prediction against its
     target, on a seeded batch) computed in the job's training precision, against mp50 (casts
     promoted), module by module, at the job's seeded initial weights and at its trained
-    weights: ``{"precision": name, "initial": {module: error}, "final": {module: error}}``
-    (module paths of the model; ``(all)``: every parameter)."""
+    weights: ``{"precision": name, "initial": [[module, error], ...], "final": [...]}``
+    (module paths of the model in its order, as pairs so the stored JSON keeps the order;
+    ``(all)``: every parameter, last)."""
     from precision.gradient import gradient
     from precision.precisions import parse_precision
     from probes.training.recipe_book import RECIPES
@@ -158,6 +159,6 @@ def training_gradient_error(job: Job, task: Task, trained: torch.nn.Module
         wrapped = _Predicted(model, task.select)
         truth = gradient(wrapped, x, y, parse_precision("mp50+casts=promote"))
         errors = relative_by_module(gradient(wrapped, x, y, p), truth)
-        out[when] = {m.removeprefix("model.").removeprefix("model") or "(root)": e
-                     for m, e in errors.items()}
+        out[when] = [[m.removeprefix("model.").removeprefix("model") or "(root)", e]
+                     for m, e in errors.items()]
     return out

@@ -43,7 +43,8 @@ from reports.files import (
     remove_unwritten,
     write_text,
 )
-from reports.gradient_table import gradient_pivots
+from reports.gradient_plot import gradient_figure
+from reports.gradient_table import gradient_jobs, gradient_pivots, job_title
 from reports.length_plot import length_figure, length_pivots, length_runs
 from reports.localize_plot import localize_figure, localize_pivots, localize_runs
 from reports.papers.claims import check_claims
@@ -275,7 +276,7 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
 
     gradient_tables = gradient_pivots(rows)
     if gradient_tables:
-        sections.append(Section(
+        sec = Section(
             "How far each training precision bends each module's gradient",
             tables=gradient_tables,
             paragraphs=["For runs whose model entry sets `gradient_error = true`: the gradient "
@@ -283,7 +284,15 @@ def _write_report(store: Store, known: list[str], chosen: list[str], folder: Pat
                         "computed in the training precision, every op of the forward and the "
                         "backward in it, against the same gradient in mp50, each module's "
                         "relative error (its own parameters' entries), at the seeded initial "
-                        "weights and at the trained weights."]))
+                        "weights and at the trained weights."])
+        for key, columns in gradient_jobs(rows).items():
+            fig = gradient_figure({c: m["final"] for c, m in columns.items()},
+                                  job_title(key) + ", trained weights",
+                                  figures / f"{names.stem('gradient', *map(str, key))}.png")
+            if fig is not None:
+                sec.figures.append((f"{job_title(key)}: each module's gradient error at the "
+                                    "trained weights, a marker per training precision", fig))
+        sections.append(sec)
 
     study_rows = [r for r in rows if r.get("kind") == "study"]
     for pivot in study_pivots(study_rows):

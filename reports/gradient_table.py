@@ -25,8 +25,11 @@ def _column(cfg: TrainedConfig) -> str:
     return train_dtype(cfg) + (f", {weights}" if weights else "")
 
 
-def gradient_pivots(rows: list[dict[str, Any]]) -> list[Pivot]:
-    """The tables of the module docstring (none when no row measured the gradient)."""
+def gradient_jobs(rows: list[dict[str, Any]]
+                  ) -> dict[tuple[Any, ...], dict[str, dict[str, Any]]]:
+    """(suite, entry, task, depth, width, seed) -> training precision's column label -> the
+    stored ``gradient_error`` (``initial`` / ``final``: module -> relative error, in the
+    model's order)."""
     jobs: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
     for r in rows:
         measured = (r.get("result") or {}).get("gradient_error")
@@ -36,9 +39,22 @@ def gradient_pivots(rows: list[dict[str, Any]]) -> list[Pivot]:
         assert isinstance(cfg, TrainedConfig)
         key = (r["suite"], r["subject"], r.get("problem") or cfg.task, cfg.depth, cfg.width,
                cfg.seed)
-        jobs.setdefault(key, {})[_column(cfg)] = measured   # a job's records share it
+        jobs.setdefault(key, {})[_column(cfg)] = {   # a job's records share it
+            when: dict(measured[when]) for when in ("initial", "final")}
+    return dict(sorted(jobs.items(), key=str))
+
+
+def job_title(key: tuple[Any, ...]) -> str:
+    """How a table or figure names the cell ``key`` of :func:`gradient_jobs`."""
+    suite, subject, task, depth, width, seed = key
+    return f"{suite}: {subject} on {task}, depth {depth}, width {width}, seed {seed}"
+
+
+def gradient_pivots(rows: list[dict[str, Any]]) -> list[Pivot]:
+    """The tables of the module docstring (none when no row measured the gradient)."""
     out = []
-    for (suite, subject, task, depth, width, seed), columns in sorted(jobs.items(), key=str):
+    for key, columns in gradient_jobs(rows).items():
+        suite, subject, task, depth, width, seed = key
         for when in ("initial", "final"):
             frame = pd.DataFrame({name: pd.Series(m[when], dtype=float)
                                   for name, m in columns.items()})
@@ -48,7 +64,7 @@ def gradient_pivots(rows: list[dict[str, Any]]) -> list[Pivot]:
             frame.index.name = "module"
             out.append(Pivot(
                 f"gradient-{suite}-{subject}-{task}-d{depth}-w{width}-s{seed}-{when}",
-                f"{suite}: {subject} on {task}, depth {depth}, width {width}, seed {seed}: "
+                f"{job_title(key)}: "
                 f"relative error of the training loss's gradient in each training precision "
                 f"against mp50, by module, at the {when} weights", frame))
     return out

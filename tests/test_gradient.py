@@ -131,9 +131,29 @@ def test_bad_input_is_one_line():
         q.requires_grad_(False)
     with pytest.raises(ValueError, match="no trainable parameter"):
         gradient(frozen, x, target, "float64")
+    with pytest.raises(ValueError, match=r"target has shape \(2, 6, 3\), the model's output "
+                                         r"\(2, 6, 2\)"):   # was a silent broadcast
+        gradient(model, x, torch.zeros(2, 6, 3, dtype=torch.float64), "mp30")
 
 
-def test_the_command_prints_each_modules_gradient_error(capsys):
+def test_integer_inputs_differentiate_through_an_embedding():
+    class Tokens(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed, self.out = torch.nn.Embedding(10, 4), torch.nn.Linear(4, 2)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.out(torch.tanh(self.embed(ids)))
+
+    torch.manual_seed(0)
+    model, ids = Tokens().double(), torch.randint(0, 10, (2, 5))
+    target = torch.randn(2, 5, 2, dtype=torch.float64)
+    exact, f64 = gradient(model, ids, target, "mp30"), gradient(model, ids, target, "float64")
+    for name in ("embed.weight", "out.weight"):
+        assert error_summary(f64[name].numpy(), np.asarray(exact[name])).relative < 1e-12
+
+
+def test_the_command_prints_each_modules_gradient_error(capsys, tmp_path):
     argv = ["gradient", "transformer", "--d-in", "3", "--d-out", "2", "--depth", "1",
             "--width", "8", "--tokens", "6", "--batch", "2", "--reference", "mp30"]
     assert main([*argv, "--precisions", "float32,float64"]) == 0
@@ -142,6 +162,9 @@ def test_the_command_prints_each_modules_gradient_error(capsys):
     assert {"inp", "blocks.0.mlp.fc", "(all)"} <= set(rows)
     f32, f64 = (float(v) for v in rows["(all)"][1:3])
     assert 1e-9 < f32 < 1e-5 and 1e-20 < f64 < 1e-12
+    assert main([*argv, "--precisions", "bfloat16", "--plot", str(tmp_path / "g.png")]) == 0
+    assert (tmp_path / "g.png").is_file() and (tmp_path / "g.svg").is_file()
+    assert main([*argv, "--plot", str(tmp_path / "g.pdf")]) == 2
     assert main([*argv, "--reference", "float64"]) == 2
     assert main([*argv, "--precisions", "fp8"]) == 2
     assert "did you mean" in capsys.readouterr().err
@@ -182,7 +205,11 @@ def test_a_suite_entry_measures_each_training_precisions_gradient_error_by_modul
     assert main(["run", str(path), "--db", str(db), "--no-progress", "--no-report"]) == 0
     with Store(db, create=False) as store:
         rows = store.runs()
-        measured = {r["config"]["train"]["dtype"]: r["result"]["gradient_error"] for r in rows}
+        measured = {r["config"]["train"]["dtype"]: {
+            w: dict(r["result"]["gradient_error"][w]) for w in ("initial", "final")}
+            for r in rows}
+        order = [m for m, _ in rows[0]["result"]["gradient_error"]["final"]]
+        assert order[0] == "(root)" and order[1] == "inp" and order[-1] == "(all)"
         assert set(measured) == {"float32", "bfloat16"}
         for when in ("initial", "final"):
             f32, bf16 = measured["float32"][when], measured["bfloat16"][when]
@@ -191,6 +218,7 @@ def test_a_suite_entry_measures_each_training_precisions_gradient_error_by_modul
         report = build_report(store, ["tp"], tmp_path / "rep")
     text = report.markdown.read_text()
     assert "bends each module's gradient" in text and "at the final weights" in text
+    assert list((tmp_path / "rep" / "figures").glob("gradient-*.png"))
     path.write_text(SUITE.format(flag="false"))
     assert not any("gradient_error" in job_config(r.spec) for r in load_suite(str(path)).runs)
     path.write_text(SUITE.format(flag='"yes"'))

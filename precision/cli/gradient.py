@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from precision.cli.common import (
@@ -38,6 +39,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     help=f"comma-separated precisions (default {','.join(DEFAULT_PRECISIONS)})")
     gr.add_argument("--reference", default="mp50",
                     help="the mpN precision of the true gradient (default mp50)")
+    gr.add_argument("--plot", default=None, metavar="FILE.png",
+                    help="also draw the table: a row per module, a marker per precision "
+                    "(PNG, and SVG beside it)")
     add_shape_options(gr, sample=True)
     return gr
 
@@ -58,6 +62,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--precisions {assigned[0]}: a gradient is computed in one "
                          "precision, not a per-module assignment")
     check_shape_options(args, ("d_in", "d_out", "depth", "width", "tokens", "batch"))
+    plot = _plot_path(args.plot)
     try:  # the user's factory is imported, called and differentiated in a child process
         result = call_isolated(gradient_errors, args.factory, precisions, reference,
                                args.d_in, args.d_out, args.depth, args.width, args.tokens,
@@ -78,7 +83,28 @@ def main(args: argparse.Namespace) -> int:
                 f"{result.errors[c][m]:>{w}.2e}" for c, w in zip(cols, widths, strict=True)))
         print(f"(relative error of each module's parameter gradients against {reference.name}, "
               "every cast promoted; loss: the MSE against a seeded target)")
+        if plot is not None:
+            from reports.gradient_plot import gradient_figure
+
+            title = (f"{args.factory} (depth {args.depth}, width {args.width}, {args.batch}x"
+                     f"{args.tokens} tokens, seed {args.seed}): the MSE's gradient by module")
+            errors = {p: {m or "(root)": e for m, e in per.items()}
+                      for p, per in result.errors.items()}
+            if gradient_figure(errors, title, plot, reference.name) is not None:
+                print(f"figure: {plot}")
     if result.problem:
         print(f"precision: error: {result.problem}", file=sys.stderr)
         return EXIT_USAGE
     return 0
+
+
+def _plot_path(text: str | None) -> Path | None:
+    """``--plot``'s file (a .png whose folder exists), or UsageError before any work."""
+    if text is None:
+        return None
+    path = Path(text).expanduser()
+    if path.suffix.lower() != ".png":
+        raise UsageError(f"--plot {text}: give a .png file (an .svg is written beside it)")
+    if not path.parent.is_dir():
+        raise UsageError(f"--plot {text}: no folder {path.parent}")
+    return path

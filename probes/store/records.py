@@ -277,7 +277,7 @@ class TrainedResult(RecordResult):
     "contained"``: the kept weights of a shallower cell it was embedded from; None: fresh);
     ``gradient_error``: with the config's ``gradient_error``, the relative error of the
     gradient computed in the training precision against mp50, by module, at the initial and
-    the final weights (``{"precision": ..., "initial": {module: error}, "final": {...}}``,
+    the final weights (``{"precision": ..., "initial": [[module, error], ...], "final": ...}``,
     :func:`probes.gradient_check.training_gradient_error`; None: not measured)."""
 
     METRICS: ClassVar[tuple[str, ...]] = ("approximation", "rounding", "digits", "n_params",
