@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from precision.precisions import Precision, seeded_by, with_casts
-from probes.factory import FactoryError, build_family
+from probes.factory import FactoryError
 from probes.isolation import one_line
-from probes.sample_check import sample_input
+from probes.sample_check import sample_input, seeded_model
 
 if TYPE_CHECKING:
     from precision.tasks.base import Task
@@ -84,17 +84,16 @@ def gradient_errors(spec: str, precisions: Sequence[Precision], reference: Preci
     """The gradient of FACTORY ``spec``'s module on one seeded sample in ``reference`` (an
     mpN, casts promoted) and in each precision, compared module by module (module
     docstring)."""
+    from precision.backends.interpreter.program import as_float64
     from precision.gradient import gradient
 
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = build_family(spec, d_in, d_out, depth, width, tokens).eval()
+        model = seeded_model(spec, d_in, d_out, depth, width, tokens, seed)
     except FactoryError as exc:
         return GradientErrors(build_error=str(exc))
     x = sample_input(d_in, tokens, batch, seed=seed + 1)
     with torch.no_grad():
-        shape = model.double()(x).shape
+        shape = as_float64(model)(x).shape
     target = torch.randn(shape, dtype=torch.float64,
                          generator=torch.Generator().manual_seed(seed + 2))
     result = GradientErrors()

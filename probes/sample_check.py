@@ -46,6 +46,15 @@ class SampleCheck:
         return [line for r in self.islands for line in r.lines()]
 
 
+def seeded_model(spec: str, d_in: int, d_out: int, depth: int, width: int, tokens: int,
+                 seed: int) -> nn.Module:
+    """FACTORY ``spec``'s module built with torch seeded by ``seed`` (the global generator
+    restored after), in eval mode; FactoryError (one line) when it cannot be built."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build_family(spec, d_in, d_out, depth, width, tokens).eval()
+
+
 def sample_input(d_in: int, tokens: int, batch: int = 2,
                  seed: int = SAMPLE_SEED) -> torch.Tensor:
     """The seeded float64 input (batch, tokens, d_in) of the check (batch 2: the census's
@@ -129,9 +138,7 @@ def evaluate_sample(spec: str, precisions: Sequence[Precision], reference: Preci
     from precision.metrics import error_summary
 
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = build_family(spec, d_in, d_out, depth, width, tokens).eval()
+        model = seeded_model(spec, d_in, d_out, depth, width, tokens, seed)
     except FactoryError as exc:
         return SampleEvaluation(build_error=str(exc))
     x = sample_input(d_in, tokens, batch, seed=seed + 1)

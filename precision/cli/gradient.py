@@ -32,8 +32,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "trained), compute the gradient of the MSE of its output on one seeded "
                         "(batch, tokens, d_in) input against a seeded target, in --reference "
                         "(mpN, casts promoted: the truth) and in each precision, and print "
-                        "each module's relative gradient error (exit 1 if a precision cannot "
-                        "compute it).")
+                        "each module's relative gradient error (exit 2 if a precision cannot "
+                        "compute it: one line).")
     gr.add_argument("factory", help=FACTORY_HELP)
     gr.add_argument("--precisions", default=None,
                     help=f"comma-separated precisions (default {','.join(DEFAULT_PRECISIONS)})")
