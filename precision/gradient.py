@@ -177,6 +177,11 @@ def _trace(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor,
             table[torch.ops.aten.convolution.default] = _conv1d_by_slices
         graph_module = exported.run_decompositions(table).module()
     names = [n for n, _ in _trainable(model)]
+    exported_params = dict(graph_module.named_parameters())
+    lost = [n for n in names if n not in exported_params]
+    if lost:   # else functional_call would use the traced copy's values: a stale gradient
+        raise ValueError(f"the exported model has no parameter {lost[0]!r} (of "
+                         f"{len(lost)} missing): its gradient cannot be traced")
     buffers = [n for n, _ in model.named_buffers()]
     exported_buffers = dict(graph_module.named_buffers())
     buffers = [n for n in buffers if n in exported_buffers]
