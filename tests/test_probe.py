@@ -188,10 +188,11 @@ def test_probe_takes_the_grid_it_is_given(tmp_path, capsys):
 
     base = load_suite("primitives", profile="quick", expand=False)
     suite = suite_for_factory(base, f"{HERE}:gated_mixer", tasks=["multiply"],
-                              depths=[1, 2], widths=[32])
-    assert sorted({(r.spec.depth, r.spec.width) for r in suite.runs}) == [(1, 32), (2, 32)]
+                              depths=[1, 2], widths=[32, 64])
+    assert sorted({(r.spec.depth, r.spec.width) for r in suite.runs}) == [
+        (1, 32), (1, 64), (2, 32), (2, 64)]
     full = suite_for_factory(base, f"{HERE}:gated_mixer", tasks=["multiply"])
-    assert {r.spec.width for r in full.runs} == {32, 64}
+    assert {(r.spec.depth, r.spec.width) for r in full.runs} == {(1, 32), (2, 32), (3, 32)}
     for flag, value, message in (("--depths", "0", "in [1, 1000000]"),
                                  ("--widths", "3x", "--widths"), ("--depths", "", "empty")):
         rc = main(["probe", f"{HERE}:gated_mixer", "--suite", "primitives", "--profile",
