@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("precision", "probes", "reports")
 #: The Python API's entry points: they accept a spelling and convert it (``as_precision``).
 EDGES = {("precision/evaluate.py", "evaluate"), ("precision/evaluate.py", "evaluate_exact"),
-         ("precision/evaluate.py", "evaluate_method"),
+         ("precision/evaluate.py", "evaluate_method"), ("precision/gradient.py", "gradient"),
          ("precision/evaluate.py", "error_decomposition"),
          ("precision/lengths.py", "evaluate_lengths"),
          ("precision/solvers/measure.py", "run_solver"),
