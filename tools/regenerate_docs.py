@@ -181,12 +181,22 @@ def write_results(store_paths: Path | list[Path], out: Path,
             rel = os.path.relpath(path)
             label = rel if not rel.startswith("..") else Path(path).name   # no /tmp/... paths
             stores.append((opened.enter_context(Store(path, create=False)), label))
-        rel = os.path.relpath(out, ROOT)   # a page of the repository names its --out
-        default = Path(out).resolve() == (ROOT / "docs" / "results.md").resolve()
-        text = results_markdown(stores, pending=pending,
-                                out_label="" if default or rel.startswith("..") else rel)
+        text = results_markdown(stores, pending=pending, out_label=_out_label(Path(out)))
     write_text(out, text)
     return out
+
+
+def _out_label(out: Path) -> str:
+    """How the page's command names its ``--out``: as typed when relative (the page is then
+    rewritten by the same command from the same folder), relative to the repository when an
+    absolute path inside it, nothing for the default ``docs/results.md`` or a path outside
+    the repository (a scratch page)."""
+    if out.resolve() == (ROOT / "docs" / "results.md").resolve():
+        return ""
+    if not out.is_absolute():
+        return str(out)
+    rel = os.path.relpath(out, ROOT)
+    return "" if rel.startswith("..") else rel
 
 
 # ---------------------------------------------------------------------------- README blocks
