@@ -75,7 +75,7 @@ EXPECT: dict[str, str] = {
     "precision results": "floor MSE",
     # probing.md
     "precision ops examples/gated_mixer.py:gated_mixer": "mp",
-    "precision evaluate hf:LlamaModel --width 32 --depth 1": "bfloat16",
+    "precision evaluate hf:LlamaModel --width 32 --depth 1": "LlamaRMSNorm",
     "precision ops hf:LlamaModel --width 32 --depth 1": "mp",
     "precision probe examples/gated_mixer.py:gated_mixer --suite primitives --profile quick "
     "--tasks multiply --jobs 2": "gated_mixer",
